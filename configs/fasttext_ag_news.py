@@ -1,0 +1,47 @@
+"""fastText baseline (Joulin et al. 2017) on AG News.
+
+Local files (zhang_csv: train.csv, test.csv, classes.txt):
+    python train.py --config configs/fasttext_ag_news.py --workdir /tmp/ft \
+        --config.data.dir=../shared/data/ag_news
+TFDS catalogue (downloads `ag_news_subset` on first use, 120k training rows):
+    python train.py --config configs/fasttext_ag_news.py --workdir /tmp/ft
+Offline smoke run on generated data (seconds):
+    python train.py --config configs/fasttext_ag_news.py:smoke --workdir /tmp/ft_smoke
+
+Expected on the 10,648-row local train set: about 1-2 minutes on 2 CPU cores, test accuracy
+about 0.88 (TF-IDF + linear SVM: 0.873).
+"""
+
+from jcaps.train.config import base_config
+
+
+def get_config(arg: str = ""):
+    config = base_config()
+    config.model.name = "fasttext"
+    config.model.embed_dim = 64
+    config.model.bigram_buckets = 1 << 18
+    config.model.dropout_rate = 0.0
+
+    config.data.name = "ag_news_subset"
+    config.data.text_keys = ("title", "description")
+    config.data.format = "zhang_csv"
+    config.data.tokenizer = "zhang"
+    config.data.max_len = 256
+
+    config.train.batch_size = 32
+    config.train.num_epochs = 5
+    config.train.learning_rate = 5e-3
+    config.train.schedule = "linear"
+    config.train.log_every_steps = 100
+    if arg == "smoke":
+        config.data.source = "synthetic"
+        config.data.max_len = 64
+        config.model.embed_dim = 16
+        config.model.bigram_buckets = 1024
+        config.train.batch_size = 16
+        config.train.num_epochs = 2
+        config.train.learning_rate = 2e-2
+        config.train.log_every_steps = 10
+    elif arg:
+        raise ValueError(f"unknown config argument {arg!r}; expected '' or 'smoke'")
+    return config

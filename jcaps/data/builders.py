@@ -1,0 +1,160 @@
+"""TFDS builders for jcaps' local formats, written as `array_record` and read without TensorFlow.
+
+Each builder turns a folder of local files into a TFDS dataset cached under `cache_dir`; the
+cache key is a fingerprint of the source files (path, size, modification time), so edited files
+are prepared again. Every example carries the 1-based `line` of the file it came from, so that
+problems found later (an unknown label in the test split) still name the file and line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+from pathlib import Path
+
+import numpy as np
+import tensorflow_datasets as tfds
+
+from jcaps.data import formats
+from jcaps.data.errors import DataError
+
+FORMATS = ("zhang_csv", "jsonl", "text_labels")
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitFiles:
+    """The files of one split: `text` (and `labels` for the parallel-file format)."""
+
+    text: str
+    labels: str = ""
+
+
+def split_files(data_format: str, directory: str, train_file: str = "", test_file: str = "") -> dict[str, SplitFiles]:
+    """Where each split of a local dataset lives; raises `DataError` for a missing file."""
+    directory = os.path.abspath(os.path.expanduser(directory))
+    if not os.path.isdir(directory):
+        raise DataError(directory, None, "data directory does not exist (set --config.data.dir)")
+    if data_format == "zhang_csv":
+        files = {s: SplitFiles(os.path.join(directory, f"{s}.csv")) for s in ("train", "test")}
+    elif data_format == "jsonl":
+        files = {
+            "train": SplitFiles(os.path.join(directory, (train_file or "train") + ".jsonl")),
+            "test": SplitFiles(os.path.join(directory, (test_file or "test") + ".jsonl")),
+        }
+    elif data_format == "text_labels":
+        stems = {"train": train_file or "train", "test": test_file or "test"}
+        files = {
+            s: SplitFiles(os.path.join(directory, f"{stem}.text"), os.path.join(directory, f"{stem}.labels"))
+            for s, stem in stems.items()
+        }
+    else:
+        raise ValueError(f"unknown data.format {data_format!r}; expected one of {', '.join(FORMATS)}")
+    for split in files.values():
+        for path in (split.text, split.labels):
+            if path and not os.path.isfile(path):
+                raise DataError(path, None, "file not found")
+    return files
+
+
+def class_names(data_format: str, directory: str, files: dict[str, SplitFiles]) -> list[str] | None:
+    """Names of the classes when the format fixes them (integer labels); None for string labels."""
+    if data_format == "zhang_csv":
+        classes = os.path.join(directory, "classes.txt")
+        if os.path.isfile(classes):
+            return formats.read_classes(classes)
+        return [str(i + 1) for i in range(formats.zhang_csv_num_classes(directory))]
+    if data_format == "text_labels":
+        mappings = sorted(Path(directory).glob(Path(files["train"].text).stem.split("_")[0] + "_mapping.txt"))
+        if mappings:
+            return formats.read_emoji_mapping(str(mappings[0]))
+        num_classes = 1 + max(ex["label"] for _, ex in formats.read_text_labels(files["train"].text, files["train"].labels))
+        return [str(i) for i in range(num_classes)]
+    return None
+
+
+def _fingerprint(files: dict[str, SplitFiles]) -> str:
+    digest = hashlib.sha1()
+    for split in sorted(files):
+        for path in (files[split].text, files[split].labels):
+            if path:
+                stat = os.stat(path)
+                digest.update(f"{path}:{stat.st_size}:{stat.st_mtime_ns};".encode())
+    return digest.hexdigest()[:12]
+
+
+class _LocalBuilder(tfds.core.GeneratorBasedBuilder):
+    """Shared plumbing: a builder configured with a source folder, cached by fingerprint."""
+
+    VERSION = tfds.core.Version("1.0.0")
+
+    def __init__(self, *, data_format, directory, train_file="", test_file="", multi_label=False, **kwargs):
+        self._files = split_files(data_format, directory, train_file, test_file)
+        self._names = class_names(data_format, directory, self._files)
+        self._multi_label = multi_label
+        config = tfds.core.BuilderConfig(
+            name=f"{Path(directory).name or 'data'}-{_fingerprint(self._files)}",
+            description=f"{data_format} files in {os.path.abspath(directory)}",
+        )
+        super().__init__(config=config, file_format="array_record", **kwargs)
+
+    def _split_generators(self, dl_manager):
+        del dl_manager
+        return {split: self._generate_examples(files) for split, files in self._files.items()}
+
+    def _label_feature(self):
+        if self._names is not None:
+            return tfds.features.ClassLabel(names=self._names)
+        if self._multi_label:
+            return tfds.features.Sequence(tfds.features.Text())
+        return tfds.features.Text()
+
+    def _info(self):
+        label_key = "labels" if self._multi_label else "label"
+        return tfds.core.DatasetInfo(
+            builder=self,
+            description=self.builder_config.description,
+            features=tfds.features.FeaturesDict(
+                {"text": tfds.features.Text(), label_key: self._label_feature(), "line": tfds.features.Scalar(np.int32)}
+            ),
+        )
+
+    def source_path(self, split: str) -> str:
+        return self._files[split].text
+
+
+class ZhangCsv(_LocalBuilder):
+    """`train.csv` / `test.csv` with the class index 1..J first (Zhang et al. 2015)."""
+
+    def _generate_examples(self, files: SplitFiles):
+        for key, example in formats.read_zhang_csv(files.text, num_classes=len(self._names)):
+            yield key, {**example, "line": int(key)}
+
+
+class Jsonl(_LocalBuilder):
+    """One JSON object a line, with `label` (single-label) or `labels` (multi-label)."""
+
+    def _generate_examples(self, files: SplitFiles):
+        label_key = "labels" if self._multi_label else "label"
+        for key, example in formats.read_jsonl(files.text, label_key=label_key):
+            yield key, {"text": example["text"], label_key: example[label_key], "line": int(key)}
+
+
+class TextLabels(_LocalBuilder):
+    """Parallel `NAME.text` / `NAME.labels` files, one example a line (SemEval-2018 emoji)."""
+
+    def _generate_examples(self, files: SplitFiles):
+        for key, example in formats.read_text_labels(files.text, files.labels, num_classes=len(self._names)):
+            yield key, {**example, "line": int(key)}
+
+
+BUILDERS = {"zhang_csv": ZhangCsv, "jsonl": Jsonl, "text_labels": TextLabels}
+
+
+def prepare_local(data_format: str, directory: str, cache_dir: str, **kwargs) -> _LocalBuilder:
+    """Prepares (once) and returns the builder of a local dataset."""
+    if data_format not in BUILDERS:
+        raise ValueError(f"unknown data.format {data_format!r}; expected one of {', '.join(FORMATS)}")
+    builder = BUILDERS[data_format](data_format=data_format, directory=directory, data_dir=cache_dir, **kwargs)
+    builder.download_and_prepare()
+    return builder

@@ -1,0 +1,315 @@
+"""From a data config to batches: TFDS source → grain (shuffle, encode, bucketed padding, batch).
+
+`load_text_dataset(config.data, seed)` opens the splits (carving validation from train when the
+dataset has none), builds the vocabulary and label map from the training part only (or takes
+the ones saved in a workdir), and returns a `TextDataset`. Its `train_iterator` is an endless,
+seeded grain iterator whose state is saved in checkpoints; `eval_batches` walks a split once,
+padding the last batch with zero-weight examples so every batch has the same shape.
+
+A batch is a dict of NumPy arrays: `tokens` [B, L] (or [B, M, L] for the `sentences`
+tokenizer) int32 with PAD 0, `label` [B] int32 (or `labels` [B, J] multi-hot), `weight` [B]
+float32 (0 for padding examples), `index` [B] int32 (example index in its split, -1 for padding).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Callable, Iterator, Sequence
+
+import grain
+import jax
+import numpy as np
+
+from jcaps.data import builders, synthetic
+from jcaps.data.errors import DataError
+from jcaps.data.tokenizers import get_tokenizer
+from jcaps.data.vocab import LabelMap, Vocabulary
+
+
+class Subset:
+    """A random-access view of `source` restricted to `indices` (validation carving)."""
+
+    def __init__(self, source, indices: np.ndarray):
+        self._source = source
+        self._indices = np.asarray(indices, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self._indices)
+
+    def __getitem__(self, i: int):
+        return self._source[int(self._indices[i])]
+
+
+@dataclasses.dataclass
+class Split:
+    """One split: a random-access source and the file its examples came from (for errors)."""
+
+    source: Any
+    path: str
+
+
+def default_cache_dir(data_config) -> str:
+    return os.path.expanduser(data_config.cache_dir or os.path.join("~", "tensorflow_datasets"))
+
+
+def resolve_source(data_config) -> str:
+    """'tfds', 'local' or 'synthetic', from `data.source` and whether `data.dir` is set."""
+    if data_config.source == "auto":
+        return "local" if data_config.dir else "tfds"
+    if data_config.source not in ("tfds", "local", "synthetic"):
+        raise ValueError(f"data.source must be auto, tfds, local or synthetic, not {data_config.source!r}")
+    return data_config.source
+
+
+def open_splits(data_config, seed: int) -> tuple[dict[str, Split], list[str] | None]:
+    """The train / validation / test splits and the class names (None when labels are strings)."""
+    source = resolve_source(data_config)
+    cache_dir = default_cache_dir(data_config)
+    if source == "tfds":
+        if not data_config.name:
+            raise ValueError("set --config.data.dir to local files or --config.data.name to a TFDS dataset")
+        import tensorflow_datasets as tfds
+
+        builder = tfds.builder(data_config.name, data_dir=cache_dir, file_format="array_record")
+        builder.download_and_prepare(file_format="array_record")
+        splits = {
+            name: Split(builder.as_data_source(split=name), f"tfds:{data_config.name}/{name}")
+            for name in builder.info.splits
+        }
+        label = builder.info.features[data_config.label_key]
+        names = list(label.names) if hasattr(label, "names") else None
+    else:
+        directory = data_config.dir
+        if source == "synthetic":
+            directory = synthetic.write_zhang_csv(
+                os.path.join(cache_dir, "jcaps_synthetic"),
+                train_size=data_config.synthetic_train_size,
+                test_size=data_config.synthetic_test_size,
+                seed=seed,
+            )
+        builder = builders.prepare_local(
+            data_config.format if source == "local" else "zhang_csv",
+            directory,
+            cache_dir,
+            train_file=data_config.train_file,
+            test_file=data_config.test_file,
+            multi_label=data_config.label_key == "labels",
+        )
+        splits = {
+            name: Split(builder.as_data_source(split=name), builder.source_path(name)) for name in builder.info.splits
+        }
+        label = builder.info.features[data_config.label_key]
+        names = list(label.names) if hasattr(label, "names") else None
+    if "train" not in splits:
+        raise ValueError(f"dataset has no train split (splits: {', '.join(splits)})")
+    if "validation" not in splits:
+        splits.update(carve_validation(splits["train"], data_config.validation_fraction, seed))
+    return splits, names
+
+
+def carve_validation(train: Split, fraction: float, seed: int) -> dict[str, Split]:
+    """Splits `train` into train and validation by a seeded permutation."""
+    if not 0.0 <= fraction < 1.0:
+        raise ValueError(f"data.validation_fraction must be in [0, 1), not {fraction}")
+    order = np.random.default_rng(seed).permutation(len(train.source))
+    num_validation = int(round(fraction * len(order)))
+    return {
+        "train": Split(Subset(train.source, np.sort(order[num_validation:])), train.path),
+        "validation": Split(Subset(train.source, np.sort(order[:num_validation])), train.path),
+    }
+
+
+def example_text(example: dict, text_keys: Sequence[str]) -> str:
+    parts = []
+    for key in text_keys:
+        value = example[key]
+        parts.append(value.decode("utf-8") if isinstance(value, bytes) else str(value))
+    return " ".join(parts)
+
+
+def bucket_length(length: int, boundaries: Sequence[int], max_len: int) -> int:
+    """The smallest boundary that holds `length` (boundaries sorted; `max_len` closes them)."""
+    for boundary in boundaries:
+        if length <= boundary:
+            return boundary
+    return max_len
+
+
+def default_boundaries(max_len: int, smallest: int = 16) -> tuple[int, ...]:
+    """Powers of two from `smallest` below `max_len`, then `max_len` itself."""
+    boundaries = []
+    size = smallest
+    while size < max_len:
+        boundaries.append(size)
+        size *= 2
+    return tuple(boundaries) + (max_len,)
+
+
+@dataclasses.dataclass
+class TextDataset:
+    """Prepared splits with their vocabulary and labels, ready to batch."""
+
+    splits: dict[str, Split]
+    vocab: Vocabulary
+    labels: LabelMap
+    tokenize: Callable[[str], list]
+    text_keys: tuple[str, ...]
+    label_key: str
+    max_len: int
+    boundaries: tuple[int, ...]
+    nested: bool  # True for the 'sentences' tokenizer: tokens are [M, L] per example
+    max_sentences: int
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.labels)
+
+    @property
+    def multi_label(self) -> bool:
+        return self.label_key == "labels"
+
+    def text(self, split: str, index: int) -> str:
+        return example_text(self.splits[split].source[index], self.text_keys)
+
+    def encode_text(self, text: str) -> np.ndarray:
+        tokens = self.tokenize(text)
+        if self.nested:
+            rows = [self.vocab.encode(sentence) for sentence in tokens] or [np.zeros((0,), np.int32)]
+            width = max(1, max(len(r) for r in rows))
+            out = np.zeros((len(rows), width), np.int32)
+            for i, row in enumerate(rows):
+                out[i, : len(row)] = row
+            return out
+        return self.vocab.encode(tokens)
+
+    def encode(self, split: str, index: int, example: dict) -> dict:
+        """One raw TFDS example → `tokens`, label(s), `index`."""
+        encoded = {"tokens": self.encode_text(example_text(example, self.text_keys)), "index": np.int32(index)}
+        raw = example[self.label_key]
+        path, line = self.splits[split].path, int(example.get("line", index + 1))
+        if self.multi_label:
+            hot = np.zeros((self.num_classes,), np.float32)
+            for name in raw:
+                hot[self.labels.encode(_as_str(name), path=path, line=line)] = 1.0
+            encoded["labels"] = hot
+        elif isinstance(raw, (bytes, str)):
+            encoded["label"] = np.int32(self.labels.encode(_as_str(raw), path=path, line=line))
+        else:
+            encoded["label"] = np.int32(raw)
+        return encoded
+
+    def pad_batch(self, examples: Sequence[dict], batch_size: int) -> dict:
+        """Stacks `examples`, pads tokens to a bucket, and fills up to `batch_size` with weight 0."""
+        if self.nested:
+            sentences = max(max(e["tokens"].shape[0] for e in examples), 1)
+            words = max(max(e["tokens"].shape[1] for e in examples), 1)
+            sentence_buckets = default_boundaries(self.max_sentences, smallest=4)
+            shape = (
+                batch_size,
+                bucket_length(sentences, sentence_buckets, self.max_sentences),
+                bucket_length(words, self.boundaries, self.max_len),
+            )
+        else:
+            longest = max(max(len(e["tokens"]) for e in examples), 1)
+            shape = (batch_size, bucket_length(longest, self.boundaries, self.max_len))
+        tokens = np.zeros(shape, np.int32)
+        for i, example in enumerate(examples):
+            tokens[(i,) + tuple(slice(0, n) for n in example["tokens"].shape)] = example["tokens"]
+        batch = {
+            "tokens": tokens,
+            "weight": np.array([1.0] * len(examples) + [0.0] * (batch_size - len(examples)), np.float32),
+            "index": np.array([e["index"] for e in examples] + [-1] * (batch_size - len(examples)), np.int32),
+        }
+        if self.multi_label:
+            batch["labels"] = np.zeros((batch_size, self.num_classes), np.float32)
+            batch["labels"][: len(examples)] = np.stack([e["labels"] for e in examples])
+        else:
+            batch["label"] = np.zeros((batch_size,), np.int32)
+            batch["label"][: len(examples)] = [e["label"] for e in examples]
+        return batch
+
+    def _indexed(self, split: str) -> grain.MapDataset:
+        source = self.splits[split].source
+        return grain.MapDataset.range(len(source)).map(lambda i: self.encode(split, int(i), source[int(i)]))
+
+    def train_iterator(self, batch_size: int, seed: int) -> grain.DatasetIterator:
+        """Endless batches of this process's shard of train, reshuffled each epoch (seeded)."""
+        local = batch_size // jax.process_count()
+        source = self.splits["train"].source
+        indices = grain.MapDataset.range(len(source))[jax.process_index() :: jax.process_count()]
+        if len(indices) < local:
+            raise ValueError(f"the train split has {len(indices)} examples per process, fewer than one batch of {local}")
+        dataset = (
+            indices.shuffle(seed=seed)
+            .repeat()
+            .map(lambda i: self.encode("train", int(i), source[int(i)]))
+            .batch(local, drop_remainder=True, batch_fn=lambda examples: self.pad_batch(examples, local))
+        )
+        return iter(dataset.to_iter_dataset())
+
+    def eval_batches(self, split: str, batch_size: int, limit: int = 0) -> Iterator[dict]:
+        """One pass over this process's shard of `split` (the first `limit` examples if > 0)."""
+        local = batch_size // jax.process_count()
+        dataset = self._indexed(split)
+        if limit:
+            dataset = dataset[:limit]
+        dataset = dataset[jax.process_index() :: jax.process_count()]
+        yield from dataset.batch(local, batch_fn=lambda examples: self.pad_batch(examples, local))
+
+    def steps_per_epoch(self, batch_size: int) -> int:
+        return max(1, len(self.splits["train"].source) // batch_size)
+
+
+def _as_str(value) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+def load_text_dataset(data_config, seed: int, vocab: Vocabulary | None = None, labels: LabelMap | None = None) -> TextDataset:
+    """Opens the splits and builds (or takes) the vocabulary and label map; see module doc."""
+    splits, names = open_splits(data_config, seed)
+    text_keys = ("text",) if resolve_source(data_config) != "tfds" else tuple(data_config.text_keys)
+    tokenize = make_tokenize(data_config)
+    train = splits["train"]
+    if vocab is None:
+        texts = (example_text(train.source[i], text_keys) for i in range(len(train.source)))
+        nested = data_config.tokenizer == "sentences"
+        token_lists = ([w for sentence in tokenize(t) for w in sentence] if nested else tokenize(t) for t in texts)
+        vocab = Vocabulary.build(token_lists, min_count=data_config.min_count, max_size=data_config.max_size or None)
+    if labels is None:
+        if names is not None:
+            labels = LabelMap(names)
+        else:
+            key, seen = data_config.label_key, set()
+            for i in range(len(train.source)):
+                raw = train.source[i][key]
+                seen.update(_as_str(x) for x in raw) if key == "labels" else seen.add(_as_str(raw))
+            labels = LabelMap(sorted(seen))
+    return make_text_dataset(data_config, splits, vocab, labels, text_keys)
+
+
+def make_tokenize(data_config) -> Callable[[str], list]:
+    """The configured tokenizer with its length limits bound."""
+    tokenizer = get_tokenizer(data_config.tokenizer)
+    if data_config.tokenizer == "sentences":
+        return lambda text: tokenizer(text, max_sentences=data_config.max_sentences, max_words=data_config.max_len)
+    return lambda text: tokenizer(text, max_len=data_config.max_len)
+
+
+def make_text_dataset(data_config, splits, vocab, labels, text_keys=("text",)) -> TextDataset:
+    """A `TextDataset` over `splits` (may be empty: enough to encode and batch new text)."""
+    boundaries = tuple(sorted(data_config.bucket_boundaries)) or default_boundaries(data_config.max_len)
+    if boundaries[-1] < data_config.max_len:
+        boundaries += (data_config.max_len,)
+    return TextDataset(
+        splits=splits,
+        vocab=vocab,
+        labels=labels,
+        tokenize=make_tokenize(data_config),
+        text_keys=tuple(text_keys),
+        label_key=data_config.label_key,
+        max_len=data_config.max_len,
+        boundaries=boundaries,
+        nested=data_config.tokenizer == "sentences",
+        max_sentences=data_config.max_sentences,
+    )

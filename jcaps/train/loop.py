@@ -1,0 +1,262 @@
+"""`train_and_evaluate(config, workdir)`: the training loop every model shares.
+
+It resumes from the workdir's latest checkpoint (model, optimiser, RNG and data position),
+evaluates on validation during training and on validation and test at the end, writes
+`metrics.jsonl` and TensorBoard, stops on a non-finite loss without overwriting the last good
+checkpoint, and saves a checkpoint before exiting on SIGINT/SIGTERM.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import signal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jcaps.data.pipeline import TextDataset, load_text_dataset
+from jcaps.models import build_model, get_family
+from jcaps.train import config as config_lib
+from jcaps.train import mesh as mesh_lib
+from jcaps.train.checkpoints import Checkpoints
+from jcaps.train.metrics import MetricWriter, classification_metrics
+from jcaps.train.optim import make_optimizer
+from jcaps.train.progress import Progress
+from jcaps.train.steps import TrainState, eval_step, train_step
+
+DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+
+
+class TrainingInterrupted(RuntimeError):
+    """SIGINT/SIGTERM arrived; a checkpoint was saved. `exit_code` follows the shell's 128 + N."""
+
+    def __init__(self, signum: int, step: int, directory: str):
+        self.exit_code = 128 + signum
+        super().__init__(f"interrupted by {signal.Signals(signum).name} at step {step}; checkpoint saved in {directory}")
+
+
+class NonFiniteLoss(RuntimeError):
+    pass
+
+
+class IncompatibleWorkdir(ValueError):
+    pass
+
+
+# ---------------------------------------------------------------------------------------------
+# Set-up: workdir, data, model, state.
+# ---------------------------------------------------------------------------------------------
+
+
+def check_workdir(config, workdir: str) -> None:
+    """Refuses to resume a workdir whose checkpoints were made with a shape-changing config."""
+    path = os.path.join(workdir, "config.json")
+    has_checkpoints = os.path.isdir(os.path.join(workdir, "checkpoints")) and any(
+        name.isdigit() for name in os.listdir(os.path.join(workdir, "checkpoints"))
+    )
+    if os.path.isfile(path) and has_checkpoints:
+        with open(path, encoding="utf-8") as f:
+            saved = json.load(f)
+        differing = config_lib.incompatible_keys(saved, config)
+        if differing:
+            old, new = config_lib.flatten(saved), config_lib.flatten(json.loads(config.to_json()))
+            changes = "; ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in differing)
+            raise IncompatibleWorkdir(
+                f"{workdir} holds checkpoints of a different config ({changes}). "
+                "Use a new --workdir, or pass the saved values to resume."
+            )
+
+
+def dummy_tokens(dataset: TextDataset) -> np.ndarray:
+    """A tiny input of the right rank for `model.init` (parameters do not depend on length)."""
+    return np.ones((1, 4, 16) if dataset.nested else (1, 16), np.int32)
+
+
+def create_train_state(config, model, family_optimizer, dataset: TextDataset, num_steps: int, mesh) -> TrainState:
+    """Parameters are born replicated: `jit(init, out_shardings=...)`."""
+    init_rng, state_rng = jax.random.split(jax.random.PRNGKey(config.train.seed))
+    tx = family_optimizer(config, num_steps)
+
+    def init(rng):
+        params = model.init({"params": rng, "dropout": rng}, dummy_tokens(dataset), train=False)["params"]
+        return TrainState.create(apply_fn=model.apply, params=params, tx=tx, rng=state_rng)
+
+    return jax.jit(init, out_shardings=mesh_lib.replicated(mesh))(init_rng)
+
+
+def parameter_count(params) -> int:
+    return int(sum(np.prod(x.shape) for x in jax.tree.leaves(params)))
+
+
+def compile_steps(config, family, dataset: TextDataset, mesh):
+    """The jitted train and eval steps with their shardings (state replicated, batch split)."""
+    replicated, sharded = mesh_lib.replicated(mesh), mesh_lib.batch_sharded(mesh)
+    train = jax.jit(
+        functools.partial(train_step, family=family, model_config=config.model),
+        in_shardings=(replicated, sharded),
+        out_shardings=(replicated, replicated),
+        donate_argnums=0,
+    )
+    evaluate = jax.jit(
+        functools.partial(eval_step, family=family, model_config=config.model, num_classes=dataset.num_classes),
+        in_shardings=(replicated, sharded),
+        out_shardings=replicated,
+    )
+    return train, evaluate
+
+
+def evaluate_split(eval_fn, state, dataset: TextDataset, split: str, batch_size: int, mesh) -> dict:
+    """Metrics of `state` on one split (sums accumulated on the device, divided on the host)."""
+    totals = None
+    for local in dataset.eval_batches(split, batch_size):
+        sums = eval_fn(state, mesh_lib.global_batch(local, mesh))
+        totals = sums if totals is None else jax.tree.map(jnp.add, totals, sums)
+    if totals is None:
+        raise ValueError(f"the {split} split is empty")
+    return classification_metrics(jax.device_get(totals))
+
+
+# ---------------------------------------------------------------------------------------------
+# The loop.
+# ---------------------------------------------------------------------------------------------
+
+
+class _SignalFlag:
+    """Remembers the first SIGINT/SIGTERM so the loop can stop at a step boundary."""
+
+    def __init__(self):
+        self.signum = None
+        self._previous = {}
+
+    def __enter__(self):
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        del frame
+        self.signum = self.signum or signum
+
+    def __exit__(self, *exc):
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+
+def train_and_evaluate(config, workdir: str) -> dict:
+    """Trains `config` in `workdir` (resuming if it holds checkpoints); returns the final metrics."""
+    workdir = os.path.abspath(workdir)
+    os.makedirs(workdir, exist_ok=True)
+    is_main = jax.process_index() == 0
+    log = functools.partial(print, flush=True) if is_main else (lambda *a, **k: None)
+    if config.train.compilation_cache:
+        jax.config.update("jax_compilation_cache_dir", os.path.expanduser(config.train.compilation_cache))
+
+    check_workdir(config, workdir)
+    if is_main:
+        with open(os.path.join(workdir, "config.json"), "w", encoding="utf-8") as f:
+            f.write(config_lib.to_json(config))
+
+    # Data: the vocabulary of a resumed run is the saved one, never rebuilt.
+    checkpoints = Checkpoints(workdir, keep=config.train.keep_checkpoints)
+    saved_vocabulary = checkpoints.load_vocabulary()
+    dataset = load_text_dataset(config.data, config.train.seed, *(saved_vocabulary or (None, None)))
+    if saved_vocabulary is None and is_main:
+        checkpoints.save_vocabulary(dataset.vocab, dataset.labels)
+
+    family = get_family(config.model.name)
+    model = build_model(config.model, len(dataset.vocab), dataset.num_classes, DTYPES[config.train.dtype])
+    mesh = mesh_lib.data_mesh()
+    batch_size = config.train.batch_size
+    eval_batch_size = config.train.eval_batch_size or batch_size
+    mesh_lib.check_batch_size(batch_size, mesh)
+    mesh_lib.check_batch_size(eval_batch_size, mesh, "train.eval_batch_size")
+
+    steps_per_epoch = dataset.steps_per_epoch(batch_size)
+    num_steps = config.train.num_steps or config.train.num_epochs * steps_per_epoch
+    eval_every = config.train.eval_every_steps or steps_per_epoch
+    checkpoint_every = config.train.checkpoint_every_steps or steps_per_epoch
+    state = create_train_state(config, model, family.optimizer or default_optimizer, dataset, num_steps, mesh)
+    train_fn, eval_fn = compile_steps(config, family, dataset, mesh)
+
+    train_iterator = dataset.train_iterator(batch_size, config.train.seed)
+    last_saved = checkpoints.latest_step()
+    if last_saved is not None:
+        state, data_state = checkpoints.restore(state)
+        train_iterator.set_state(data_state)
+        log(f"Resuming from step {int(state.step)} (checkpoint in {checkpoints.directory}).")
+    sizes = ", ".join(f"{name} {len(split.source)}" for name, split in dataset.splits.items())
+    log(
+        f"{config.model.name}: {parameter_count(state.params):,} parameters; vocabulary {len(dataset.vocab):,}; "
+        f"{dataset.num_classes} classes; examples: {sizes}; {num_steps} steps of batch {batch_size} "
+        f"({steps_per_epoch} per epoch) on {mesh.size} device(s)."
+    )
+
+    writer = MetricWriter(workdir, enabled=is_main)
+    progress = Progress(config.train.progress, total=num_steps, initial=int(state.step), enabled=is_main)
+    step = int(state.step)
+    window: list[dict] = []
+    try:
+        with _SignalFlag() as stop:
+            while step < num_steps:
+                if stop.signum is not None:
+                    if last_saved != step:
+                        checkpoints.save(step, state, train_iterator.get_state())
+                    checkpoints.wait()
+                    raise TrainingInterrupted(stop.signum, step, checkpoints.directory)
+                state, metrics = train_fn(state, mesh_lib.global_batch(next(train_iterator), mesh))
+                step += 1
+                window.append(metrics)
+                due_checkpoint = step % checkpoint_every == 0 or step == num_steps
+                if step % config.train.log_every_steps == 0 or due_checkpoint or step == num_steps:
+                    summary = _summarise_window(window, step, last_saved, checkpoints.directory)
+                    window = []
+                    writer.write(step, "train", summary)
+                    progress.update(step, summary)
+                if step % eval_every == 0 and step != num_steps:
+                    metrics = evaluate_split(eval_fn, state, dataset, "validation", eval_batch_size, mesh)
+                    writer.write(step, "validation", metrics)
+                    progress.message(f"step {step}: validation " + _format(metrics))
+                if due_checkpoint:
+                    checkpoints.save(step, state, train_iterator.get_state())
+                    last_saved = step
+        checkpoints.wait()
+        progress.close()
+
+        final = {}
+        for split in ("validation", "test"):
+            if split in dataset.splits and len(dataset.splits[split].source):
+                final[split] = evaluate_split(eval_fn, state, dataset, split, eval_batch_size, mesh)
+                writer.write(step, split, final[split], final=True)
+                log(f"final {split}: " + _format(final[split]))
+        return final
+    finally:
+        progress.close()
+        writer.close()
+        checkpoints.close()
+
+
+def default_optimizer(config, num_steps):
+    return make_optimizer(config.train, num_steps)
+
+
+def _summarise_window(window: list[dict], step: int, last_saved, directory: str) -> dict:
+    """Means of the window's per-step metrics; stops the run at the first non-finite loss."""
+    values = jax.device_get(window)
+    losses = np.array([v["loss"] for v in values])
+    bad = np.flatnonzero(~np.isfinite(losses))
+    if bad.size:
+        at = step - len(values) + 1 + int(bad[0])
+        kept = f"the last good checkpoint is step {last_saved} in {directory}" if last_saved else "no checkpoint was saved"
+        raise NonFiniteLoss(
+            f"training loss became {losses[bad[0]]} at step {at}; stopping ({kept}). "
+            "Try a lower train.learning_rate or train.grad_clip_norm."
+        )
+    return {key: float(np.mean([v[key] for v in values])) for key in values[0]}
+
+
+def _format(metrics: dict) -> str:
+    return " ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in metrics.items())
+

@@ -1,0 +1,58 @@
+"""The jit-compiled training and evaluation steps (free functions, as in the Flax examples).
+
+Both take the model family's loss, so every model trains through the same two functions.
+Metrics are sums and counts over the batch's real examples (weight 1); dividing happens on
+the host at the end of an evaluation, so padded examples never count.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax.training import train_state
+
+
+class TrainState(train_state.TrainState):
+    """Flax's TrainState (step, params, optimiser state) with the run's base RNG key."""
+
+    rng: jax.Array
+
+
+def weighted_mean(values, weight):
+    return jnp.sum(values * weight) / jnp.maximum(jnp.sum(weight), 1.0)
+
+
+def train_step(state: TrainState, batch: dict, *, family, model_config):
+    """One optimiser update. The step number is folded into the RNG, so a resumed run draws the
+    same dropout masks as an uninterrupted one."""
+    rng = jax.random.fold_in(state.rng, state.step)
+
+    def loss_fn(params):
+        outputs = state.apply_fn({"params": params}, batch["tokens"], train=True, rngs={"dropout": rng})
+        per_example = family.loss(outputs, batch, model_config)
+        return weighted_mean(per_example.astype(jnp.float32), batch["weight"]), outputs
+
+    (loss, outputs), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+    metrics = {
+        "loss": loss,
+        "grad_norm": optax.global_norm(grads),
+        "param_norm": optax.global_norm(state.params),
+    }
+    if "label" in batch:
+        correct = jnp.argmax(outputs["scores"], axis=-1) == batch["label"]
+        metrics["accuracy"] = weighted_mean(correct.astype(jnp.float32), batch["weight"])
+    return state.apply_gradients(grads=grads), metrics
+
+
+def eval_step(state: TrainState, batch: dict, *, family, model_config, num_classes: int):
+    """Sums over the batch: `loss_sum`, `count`, and the confusion matrix [true, predicted]."""
+    outputs = state.apply_fn({"params": state.params}, batch["tokens"], train=False)
+    per_example = family.loss(outputs, batch, model_config).astype(jnp.float32)
+    weight = batch["weight"]
+    sums = {"loss_sum": jnp.sum(per_example * weight), "count": jnp.sum(weight)}
+    if "label" in batch:
+        predicted = jnp.argmax(outputs["scores"], axis=-1)
+        pairs = jax.nn.one_hot(batch["label"], num_classes)[:, :, None] * jax.nn.one_hot(predicted, num_classes)[:, None, :]
+        sums["confusion"] = jnp.einsum("bij,b->ij", pairs, weight)
+    return sums

@@ -1,0 +1,12 @@
+"""Test-wide JAX settings: fake CPU devices and strict shape/dtype rules.
+
+XLA_FLAGS must be set before jax initialises its backends, so this runs at import time.
+"""
+import os
+
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax  # noqa: E402
+
+jax.config.update("jax_numpy_rank_promotion", "raise")
