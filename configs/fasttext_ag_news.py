@@ -18,8 +18,8 @@ from jcaps.train.config import base_config
 def get_config(arg: str = ""):
     config = base_config()
     config.model.name = "fasttext"
-    config.model.embed_dim = 64
-    config.model.bigram_buckets = 1 << 18
+    config.model.embed_dim = 32
+    config.model.bigram_buckets = 1 << 17
     config.model.dropout_rate = 0.0
 
     config.data.name = "ag_news_subset"
@@ -28,9 +28,9 @@ def get_config(arg: str = ""):
     config.data.tokenizer = "zhang"
     config.data.max_len = 256
 
-    config.train.batch_size = 32
+    config.train.batch_size = 64
     config.train.num_epochs = 5
-    config.train.learning_rate = 5e-3
+    config.train.learning_rate = 1e-2
     config.train.schedule = "linear"
     config.train.log_every_steps = 100
     if arg == "smoke":

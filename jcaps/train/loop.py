@@ -14,6 +14,7 @@ import os
 import signal
 
 import jax
+from absl import logging
 import jax.numpy as jnp
 import numpy as np
 
@@ -145,10 +146,19 @@ class _SignalFlag:
             signal.signal(signum, handler)
 
 
+def quiet_libraries() -> None:
+    """orbax logs every save at INFO and TFDS draws progress bars: keep the console for jcaps."""
+    logging.set_verbosity(logging.ERROR)
+    import tensorflow_datasets as tfds
+
+    tfds.disable_progress_bar()
+
+
 def train_and_evaluate(config, workdir: str) -> dict:
     """Trains `config` in `workdir` (resuming if it holds checkpoints); returns the final metrics."""
     workdir = os.path.abspath(workdir)
     os.makedirs(workdir, exist_ok=True)
+    quiet_libraries()
     is_main = jax.process_index() == 0
     log = functools.partial(print, flush=True) if is_main else (lambda *a, **k: None)
     if config.train.compilation_cache:

@@ -1,0 +1,124 @@
+"""Compile time and train/eval throughput of a model config on synthetic batches of its shapes.
+
+    python benchmarks/throughput.py --config configs/NAME.py[:ARG] --out DIR \
+        [--vocab_size V] [--num_classes J] [--length L] [--repeats R]
+
+Writes DIR/results.json: {"config", "compile_s", "train_examples_per_s",
+"eval_examples_per_s", "train_step_s", "eval_step_s", ...}. Times are medians of R timed
+steps after warm-up, each synchronised with `block_until_ready`; compile time is measured
+separately (lower + compile of the train step). Needs no data: tokens are random ids.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import statistics
+import sys
+import time
+
+import jax
+import numpy as np
+from ml_collections import config_flags
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from jcaps.models import build_model, get_family  # noqa: E402
+from jcaps.train import loop  # noqa: E402
+from jcaps.train import mesh as mesh_lib  # noqa: E402
+from jcaps.train.steps import eval_step, train_step  # noqa: E402
+
+
+def load_config(spec: str):
+    """`configs/NAME.py[:ARG]` → the config, as train.py would read it."""
+    path, _, arg = spec.partition(":")
+    return config_flags.config_flags._LoadConfigModule(f"bench_{abs(hash(path))}", path).get_config(arg)
+
+
+def synthetic_batch(rng: np.random.Generator, config, batch_size: int, length: int, vocab_size: int, num_classes: int):
+    shape = (batch_size, config.data.max_sentences, length) if config.data.tokenizer == "sentences" else (batch_size, length)
+    return {
+        "tokens": rng.integers(2, vocab_size, size=shape, dtype=np.int32),
+        "label": rng.integers(0, num_classes, size=(batch_size,), dtype=np.int32),
+        "weight": np.ones((batch_size,), np.float32),
+        "index": np.arange(batch_size, dtype=np.int32),
+    }
+
+
+def median_seconds(fn, repeats: int, warmup: int = 2) -> float:
+    for _ in range(warmup):
+        jax.block_until_ready(fn())
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(fn())
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def measure(config, vocab_size: int, num_classes: int, length: int, repeats: int) -> dict:
+    """Compile time and median step times of `config` on random batches."""
+    family = get_family(config.model.name)
+    model = build_model(config.model, vocab_size, num_classes, loop.DTYPES[config.train.dtype])
+    mesh = mesh_lib.data_mesh()
+    batch_size = config.train.batch_size
+    batch = mesh_lib.global_batch(
+        synthetic_batch(np.random.default_rng(0), config, batch_size, length, vocab_size, num_classes), mesh
+    )
+
+    class Shapes:  # what create_train_state needs of a dataset
+        nested = config.data.tokenizer == "sentences"
+
+    state = loop.create_train_state(config, model, family.optimizer or loop.default_optimizer, Shapes, 1000, mesh)
+    train = jax.jit(functools.partial(train_step, family=family, model_config=config.model))
+    evaluate = jax.jit(functools.partial(eval_step, family=family, model_config=config.model, num_classes=num_classes))
+
+    start = time.perf_counter()
+    compiled_train = train.lower(state, batch).compile()
+    compile_s = time.perf_counter() - start
+    holder = {"state": state}
+
+    def one_train_step():
+        holder["state"], metrics = compiled_train(holder["state"], batch)
+        return metrics
+
+    train_s = median_seconds(one_train_step, repeats)
+    eval_s = median_seconds(lambda: evaluate(holder["state"], batch), repeats)
+    return {
+        "compile_s": compile_s,
+        "train_step_s": train_s,
+        "eval_step_s": eval_s,
+        "train_examples_per_s": batch_size / train_s,
+        "eval_examples_per_s": batch_size / eval_s,
+        "batch_size": batch_size,
+        "length": length,
+        "vocab_size": vocab_size,
+        "num_classes": num_classes,
+        "parameters": loop.parameter_count(state.params),
+        "device": jax.devices()[0].device_kind,
+        "num_devices": mesh.size,
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--vocab_size", type=int, default=30000)
+    parser.add_argument("--num_classes", type=int, default=4)
+    parser.add_argument("--length", type=int, default=0, help="sequence length (default: data.max_len)")
+    parser.add_argument("--repeats", type=int, default=20)
+    args = parser.parse_args()
+    config = load_config(args.config)
+    results = {"config": args.config}
+    results.update(measure(config, args.vocab_size, args.num_classes, args.length or config.data.max_len, args.repeats))
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
+        json.dump(results, f, indent=2)
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

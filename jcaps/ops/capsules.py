@@ -1,0 +1,209 @@
+"""Capsule primitives: squash, prediction vectors, dynamic and k-means routing.
+
+Pure functions on arrays, usable under `jit`, `vmap` and `grad`. Routing functions take any
+number of leading batch axes, so the same call works per example (under `vmap`) and on a batch.
+
+References:
+    Sabour, Frosst, Hinton. Dynamic Routing Between Capsules. NeurIPS 2017 (eq. 1-3, Procedure 1).
+    Ren, Lu. Compositional Coding Capsule Network with K-Means Routing for Text Classification.
+    Pattern Recognition Letters 2022 (Algorithm 1).
+"""
+from typing import Literal
+
+import jax
+import jax.numpy as jnp
+
+
+def _safe_norm(x: jax.Array, axis: int, eps: float) -> jax.Array:
+    """`sqrt(sum(x^2) + eps)` with kept dims: finite value and gradient at `x = 0`."""
+    return jnp.sqrt(jnp.sum(jnp.square(x), axis=axis, keepdims=True) + eps)
+
+
+def squash(s: jax.Array, axis: int = -1, eps: float = 1e-7) -> jax.Array:
+    """Squash non-linearity (Sabour et al. 2017, eq. 1).
+
+        squash(s) = |s|^2 / (1 + |s|^2) * s / |s|,  |s| = sqrt(sum(s^2) + eps)
+
+    The `eps` inside the square root keeps value and gradient finite at `s = 0`, which padding
+    and dead capsules produce exactly; it only shortens the output, so norms stay in [0, 1).
+
+    Args:
+        s: [..., dim] capsule vectors (the capsule axis is `axis`).
+        axis: the capsule-vector axis.
+        eps: added under the square root of the norm.
+
+    Returns:
+        [..., dim], same shape as `s`.
+    """
+    squared_norm = jnp.sum(jnp.square(s), axis=axis, keepdims=True)
+    return squared_norm / (1.0 + squared_norm) * s / jnp.sqrt(squared_norm + eps)
+
+
+def _add_bias(u_hat: jax.Array, bias: jax.Array | None) -> jax.Array:
+    if bias is None:
+        return u_hat
+    return u_hat + jnp.broadcast_to(bias, u_hat.shape)
+
+
+def shared_prediction_vectors(
+    u: jax.Array, weight: jax.Array, bias: jax.Array | None = None
+) -> jax.Array:
+    """Prediction vectors with one transform per output capsule, shared over inputs.
+
+        u_hat[i, j] = W[j] @ u[i] + b[j]
+
+    Args:
+        u: [..., in_caps, d_in] input capsules.
+        weight: [out_caps, d_out, d_in].
+        bias: optional [out_caps, d_out].
+
+    Returns:
+        u_hat: [..., in_caps, out_caps, d_out].
+    """
+    return _add_bias(jnp.einsum("...id,jed->...ije", u, weight), bias)
+
+
+def unshared_prediction_vectors(
+    u: jax.Array, weight: jax.Array, bias: jax.Array | None = None
+) -> jax.Array:
+    """Prediction vectors with one transform per (input, output) pair (Sabour et al., eq. 2).
+
+        u_hat[i, j] = W[i, j] @ u[i] + b[i, j]
+
+    Args:
+        u: [..., in_caps, d_in] input capsules.
+        weight: [in_caps, out_caps, d_out, d_in].
+        bias: optional [in_caps, out_caps, d_out].
+
+    Returns:
+        u_hat: [..., in_caps, out_caps, d_out].
+    """
+    return _add_bias(jnp.einsum("...id,ijed->...ije", u, weight), bias)
+
+
+def _mask_inputs(
+    u_hat: jax.Array, mask: jax.Array | None
+) -> tuple[jax.Array, jax.Array | None]:
+    """Zeroes padded input capsules; returns them and the mask as [..., in_caps, 1] booleans.
+
+    `where` rather than a product, so that non-finite values in padded slots cannot leak in.
+    """
+    if mask is None:
+        return u_hat, None
+    valid = jnp.asarray(mask).astype(bool)[..., None]
+    return jnp.where(valid[..., None], u_hat, jnp.zeros_like(u_hat)), valid
+
+
+def _mask_coupling(c: jax.Array, valid: jax.Array | None) -> jax.Array:
+    if valid is None:
+        return c
+    return jnp.where(valid, c, jnp.zeros_like(c))
+
+
+def _weighted_sum(c: jax.Array, u_hat: jax.Array) -> jax.Array:
+    """s[..., j, :] = sum_i c[..., i, j] u_hat[..., i, j, :]."""
+    return jnp.sum(c[..., None] * u_hat, axis=-3)
+
+
+def dynamic_routing(
+    u_hat: jax.Array,
+    num_iterations: int,
+    mask: jax.Array | None = None,
+    eps: float = 1e-7,
+) -> tuple[jax.Array, jax.Array]:
+    """Routing-by-agreement (Sabour et al. 2017, Procedure 1).
+
+        b = 0
+        repeat r times:
+            c[i, :] = softmax_j(b[i, :])
+            v_j = squash(sum_i c[i, j] u_hat[i, j])
+            b[i, j] += <u_hat[i, j], v_j>          (skipped after the last v: it is never read)
+
+    The loop is a `lax.fori_loop` with a static trip count, so reverse-mode gradients flow
+    through every iteration.
+
+    Args:
+        u_hat: [..., in_caps, out_caps, dim] prediction vectors.
+        num_iterations: r >= 1, a Python int.
+        mask: optional [..., in_caps], 1 (or True) for real input capsules, 0 for padding. Padded
+            capsules contribute nothing to `v` or to the agreement, receive zero gradient, and
+            their rows of the returned `c` are 0.
+        eps: squash epsilon.
+
+    Returns:
+        v: [..., out_caps, dim] output capsules, norms in [0, 1).
+        c: [..., in_caps, out_caps] the coupling coefficients that produced `v`; each valid row
+            sums to 1 over out_caps, padded rows are 0.
+    """
+    if num_iterations < 1:
+        raise ValueError(f"num_iterations must be >= 1, got {num_iterations}")
+    u_hat, valid = _mask_inputs(u_hat, mask)
+
+    def route(c):
+        return squash(_weighted_sum(c, u_hat), eps=eps)
+
+    def iterate(_, carry):
+        logits, _, v = carry
+        logits = logits + jnp.sum(u_hat * v[..., None, :, :], axis=-1)
+        c = jax.nn.softmax(logits, axis=-1)
+        return logits, c, route(c)
+
+    # softmax of the zero start logits is 1/J; written out so that XLA does not constant-fold
+    # a softmax as large as c when compiling.
+    c = jnp.full(u_hat.shape[:-1], 1.0 / u_hat.shape[-2], u_hat.dtype)
+    _, c, v = jax.lax.fori_loop(
+        0, num_iterations - 1, iterate, (jnp.zeros_like(c), c, route(c)), unroll=True
+    )
+    return v, _mask_coupling(c, valid)
+
+
+def kmeans_routing(
+    u_hat: jax.Array,
+    num_iterations: int,
+    similarity: Literal["cosine", "dot"] = "cosine",
+    mask: jax.Array | None = None,
+    eps: float = 1e-7,
+) -> tuple[jax.Array, jax.Array]:
+    """K-means routing (Ren & Lu 2022, Algorithm 1).
+
+        v_j = (1/J) sum_i u_hat[i, j]
+        repeat r times:
+            c[i, :] = softmax_j(sim(u_hat[i, j], v_j))   (logits replaced, not accumulated)
+            v_j = sum_i c[i, j] u_hat[i, j]             (no squash inside the loop)
+        return squash(v), c
+
+    `sim` is `cosine`, <u_hat / |u_hat|, v / |v|> (the paper), or `dot`, <u_hat, v / |v|> (the
+    authors' code). Both ignore the scale of `v`, so the 1/J of the start (kept as the paper
+    writes it) does not change the result. Norms are `sqrt(sum(x^2) + eps)`: finite, with finite
+    gradients, at zero.
+
+    Args:
+        u_hat: [..., in_caps, out_caps, dim] prediction vectors.
+        num_iterations: r >= 1, a Python int.
+        similarity: "cosine" or "dot".
+        mask: optional [..., in_caps], 1 (or True) for real input capsules, 0 for padding. Padded
+            capsules are left out of the starting mean and of every update, receive zero gradient,
+            and their rows of the returned `c` are 0.
+        eps: added under every square root of a norm (normalisation and squash).
+
+    Returns:
+        v: [..., out_caps, dim] squashed cluster centres, norms in [0, 1).
+        c: [..., in_caps, out_caps] the coupling coefficients that produced `v`; each valid row
+            sums to 1 over out_caps, padded rows are 0.
+    """
+    if num_iterations < 1:
+        raise ValueError(f"num_iterations must be >= 1, got {num_iterations}")
+    if similarity not in ("cosine", "dot"):
+        raise ValueError(f"similarity must be 'cosine' or 'dot', got {similarity!r}")
+    u_hat, valid = _mask_inputs(u_hat, mask)
+    keys = u_hat / _safe_norm(u_hat, -1, eps) if similarity == "cosine" else u_hat
+
+    def route(v):
+        direction = v / _safe_norm(v, -1, eps)
+        c = jax.nn.softmax(jnp.sum(keys * direction[..., None, :, :], axis=-1), axis=-1)
+        return c, _weighted_sum(c, u_hat)
+
+    v = jnp.sum(u_hat, axis=-3) / u_hat.shape[-2]
+    v = jax.lax.fori_loop(0, num_iterations - 1, lambda _, v: route(v)[1], v, unroll=True)
+    c, v = route(v)
+    return squash(v, eps=eps), _mask_coupling(c, valid)

@@ -1,0 +1,102 @@
+"""Per-example classification losses.
+
+Every loss returns one value per example, shape [...] for scores [..., num_classes]; the caller
+averages them (with example weights where batches are padded). Labels are integer class ids
+[...] or, equivalently, one-hot targets [..., num_classes].
+
+References:
+    Sabour, Frosst, Hinton. Dynamic Routing Between Capsules. NeurIPS 2017 (eq. 4, margin loss).
+    Lin, Goyal, Girshick, He, Dollar. Focal Loss for Dense Object Detection. ICCV 2017 (eq. 5).
+    Ren, Lu. Compositional Coding Capsule Network with K-Means Routing for Text Classification.
+    Pattern Recognition Letters 2022 (margin + focal loss on capsule lengths).
+"""
+import jax
+import jax.numpy as jnp
+
+
+def _one_hot(labels: jax.Array, scores: jax.Array) -> jax.Array:
+    """Integer labels [...] become one-hot [..., C]; targets already [..., C] pass through."""
+    labels = jnp.asarray(labels)
+    if labels.ndim == scores.ndim:
+        return labels.astype(scores.dtype)
+    return jax.nn.one_hot(labels, scores.shape[-1], dtype=scores.dtype)
+
+
+def margin_loss(
+    lengths: jax.Array,
+    labels: jax.Array,
+    m_plus: float = 0.9,
+    m_minus: float = 0.1,
+    lam: float = 0.5,
+) -> jax.Array:
+    """Capsule margin loss (Sabour et al. 2017, eq. 4).
+
+        L = sum_j T_j relu(m+ - l_j)^2 + lam (1 - T_j) relu(l_j - m-)^2
+
+    Args:
+        lengths: [..., J] output capsule lengths l_j = |v_j|.
+        labels: [...] int class ids, or [..., J] one-hot (multi-hot also works) targets T.
+        m_plus: lower margin for the target capsule.
+        m_minus: upper margin for the other capsules.
+        lam: down-weighting of the absent-class term.
+
+    Returns:
+        [...] per-example loss.
+    """
+    targets = _one_hot(labels, lengths)
+    present = targets * jnp.square(jax.nn.relu(m_plus - lengths))
+    absent = lam * (1.0 - targets) * jnp.square(jax.nn.relu(lengths - m_minus))
+    return jnp.sum(present + absent, axis=-1)
+
+
+def focal_loss(
+    scores: jax.Array, labels: jax.Array, alpha: float = 0.25, gamma: float = 2.0
+) -> jax.Array:
+    """Softmax focal loss (Lin et al. 2017, eq. 5), as CCCapsNet applies it to capsule lengths.
+
+        p = softmax(scores)[y],  L = -alpha (1 - p)^gamma log p
+
+    `log p` comes from `log_softmax` and `1 - p` from `-expm1(log p)`, so neither is computed by
+    subtracting nearly equal numbers.
+
+    Args:
+        scores: [..., C] class scores (capsule lengths in CCCapsNet, or logits).
+        labels: [...] int class ids, or [..., C] one-hot targets.
+        alpha: weighting factor.
+        gamma: focusing parameter, >= 0.
+
+    Returns:
+        [...] per-example loss.
+    """
+    log_p = jnp.sum(_one_hot(labels, scores) * jax.nn.log_softmax(scores, axis=-1), axis=-1)
+    return -alpha * jnp.power(-jnp.expm1(log_p), gamma) * log_p
+
+
+def cross_entropy(logits: jax.Array, labels: jax.Array) -> jax.Array:
+    """Softmax cross-entropy, `-log softmax(logits)[y]`.
+
+    Args:
+        logits: [..., C].
+        labels: [...] int class ids, or [..., C] one-hot (or soft) targets.
+
+    Returns:
+        [...] per-example loss.
+    """
+    return -jnp.sum(_one_hot(labels, logits) * jax.nn.log_softmax(logits, axis=-1), axis=-1)
+
+
+def sigmoid_binary_cross_entropy(logits: jax.Array, multi_hot: jax.Array) -> jax.Array:
+    """Multi-label loss: independent binary cross-entropies summed over labels.
+
+        L = sum_k -[y_k log sigmoid(x_k) + (1 - y_k) log(1 - sigmoid(x_k))]
+          = sum_k softplus(x_k) - y_k x_k
+
+    Args:
+        logits: [..., C].
+        multi_hot: [..., C] targets in {0, 1} (or probabilities).
+
+    Returns:
+        [...] per-example loss.
+    """
+    multi_hot = jnp.asarray(multi_hot).astype(logits.dtype)
+    return jnp.sum(jax.nn.softplus(logits) - multi_hot * logits, axis=-1)

@@ -1,0 +1,61 @@
+"""Loading a trained workdir: its config, vocabulary, labels, model and latest parameters.
+
+Evaluation, prediction and interpretation need nothing but the workdir.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+
+
+from jcaps.data.pipeline import TextDataset, load_text_dataset, make_text_dataset
+from jcaps.models import ModelFamily, build_model, get_family
+from jcaps.train import config as config_lib
+from jcaps.train import loop
+from jcaps.train import mesh as mesh_lib
+from jcaps.train.checkpoints import Checkpoints
+from jcaps.train.steps import TrainState
+
+
+@dataclasses.dataclass
+class TrainedModel:
+    config: object
+    family: ModelFamily
+    model: object
+    state: TrainState
+    dataset: TextDataset  # splits are empty unless opened with `with_data=True`
+
+    @property
+    def params(self):
+        return self.state.params
+
+    def apply(self, tokens, **kwargs):
+        return self.model.apply({"params": self.state.params}, tokens, train=False, **kwargs)
+
+
+def load_trained(workdir: str, *, with_data: bool = False) -> TrainedModel:
+    """The model of `workdir` at its latest checkpoint (`with_data`: also open its splits)."""
+    loop.quiet_libraries()
+    path = os.path.join(workdir, "config.json")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{workdir} has no config.json: is it a jcaps workdir?")
+    with open(path, encoding="utf-8") as f:
+        config = config_lib.from_json(f.read())
+    checkpoints = Checkpoints(workdir, keep=config.train.keep_checkpoints)
+    saved = checkpoints.load_vocabulary()
+    if saved is None or checkpoints.latest_step() is None:
+        raise FileNotFoundError(f"{workdir} has no checkpoint yet: train it first with train.py")
+    vocab, labels = saved
+    if with_data:
+        dataset = load_text_dataset(config.data, config.train.seed, vocab, labels)
+    else:
+        dataset = make_text_dataset(config.data, {}, vocab, labels)
+    family = get_family(config.model.name)
+    model = build_model(config.model, len(vocab), len(labels), loop.DTYPES[config.train.dtype])
+    mesh = mesh_lib.data_mesh()
+    state = loop.create_train_state(config, model, family.optimizer or loop.default_optimizer, dataset, 1, mesh)
+    state, _ = checkpoints.restore(state, with_data=False)
+    checkpoints.close()
+    return TrainedModel(config, family, model, state, dataset)

@@ -1,0 +1,162 @@
+"""TFDS builders and the grain pipeline on tiny generated files."""
+
+from __future__ import annotations
+
+import json
+
+import ml_collections
+import numpy as np
+import pytest
+
+from jcaps.data import builders, pipeline
+from jcaps.data.errors import DataError
+from jcaps.train.config import base_config
+
+
+def write(path, text):
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def zhang_dir(tmp_path):
+    folder = tmp_path / "news"
+    folder.mkdir()
+    rows = [f'{1 + i % 2},"title {i}","alpha beta {"gamma" if i % 2 else "delta"} word{i}"' for i in range(40)]
+    write(folder / "train.csv", "\n".join(rows) + "\n")
+    write(folder / "test.csv", '1,"t","alpha onlyintest"\n2,"u","gamma"\n2,"v","gamma gamma"\n')
+    write(folder / "classes.txt", "first\nsecond\n")
+    return folder
+
+
+def data_config(folder, cache, **overrides) -> ml_collections.ConfigDict:
+    config = base_config().data
+    config.dir, config.cache_dir = str(folder), str(cache)
+    config.max_len = 64
+    config.validation_fraction = 0.25
+    for key, value in overrides.items():
+        config[key] = value
+    return config
+
+
+def test_zhang_csv_builder_splits_vocabulary_and_labels(zhang_dir, tmp_path):
+    dataset = pipeline.load_text_dataset(data_config(zhang_dir, tmp_path / "cache"), seed=0)
+    assert {k: len(v.source) for k, v in dataset.splits.items()} == {"train": 30, "validation": 10, "test": 3}
+    assert dataset.labels.names == ("first", "second")
+    # Vocabulary from train only: a test-only word is unknown.
+    assert "onlyintest" not in dataset.vocab.tokens
+    assert "gamma" in dataset.vocab.tokens
+    encoded = dataset.encode_text("alpha onlyintest")
+    assert encoded.tolist() == [dataset.vocab.encode(["alpha"])[0], 1]
+
+
+def test_validation_is_seeded_and_disjoint(zhang_dir, tmp_path):
+    def indices(seed):
+        splits, _ = pipeline.open_splits(data_config(zhang_dir, tmp_path / "cache"), seed)
+        return set(splits["train"].source._indices), set(splits["validation"].source._indices)
+
+    train, validation = indices(0)
+    assert not train & validation and len(train | validation) == 40
+    assert indices(0) == (train, validation)
+    assert indices(1) != (train, validation)
+
+
+def test_eval_batches_cover_each_example_once_with_zero_weight_padding(zhang_dir, tmp_path):
+    dataset = pipeline.load_text_dataset(data_config(zhang_dir, tmp_path / "cache"), seed=0)
+    batches = list(dataset.eval_batches("validation", batch_size=4))
+    assert [b["tokens"].shape[0] for b in batches] == [4, 4, 4]
+    weights = np.concatenate([b["weight"] for b in batches])
+    indices = np.concatenate([b["index"] for b in batches])
+    assert weights.tolist() == [1.0] * 10 + [0.0] * 2
+    assert sorted(indices[:10].tolist()) == list(range(10)) and indices[10:].tolist() == [-1, -1]
+    # Padding examples are all PAD.
+    assert not batches[-1]["tokens"][2:].any()
+
+
+def test_batches_are_padded_to_bucket_lengths(zhang_dir, tmp_path):
+    dataset = pipeline.load_text_dataset(data_config(zhang_dir, tmp_path / "cache", bucket_boundaries=(4, 8)), seed=0)
+    lengths = {b["tokens"].shape[1] for b in dataset.eval_batches("train", batch_size=8)}
+    assert lengths <= {4, 8, 64}
+    assert pipeline.bucket_length(5, (4, 8), 64) == 8
+    assert pipeline.bucket_length(9, (4, 8), 64) == 64
+    assert pipeline.default_boundaries(100) == (16, 32, 64, 100)
+
+
+def test_train_iterator_reshuffles_each_epoch_and_resumes_from_its_state(zhang_dir, tmp_path):
+    dataset = pipeline.load_text_dataset(data_config(zhang_dir, tmp_path / "cache", validation_fraction=0.0), seed=0)
+    iterator = dataset.train_iterator(batch_size=8, seed=3)
+    epoch = [next(iterator)["index"] for _ in range(5)]
+    order = np.concatenate(epoch)
+    assert sorted(order.tolist()) == list(range(40))
+    state = iterator.get_state()
+    following = [next(iterator)["index"] for _ in range(5)]
+    assert not np.array_equal(np.concatenate(following), order)  # epoch 2 is shuffled differently
+    restored = dataset.train_iterator(batch_size=8, seed=3)
+    restored.set_state(json.loads(json.dumps(state)))  # the state survives a JSON round trip
+    np.testing.assert_array_equal(next(restored)["index"], following[0])
+
+
+def test_bad_row_error_names_file_and_line_through_the_builder(zhang_dir, tmp_path):
+    write(zhang_dir / "test.csv", '1,"ok","fine"\nx,"bad","label"\n')
+    with pytest.raises(DataError, match=r"test\.csv:2: .*integer"):
+        pipeline.load_text_dataset(data_config(zhang_dir, tmp_path / "cache"), seed=0)
+
+
+def test_missing_data_dir_is_a_clear_error(tmp_path):
+    with pytest.raises(DataError, match=r"does not exist"):
+        pipeline.load_text_dataset(data_config(tmp_path / "nowhere", tmp_path / "cache"), seed=0)
+
+
+def test_unknown_test_label_names_file_and_line(tmp_path):
+    folder = tmp_path / "j"
+    folder.mkdir()
+    write(folder / "train.jsonl", "".join(json.dumps({"text": f"w{i}", "label": "ab"[i % 2]}) + "\n" for i in range(6)))
+    write(folder / "test.jsonl", json.dumps({"text": "x", "label": "a"}) + "\n" + json.dumps({"text": "y", "label": "zzz"}) + "\n")
+    dataset = pipeline.load_text_dataset(data_config(folder, tmp_path / "cache", format="jsonl"), seed=0)
+    assert dataset.labels.names == ("a", "b")
+    with pytest.raises(DataError, match=r"test\.jsonl:2: unknown label 'zzz'"):
+        list(dataset.eval_batches("test", batch_size=2))
+
+
+def test_multi_label_jsonl_gives_multi_hot_targets(tmp_path):
+    folder = tmp_path / "m"
+    folder.mkdir()
+    rows = [{"text": "a b", "labels": ["x", "y"]}, {"text": "c", "labels": ["y"]}, {"text": "d", "labels": ["z"]}]
+    write(folder / "train.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    write(folder / "test.jsonl", json.dumps(rows[0]) + "\n")
+    config = data_config(folder, tmp_path / "cache", format="jsonl", label_key="labels", validation_fraction=0.0)
+    dataset = pipeline.load_text_dataset(config, seed=0)
+    [batch] = list(dataset.eval_batches("test", batch_size=2))
+    assert dataset.labels.names == ("x", "y", "z")
+    np.testing.assert_array_equal(batch["labels"], [[1, 1, 0], [0, 0, 0]])
+
+
+def test_text_labels_builder_reads_parallel_files(tmp_path):
+    folder = tmp_path / "emoji"
+    folder.mkdir()
+    write(folder / "us_trial.text", "love it\nso sad\nhappy day\nrain again\n")
+    write(folder / "us_trial.labels", "0\n1\n0\n1\n")
+    write(folder / "us_test.text", "love\n")
+    write(folder / "us_test.labels", "0\n")
+    write(folder / "us_mapping.txt", "0\t❤\t_red_heart_\t\n1\t😢\t_crying_face_\t\n")
+    config = data_config(folder, tmp_path / "cache", format="text_labels", train_file="us_trial", test_file="us_test",
+                         tokenizer="chars", validation_fraction=0.0)
+    dataset = pipeline.load_text_dataset(config, seed=0)
+    assert dataset.labels.names == ("red_heart", "crying_face")
+    assert len(dataset.splits["train"].source) == 4
+
+
+def test_sentences_tokenizer_gives_nested_batches(zhang_dir, tmp_path):
+    config = data_config(zhang_dir, tmp_path / "cache", tokenizer="sentences", max_sentences=8, max_len=16)
+    dataset = pipeline.load_text_dataset(config, seed=0)
+    [batch, *_] = list(dataset.eval_batches("test", batch_size=4))
+    assert batch["tokens"].ndim == 3 and batch["tokens"].shape[0] == 4
+
+
+def test_builder_cache_follows_file_changes(zhang_dir, tmp_path):
+    cache = tmp_path / "cache"
+    first = builders.prepare_local("zhang_csv", str(zhang_dir), str(cache))
+    write(zhang_dir / "test.csv", '1,"t","alpha"\n')
+    second = builders.prepare_local("zhang_csv", str(zhang_dir), str(cache))
+    assert first.builder_config.name != second.builder_config.name
+    assert len(second.as_data_source(split="test")) == 1

@@ -1,0 +1,68 @@
+"""Tokenisers, checked against token lists written out by hand."""
+import pytest
+
+from jcaps.data import tokenizers
+from jcaps.data.tokenizers import chars, get_tokenizer, sentences, zhang
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("Oil hits $40.5 in 2008year!",
+     ["oil", "hits", "$", "4", "0", ".", "5", "in", "2", "0", "0", "8", "year", "!"]),
+    # The Zhang et al. CSV files escape newlines as `\n` and break lines with a bare `\`.
+    ("dwindling\\band of\\nultra-cynics", ["dwindling", "band", "of", "ultra", "-", "cynics"]),
+    ("EBay: \\$415 million", ["ebay", ":", "$", "4", "1", "5", "million"]),
+    ("  tabs\tand\nnew\u00a0lines  ", ["tabs", "and", "new", "lines"]),
+    ("Café Müller", ["caf", "é", "m", "ü", "ller"]),
+    ("R2D2's", ["r", "2", "d", "2", "'", "s"]),
+    ("", []),
+    (" ... ", [".", ".", "."]),
+])
+def test_zhang(text, expected):
+    assert zhang(text) == expected
+
+
+def test_zhang_truncates_to_max_len():
+    assert zhang("a b 12 c", max_len=3) == ["a", "b", "1"]
+    assert zhang("a b", max_len=5) == ["a", "b"]
+
+
+def test_chars_are_code_points():
+    assert chars("Hé 🔥!") == ["H", "é", " ", "🔥", "!"]
+    assert chars("abcdef", max_len=4) == ["a", "b", "c", "d"]
+
+
+def test_sentences_split_on_terminators_and_newlines():
+    text = "Hi there! Price: 4.5 now.\\nBye...\n\n  ?? What?!Ok"
+    assert sentences(text) == [
+        ["hi", "there", "!"],
+        ["price", ":", "4", ".", "5", "now", "."],
+        ["bye", ".", ".", "."],
+        ["?", "?"],
+        ["what", "?", "!"],
+        ["ok"],
+    ]
+
+
+def test_sentences_limits_count_after_dropping_empty_sentences():
+    text = "\n\nOne two three. \n Four five six seven! Eight."
+    assert sentences(text, max_sentences=2, max_words=3) == [
+        ["one", "two", "three"], ["four", "five", "six"]]
+
+
+@pytest.mark.parametrize("call", [
+    lambda: zhang("a", max_len=0),
+    lambda: chars("a", max_len=-1),
+    lambda: sentences("a", max_sentences=0),
+    lambda: sentences("a", max_words=0),
+])
+def test_non_positive_limits_are_rejected(call):
+    with pytest.raises(ValueError, match="must be a positive number"):
+        call()
+
+
+def test_get_tokenizer():
+    assert {name: get_tokenizer(name) for name in tokenizers.TOKENIZERS} == {
+        "zhang": zhang, "chars": chars, "sentences": sentences}
+    with pytest.raises(ValueError, match=r"unknown tokenizer 'words'; valid names: "
+                                         r"chars, sentences, zhang"):
+        get_tokenizer("words")

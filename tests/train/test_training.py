@@ -1,0 +1,187 @@
+"""Whole-program tests of training: train.py end to end, resume, signals, determinism, devices.
+
+Runs use the `:smoke` fastText config on generated data (no network, no shared data).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import jax
+import numpy as np
+import pytest
+
+from jcaps.train import loop
+from jcaps.train.checkpoints import Checkpoints
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SMOKE = os.path.join(ROOT, "configs", "fasttext_ag_news.py") + ":smoke"
+
+
+def smoke_config(cache_dir, **overrides):
+    from ml_collections import config_flags
+
+    config = config_flags.config_flags._LoadConfigModule("smoke", SMOKE.split(":")[0]).get_config("smoke")
+    config.data.cache_dir = str(cache_dir)
+    config.train.progress = "none"
+    for key, value in overrides.items():
+        section, name = key.split("__")
+        config[section][name] = value
+    return config
+
+
+def train_py(workdir, cache_dir, *flags, devices: int = 1, wait: bool = True):
+    env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}", JAX_PLATFORMS="cpu")
+    command = [sys.executable, os.path.join(ROOT, "train.py"), "--config", SMOKE, "--workdir", str(workdir),
+               f"--config.data.cache_dir={cache_dir}", "--config.train.progress=lines", *flags]
+    if not wait:
+        return subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def read_metrics(workdir) -> list[dict]:
+    with open(os.path.join(workdir, "metrics.jsonl"), encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def train_losses(workdir) -> dict[int, float]:
+    return {m["step"]: m["loss"] for m in read_metrics(workdir) if m["split"] == "train"}
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("tfds")
+
+
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory, cache_dir):
+    """An uninterrupted 1-device `train.py` run of the smoke config."""
+    workdir = tmp_path_factory.mktemp("reference")
+    result = train_py(workdir, cache_dir, "--config.train.checkpoint_every_steps=10")
+    assert result.returncode == 0, result.stdout + result.stderr
+    return workdir, result
+
+
+def test_train_py_writes_the_workdir_and_learns(reference_run):
+    workdir, result = reference_run
+    for name in ("config.json", "checkpoints/vocab.json", "checkpoints/labels.json", "tensorboard"):
+        assert os.path.exists(os.path.join(workdir, name)), name
+    assert "steps/s" in result.stdout and "ETA" in result.stdout
+    finals = {m["split"]: m for m in read_metrics(workdir) if m.get("final")}
+    assert set(finals) == {"validation", "test"}
+    # Four balanced classes: chance is 0.25; the keywords make the task easy.
+    assert finals["test"]["accuracy"] > 0.7
+    losses = train_losses(workdir)
+    assert losses[max(losses)] < losses[min(losses)]
+
+
+def test_evaluate_and_predict_need_only_the_workdir(reference_run):
+    from jcaps.evaluate import evaluate
+    from jcaps.predict import predict
+    from jcaps.train.workdir import load_trained
+
+    workdir, _ = reference_run
+    metrics = evaluate(str(workdir), "test")
+    final_test = [m for m in read_metrics(workdir) if m.get("final") and m["split"] == "test"][0]
+    assert metrics["accuracy"] == pytest.approx(final_test["accuracy"], abs=1e-6)
+    trained = load_trained(str(workdir))
+    [result] = predict(trained, ["the striker scored a goal as the coach watched the champion"], top_k=2)
+    assert result["label"] == "sports"
+    assert len(result["probabilities"]) == 2
+    assert result["probabilities"]["sports"] > 0.5
+
+
+def test_cli_predict_prints_json_lines(reference_run):
+    workdir, _ = reference_run
+    out = subprocess.run(
+        [sys.executable, "-m", "jcaps.predict", "--workdir", str(workdir), "--text", "shares and profit rose", "--top_k", "1"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, env=dict(os.environ, JAX_PLATFORMS="cpu"),
+    )
+    assert out.returncode == 0, out.stderr
+    line = json.loads(out.stdout.strip().splitlines()[-1])
+    assert line["label"] == "business" and list(line["probabilities"]) == ["business"]
+
+
+def test_kill_then_resume_matches_an_uninterrupted_run(tmp_path, cache_dir, reference_run):
+    reference, _ = reference_run
+    workdir = tmp_path / "killed"
+    process = train_py(workdir, cache_dir, "--config.train.checkpoint_every_steps=10", wait=False)
+    deadline = time.time() + 240
+    while not os.path.isdir(workdir / "checkpoints" / "10") and time.time() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert Checkpoints(str(workdir)).latest_step() is not None
+    result = train_py(workdir, cache_dir, "--config.train.checkpoint_every_steps=10")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Resuming from step" in result.stdout
+    resumed, expected = train_losses(workdir), train_losses(reference)
+    assert max(resumed) == max(expected)
+    for step, loss in resumed.items():
+        if step in expected and step > 10:
+            assert loss == pytest.approx(expected[step], abs=1e-6), step
+
+
+def test_sigterm_saves_a_checkpoint_and_exits_nonzero(tmp_path, cache_dir):
+    workdir = tmp_path / "stopped"
+    process = train_py(workdir, cache_dir, "--config.train.checkpoint_every_steps=1000",
+                       "--config.train.num_steps=100000", wait=False)
+    deadline = time.time() + 240
+    # Wait until training is under way (the first progress line), then ask it to stop.
+    for line in process.stdout:
+        if line.startswith("step ") or time.time() > deadline:
+            break
+    process.send_signal(signal.SIGTERM)
+    output, _ = process.communicate(timeout=120)
+    assert process.returncode == 128 + signal.SIGTERM, output
+    step = Checkpoints(str(workdir)).latest_step()
+    assert step is not None and step >= 10
+    assert f"at step {step}" in output
+
+
+def test_same_seed_gives_identical_losses(tmp_path, cache_dir):
+    first = loop.train_and_evaluate(smoke_config(cache_dir, train__num_steps=20), str(tmp_path / "a"))
+    second = loop.train_and_evaluate(smoke_config(cache_dir, train__num_steps=20), str(tmp_path / "b"))
+    assert train_losses(tmp_path / "a") == train_losses(tmp_path / "b")
+    assert first == second
+
+
+def test_eight_devices_match_one_device(reference_run, tmp_path, cache_dir):
+    assert jax.device_count() == 8  # tests/conftest.py
+    reference, _ = reference_run
+    config = smoke_config(cache_dir, train__checkpoint_every_steps=10)
+    loop.train_and_evaluate(config, str(tmp_path / "eight"))
+    sharded, single = train_losses(tmp_path / "eight"), train_losses(reference)
+    assert sharded.keys() == single.keys()
+    np.testing.assert_allclose([sharded[s] for s in sorted(sharded)], [single[s] for s in sorted(single)], atol=1e-5)
+
+
+def test_incompatible_config_is_refused(tmp_path, cache_dir):
+    workdir = str(tmp_path / "w")
+    loop.train_and_evaluate(smoke_config(cache_dir, train__num_steps=2), workdir)
+    with pytest.raises(loop.IncompatibleWorkdir, match=r"model\.embed_dim: 16 -> 8"):
+        loop.train_and_evaluate(smoke_config(cache_dir, train__num_steps=4, model__embed_dim=8), workdir)
+    # Changing only the length of training resumes.
+    loop.train_and_evaluate(smoke_config(cache_dir, train__num_steps=4), workdir)
+    assert max(train_losses(workdir)) == 4
+
+
+def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, cache_dir):
+    workdir = str(tmp_path / "nan")
+    config = smoke_config(
+        cache_dir, train__num_steps=40, train__checkpoint_every_steps=1, train__log_every_steps=1,
+        train__optimizer="sgd", train__grad_clip_norm=0.0, train__learning_rate=1e30,
+    )
+    with pytest.raises(loop.NonFiniteLoss, match=r"at step \d+.*last good checkpoint is step \d+"):
+        loop.train_and_evaluate(config, workdir)
+    checkpoints = Checkpoints(workdir)
+    step = checkpoints.latest_step()
+    assert step is not None
+    restored = checkpoints._manager.restore(step)
+    leaves = jax.tree.leaves(restored["state"]["params"])
+    assert all(np.isfinite(np.asarray(x)).all() for x in leaves)
