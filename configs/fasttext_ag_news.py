@@ -40,7 +40,7 @@ def get_config(arg: str = ""):
         config.model.bigram_buckets = 1024
         config.train.batch_size = 16
         config.train.num_epochs = 2
-        config.train.learning_rate = 2e-2
+        config.train.learning_rate = 0.1
         config.train.log_every_steps = 10
     elif arg:
         raise ValueError(f"unknown config argument {arg!r}; expected '' or 'smoke'")

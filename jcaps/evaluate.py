@@ -10,8 +10,6 @@ from jcaps.train import loop
 from jcaps.train import mesh as mesh_lib
 from jcaps.train.workdir import load_trained
 
-flags.DEFINE_string("workdir", None, "A workdir written by train.py.")
-flags.DEFINE_string("split", "test", "Split to evaluate: train, validation or test.")
 FLAGS = flags.FLAGS
 
 
@@ -32,5 +30,7 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    flags.mark_flag_as_required("workdir")
+    # Flags are defined only when run as a program, so importing this module defines none.
+    flags.DEFINE_string("workdir", None, "A workdir written by train.py.", required=True)
+    flags.DEFINE_string("split", "test", "Split to evaluate: train, validation or test.")
     app.run(main)

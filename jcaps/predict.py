@@ -15,11 +15,6 @@ from absl import app, flags
 
 from jcaps.train.workdir import TrainedModel, load_trained
 
-flags.DEFINE_string("workdir", None, "A workdir written by train.py.")
-flags.DEFINE_multi_string("text", [], "A text to classify (repeatable).")
-flags.DEFINE_string("input", None, "A file with one text a line, or '-' for standard input.")
-flags.DEFINE_integer("top_k", 0, "Print the k most probable labels (0: all).")
-flags.DEFINE_integer("batch_size", 64, "Texts per forward pass.")
 FLAGS = flags.FLAGS
 
 
@@ -59,5 +54,11 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    # Flags are defined only when run as a program, so importing this module defines none.
+    flags.DEFINE_string("workdir", None, "A workdir written by train.py.")
+    flags.DEFINE_multi_string("text", [], "A text to classify (repeatable).")
+    flags.DEFINE_string("input", None, "A file with one text a line, or '-' for standard input.")
+    flags.DEFINE_integer("top_k", 0, "Print the k most probable labels (0: all).")
+    flags.DEFINE_integer("batch_size", 64, "Texts per forward pass.")
     flags.mark_flag_as_required("workdir")
     app.run(main)

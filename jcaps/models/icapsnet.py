@@ -42,8 +42,12 @@ import jax
 import jax.numpy as jnp
 
 from jcaps.ops.attention import head_query_attention
-from jcaps.ops.capsules import dynamic_routing, kmeans_routing, shared_prediction_vectors
-from jcaps.ops.capsules import squash
+from jcaps.ops.capsules import (
+    dynamic_routing,
+    kmeans_routing,
+    shared_prediction_vectors,
+    squash,
+)
 
 PAD_ID = 0
 

@@ -25,7 +25,8 @@ def squash(s: jax.Array, axis: int = -1, eps: float = 1e-7) -> jax.Array:
         squash(s) = |s|^2 / (1 + |s|^2) * s / |s|,  |s| = sqrt(sum(s^2) + eps)
 
     The `eps` inside the square root keeps value and gradient finite at `s = 0`, which padding
-    and dead capsules produce exactly; it only shortens the output, so norms stay in [0, 1).
+    and dead capsules produce exactly; it only shortens the output, so norms stay in [0, 1)
+    (float32 rounds them to 1 once |s| exceeds a few thousand).
 
     Args:
         s: [..., dim] capsule vectors (the capsule axis is `axis`).
@@ -102,7 +103,12 @@ def _mask_coupling(c: jax.Array, valid: jax.Array | None) -> jax.Array:
 
 def _weighted_sum(c: jax.Array, u_hat: jax.Array) -> jax.Array:
     """s[..., j, :] = sum_i c[..., i, j] u_hat[..., i, j, :]."""
-    return jnp.sum(c[..., None] * u_hat, axis=-3)
+    return jnp.einsum("...ij,...ijd->...jd", c, u_hat)
+
+
+def _agreement(u_hat: jax.Array, v: jax.Array) -> jax.Array:
+    """a[..., i, j] = <u_hat[..., i, j, :], v[..., j, :]>."""
+    return jnp.einsum("...ijd,...jd->...ij", u_hat, v)
 
 
 def dynamic_routing(
@@ -120,7 +126,8 @@ def dynamic_routing(
             b[i, j] += <u_hat[i, j], v_j>          (skipped after the last v: it is never read)
 
     The loop is a `lax.fori_loop` with a static trip count, so reverse-mode gradients flow
-    through every iteration.
+    through every iteration; it is unrolled, since r is small and XLA then fuses across
+    iterations.
 
     Args:
         u_hat: [..., in_caps, out_caps, dim] prediction vectors.
@@ -144,7 +151,7 @@ def dynamic_routing(
 
     def iterate(_, carry):
         logits, _, v = carry
-        logits = logits + jnp.sum(u_hat * v[..., None, :, :], axis=-1)
+        logits = logits + _agreement(u_hat, v)
         c = jax.nn.softmax(logits, axis=-1)
         return logits, c, route(c)
 
@@ -172,10 +179,11 @@ def kmeans_routing(
             v_j = sum_i c[i, j] u_hat[i, j]             (no squash inside the loop)
         return squash(v), c
 
-    `sim` is `cosine`, <u_hat / |u_hat|, v / |v|> (the paper), or `dot`, <u_hat, v / |v|> (the
-    authors' code). Both ignore the scale of `v`, so the 1/J of the start (kept as the paper
-    writes it) does not change the result. Norms are `sqrt(sum(x^2) + eps)`: finite, with finite
-    gradients, at zero.
+    Looped like `dynamic_routing` (static trip count, unrolled). `sim` is `cosine`,
+    <u_hat / |u_hat|, v / |v|> (the paper), or `dot`, <u_hat, v / |v|> (the authors' code).
+    Both ignore the scale of `v`, so the 1/J of the start (kept as the paper writes it) does
+    not change the result. Norms are `sqrt(sum(x^2) + eps)`: finite, with finite gradients, at
+    zero.
 
     Args:
         u_hat: [..., in_caps, out_caps, dim] prediction vectors.
@@ -200,7 +208,7 @@ def kmeans_routing(
 
     def route(v):
         direction = v / _safe_norm(v, -1, eps)
-        c = jax.nn.softmax(jnp.sum(keys * direction[..., None, :, :], axis=-1), axis=-1)
+        c = jax.nn.softmax(_agreement(keys, direction), axis=-1)
         return c, _weighted_sum(c, u_hat)
 
     v = jnp.sum(u_hat, axis=-3) / u_hat.shape[-2]

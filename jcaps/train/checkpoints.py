@@ -45,6 +45,11 @@ class Checkpoints:
         state = state.replace(step=saved["step"], params=saved["params"], opt_state=saved["opt_state"], rng=saved["rng"])
         return state, (restored["data"] if with_data else None)
 
+    def read_state(self, step: int | None = None) -> dict:
+        """The saved state of `step` (default latest) as stored, without a target structure."""
+        step = self._manager.latest_step() if step is None else step
+        return self._manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore()))["state"]
+
     def wait(self) -> None:
         self._manager.wait_until_finished()
 

@@ -36,8 +36,8 @@ def train_step(state: TrainState, batch: dict, *, family, model_config):
     (loss, outputs), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
     metrics = {
         "loss": loss,
-        "grad_norm": optax.global_norm(grads),
-        "param_norm": optax.global_norm(state.params),
+        "grad_norm": optax.tree.norm(grads),
+        "param_norm": optax.tree.norm(state.params),
     }
     if "label" in batch:
         correct = jnp.argmax(outputs["scores"], axis=-1) == batch["label"]

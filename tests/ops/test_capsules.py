@@ -111,63 +111,55 @@ def test_squash_matches_formula_and_bounds_norms():
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
     norms = np.linalg.norm(out, axis=-1)
     assert np.all(norms >= 0.0) and np.all(norms < 1.0)
-    # Direction is kept.
     cos = np.sum(out * s, -1) / (norms * np.linalg.norm(s, axis=-1))
     np.testing.assert_allclose(cos, 1.0, rtol=1e-5)
-
-
-def test_squash_axis_argument():
-    s = jnp.asarray(np.random.default_rng(1).normal(size=(6, 3)), jnp.float32)
-    np.testing.assert_allclose(capsules.squash(s, axis=0), capsules.squash(s.T).T, rtol=1e-6)
+    along_0 = jax.jit(capsules.squash, static_argnames="axis")(jnp.asarray(s.T, jnp.float32), axis=0)
+    np.testing.assert_allclose(along_0, out.T, rtol=1e-6)
 
 
 def test_squash_value_and_gradient_at_zero():
-    zero = jnp.zeros((3, 4))
-    np.testing.assert_array_equal(capsules.squash(zero), 0.0)
-    jac = jax.jit(jax.jacrev(capsules.squash))(jnp.zeros(4))
-    assert np.all(np.isfinite(jac))
+    value, jac = jax.jit(lambda s: (capsules.squash(s), jax.jacrev(capsules.squash)(s)))(
+        jnp.zeros(4)
+    )
+    np.testing.assert_array_equal(value, 0.0)
     np.testing.assert_array_equal(jac, 0.0)
-    grad = jax.jit(jax.grad(lambda s: jnp.sum(capsules.squash(s))))(zero)
-    assert np.all(np.isfinite(grad))
 
 
 # ---------------------------------------------------------------- prediction vectors
 
 
-@pytest.mark.parametrize("batch", [(), (2,), (2, 3)])
-@pytest.mark.parametrize("with_bias", [False, True])
-def test_shared_prediction_vectors_matches_loop(batch, with_bias):
+def np_prediction_vectors(u, w, b):
+    """Loop reference; `w` is [J, d_out, d_in] (shared) or [I, J, d_out, d_in] (unshared)."""
+    shared = w.ndim == 3
+    n_in, d_in = u.shape[-2:]
+    n_out, d_out = w.shape[-3:-1]
+    out = np.zeros(u.shape[:-2] + (n_in, n_out, d_out))
+    for idx in np.ndindex(*u.shape[:-2]):
+        for i, j, e in itertools.product(range(n_in), range(n_out), range(d_out)):
+            w_ij = w[j] if shared else w[i, j]
+            acc = sum(w_ij[e, d] * u[idx + (i, d)] for d in range(d_in))
+            if b is not None:
+                acc += b[j, e] if shared else b[i, j, e]
+            out[idx + (i, j, e)] = acc
+    return out
+
+
+@pytest.mark.parametrize("shared", [True, False])
+@pytest.mark.parametrize("batch", [(), (2, 3)])
+def test_prediction_vectors_match_loop(shared, batch):
     rng = np.random.default_rng(2)
     n_in, n_out, d_in, d_out = 5, 3, 4, 6
+    transform = (n_out,) if shared else (n_in, n_out)
+    fn = jax.jit(
+        capsules.shared_prediction_vectors if shared else capsules.unshared_prediction_vectors
+    )
     u = rng.normal(size=batch + (n_in, d_in)).astype(np.float32)
-    w = rng.normal(size=(n_out, d_out, d_in)).astype(np.float32)
-    b = rng.normal(size=(n_out, d_out)).astype(np.float32) if with_bias else None
-    u_hat = capsules.shared_prediction_vectors(u, w, b)
-    chex.assert_shape(u_hat, batch + (n_in, n_out, d_out))
-    expected = np.zeros(batch + (n_in, n_out, d_out))
-    for idx in np.ndindex(*batch):
-        for i, j, e in itertools.product(range(n_in), range(n_out), range(d_out)):
-            acc = sum(w[j, e, d] * u[idx + (i, d)] for d in range(d_in))
-            expected[idx + (i, j, e)] = acc + (b[j, e] if with_bias else 0.0)
-    np.testing.assert_allclose(u_hat, expected, rtol=1e-5, atol=1e-5)
-
-
-@pytest.mark.parametrize("batch", [(), (2,), (2, 3)])
-@pytest.mark.parametrize("with_bias", [False, True])
-def test_unshared_prediction_vectors_matches_loop(batch, with_bias):
-    rng = np.random.default_rng(3)
-    n_in, n_out, d_in, d_out = 4, 3, 5, 2
-    u = rng.normal(size=batch + (n_in, d_in)).astype(np.float32)
-    w = rng.normal(size=(n_in, n_out, d_out, d_in)).astype(np.float32)
-    b = rng.normal(size=(n_in, n_out, d_out)).astype(np.float32) if with_bias else None
-    u_hat = capsules.unshared_prediction_vectors(u, w, b)
-    chex.assert_shape(u_hat, batch + (n_in, n_out, d_out))
-    expected = np.zeros(batch + (n_in, n_out, d_out))
-    for idx in np.ndindex(*batch):
-        for i, j, e in itertools.product(range(n_in), range(n_out), range(d_out)):
-            acc = sum(w[i, j, e, d] * u[idx + (i, d)] for d in range(d_in))
-            expected[idx + (i, j, e)] = acc + (b[i, j, e] if with_bias else 0.0)
-    np.testing.assert_allclose(u_hat, expected, rtol=1e-5, atol=1e-5)
+    w = rng.normal(size=transform + (d_out, d_in)).astype(np.float32)
+    b = rng.normal(size=transform + (d_out,)).astype(np.float32)
+    for bias in (None, b):
+        u_hat = fn(u, w, bias)
+        chex.assert_shape(u_hat, batch + (n_in, n_out, d_out))
+        np.testing.assert_allclose(u_hat, np_prediction_vectors(u, w, bias), rtol=1e-5, atol=1e-5)
 
 
 # ---------------------------------------------------------------- routing
@@ -190,7 +182,7 @@ def test_routing_matches_numpy_reference(routing, batch, n_in, n_out, dim, r, pa
     rng = np.random.default_rng(r + 10 * n_in)
     u_hat = rng.normal(size=batch + (n_in, n_out, dim)).astype(np.float32)
     mask = random_mask(rng, batch + (n_in,)) if padded else np.ones(batch + (n_in,), np.float32)
-    v, c = fn(u_hat, r, mask)
+    v, c = fn(u_hat, r, mask if padded else None)
     chex.assert_shape(v, batch + (n_out, dim))
     chex.assert_shape(c, batch + (n_in, n_out))
     v_ref, c_ref = ref(u_hat.astype(np.float64), r, mask)
@@ -218,15 +210,15 @@ def interleave_padding(rng, u_hat, n_pad):
 
 @pytest.mark.parametrize("routing", ROUTINGS)
 def test_padding_changes_nothing_and_vmap_matches_batch(routing):
-    fn, _ = ROUTINGS[routing]
+    fn, ref = ROUTINGS[routing]
     rng = np.random.default_rng(4)
     u_hat = rng.normal(size=(3, 5, 3, 4)).astype(np.float32)
-    v, c = fn(u_hat, 3)
+    v, c = ref(u_hat.astype(np.float64), 3, np.ones((3, 5)))
     padded, mask = interleave_padding(rng, u_hat, 4)
     v_pad, c_pad = fn(padded, 3, mask)
 
-    np.testing.assert_allclose(v_pad, v, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(c_pad[mask == 1], c.reshape(-1, 3), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(v_pad, v, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(c_pad[mask == 1], c.reshape(-1, 3), rtol=1e-4, atol=1e-6)
     np.testing.assert_array_equal(c_pad[mask == 0], 0.0)
 
     v_map, c_map = jax.vmap(lambda u, m: fn(u, 3, m))(padded, mask)
