@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from jcaps.models.fasttext import FastText
+from jcaps.models.icapsnet import ICapsNetLong, ICapsNetShort
 from jcaps.ops import losses
 
 
@@ -41,8 +42,25 @@ def softmax_probabilities(outputs):
     return jax.nn.softmax(outputs["scores"].astype(jnp.float32), axis=-1)
 
 
+def capsule_loss(outputs, batch, model_config):
+    """Margin loss on the class-capsule lengths (`loss='margin'`), or cross-entropy on them."""
+    if model_config.loss == "margin":
+        return losses.margin_loss(outputs["scores"], batch["label"])
+    if model_config.loss == "cross_entropy":
+        return losses.cross_entropy(outputs["scores"], batch["label"])
+    raise ValueError(f"model.loss must be margin or cross_entropy, not {model_config.loss!r}")
+
+
+def capsule_probabilities(outputs):
+    """Capsule lengths normalised to sum to 1 (lengths are independent scores in [0, 1))."""
+    lengths = outputs["scores"].astype(jnp.float32)
+    return lengths / jnp.maximum(jnp.sum(lengths, axis=-1, keepdims=True), 1e-12)
+
+
 MODELS: dict[str, ModelFamily] = {
     "fasttext": ModelFamily(FastText, softmax_cross_entropy, softmax_probabilities),
+    "icapsnet_short": ModelFamily(ICapsNetShort, capsule_loss, capsule_probabilities, loss_keys=("loss",)),
+    "icapsnet_long": ModelFamily(ICapsNetLong, capsule_loss, capsule_probabilities, loss_keys=("loss",)),
 }
 
 

@@ -1,0 +1,38 @@
+"""iCapsNets Long (hierarchical: words → sentences, the same head queries) on AG News.
+
+Local files (zhang_csv):
+    python train.py --config configs/icapsnet_long_ag_news.py --workdir /tmp/icl \
+        --config.data.dir=../shared/data/ag_news
+TFDS catalogue:
+    python train.py --config configs/icapsnet_long_ag_news.py --workdir /tmp/icl
+Offline smoke run on generated data:
+    python train.py --config configs/icapsnet_long_ag_news.py:smoke --workdir /tmp/icl_smoke
+
+Documents are split into sentences (`sentences` tokenizer) and padded on both axes; MODELS.md
+§1 defaults: at most 30 sentences of at most 50 words. Expected runtime and accuracy: see the
+README results table.
+"""
+
+import os
+import sys
+
+# The Long config is the Short one with the hierarchy switched on: share its defaults.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import icapsnet_short_ag_news as short  # noqa: E402
+
+
+def get_config(arg: str = ""):
+    config = short.get_config()
+    config.model.name = "icapsnet_long"
+    config.model.sentence_dim = 128
+    config.data.tokenizer = "sentences"
+    config.data.max_sentences = 30
+    config.data.max_len = 50
+    if arg == "smoke":
+        short.smoke(config)
+        config.model.sentence_dim = 8
+        config.data.max_sentences = 8
+        config.data.max_len = 16
+    elif arg:
+        raise ValueError(f"unknown config argument {arg!r}; expected '' or 'smoke'")
+    return config

@@ -1,0 +1,63 @@
+"""iCapsNets Short (Wang, Hu, Ji 2020) on AG News: MODELS.md §1 defaults.
+
+Local files (zhang_csv: train.csv, test.csv, classes.txt):
+    python train.py --config configs/icapsnet_short_ag_news.py --workdir /tmp/ic \
+        --config.data.dir=../shared/data/ag_news
+    python -m jcaps.interpret --workdir /tmp/ic --split test --out /tmp/ic/interp
+TFDS catalogue (downloads `ag_news_subset` on first use):
+    python train.py --config configs/icapsnet_short_ag_news.py --workdir /tmp/ic
+Offline smoke run on generated data:
+    python train.py --config configs/icapsnet_short_ag_news.py:smoke --workdir /tmp/ic_smoke
+
+Expected on the 10,648-row local train set, 2 CPU cores: see the README results table
+(runtime and test accuracy are measured there).
+"""
+
+from jcaps.train.config import base_config
+
+
+def get_config(arg: str = ""):
+    config = base_config()
+    model = config.model
+    model.name = "icapsnet_short"
+    model.embed_dim = 300
+    model.kernel_size = 3
+    model.region_dim = 256
+    model.num_capsules = 32
+    model.query_dim = 64
+    model.primary_dim = 16
+    model.class_dim = 16
+    model.routing_iterations = 3
+    model.routing = "dynamic"  # or 'kmeans'
+    model.conv_activation = "none"  # [decision] or 'relu'
+    model.attention_scale = False  # [decision] 1/sqrt(d_q) scaling off
+    model.squash_primary = True  # [decision]
+    model.dropout_rate = 0.0
+    model.loss = "margin"  # [decision] or 'cross_entropy'
+
+    config.data.name = "ag_news_subset"
+    config.data.text_keys = ("title", "description")
+    config.data.format = "zhang_csv"
+    config.data.tokenizer = "zhang"
+    config.data.max_len = 400
+
+    config.train.batch_size = 64
+    config.train.num_epochs = 5
+    config.train.learning_rate = 1e-3
+    config.train.log_every_steps = 50
+    if arg == "smoke":
+        smoke(config)
+    elif arg:
+        raise ValueError(f"unknown config argument {arg!r}; expected '' or 'smoke'")
+    return config
+
+
+def smoke(config):
+    """Tiny shapes on generated data: seconds, offline."""
+    config.data.source = "synthetic"
+    config.data.max_len = 64
+    config.model.update(embed_dim=16, region_dim=16, num_capsules=4, query_dim=8, primary_dim=8, class_dim=8)
+    config.train.batch_size = 16
+    config.train.num_epochs = 3
+    config.train.learning_rate = 1e-2
+    config.train.log_every_steps = 10

@@ -1,0 +1,122 @@
+"""Interpretation of a trained iCapsNets workdir over a split: files a person can read.
+
+`interpret_workdir` runs one jit-compiled function per batch — forward pass, probabilities and
+the vmapped local interpretation (`jcaps.interpret.capsules`) — and writes to OUT:
+  - `local.jsonl`: per example: text, tokens, label, prediction, probabilities, the selected
+    capsules, their K-grams and the per-word scores;
+  - `global.json`: the class × capsule frequency matrix C and the top words of each cell;
+  - `C.png`: the heatmap of C with class and capsule labels;
+  - `report.html`: a self-contained page: examples with their important words highlighted,
+    grouped by predicted class, and the C heatmap.
+The global assignment of an example is its local interpretation's first capsule and first
+position (top-1 by coupling, then top-1 by attention), so it is not computed twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jcaps.interpret import capsules as capsule_interpretation
+from jcaps.train.workdir import TrainedModel, load_trained
+from jcaps.viz.figures import plot_capsule_heatmap
+from jcaps.viz.html import write_report
+
+
+def _interpretation_fn(trained: TrainedModel, k1: int, k2: int):
+    """batch tokens → predictions, probabilities and the local interpretation (jitted)."""
+    kernel_size = trained.config.model.kernel_size
+    nested = trained.dataset.nested
+
+    @jax.jit
+    def interpret(tokens):
+        outputs = trained.apply(tokens)
+        probabilities = trained.family.probabilities(outputs)
+        predicted = jnp.argmax(outputs["scores"], axis=-1)
+        mask = tokens > 0
+        sizes = dict(k1=k1, k2=k2, kernel_size=kernel_size)
+        if nested:
+            local = capsule_interpretation.batched_local_interpretation_long(
+                outputs["alpha"], outputs["rho"], outputs["coupling"], predicted, mask, **sizes
+            )
+        else:
+            local = capsule_interpretation.batched_local_interpretation(
+                outputs["alpha"], outputs["coupling"], predicted, mask, **sizes
+            )
+        return {"predicted": predicted, "probabilities": probabilities, **local}
+
+    return interpret
+
+
+def _example_record(trained: TrainedModel, text: str, tokens: np.ndarray, label, result: dict) -> dict:
+    """One example's local interpretation in words (sentences flattened for Long)."""
+    vocab, names = trained.dataset.vocab, trained.dataset.labels.names
+    rows = tokens if trained.dataset.nested else tokens[None]
+    sentences = [vocab.decode(row[row > 0]) for row in rows]
+    scores = result["word_scores"] if trained.dataset.nested else result["word_scores"][None]
+    picked_sentences = result["sentences"] if trained.dataset.nested else np.zeros_like(result["capsules"])
+    kgrams = []
+    for capsule, sentence, spans in zip(result["capsules"], picked_sentences, result["spans"]):
+        if capsule < 0:
+            continue
+        for start, end in spans:
+            if end > start:
+                kgrams.append(sentences[int(sentence)][int(start) : int(end)])
+    return {
+        "text": text,
+        "words": [w for s in sentences for w in s],
+        "word_scores": [int(scores[m, n]) for m, s in enumerate(sentences) for n in range(len(s))],
+        "label": names[int(label)] if label is not None else None,
+        "prediction": names[int(result["predicted"])],
+        "probabilities": {name: round(float(p), 6) for name, p in zip(names, result["probabilities"])},
+        "capsules": [int(c) for c in result["capsules"] if c >= 0],
+        "kgrams": kgrams,
+    }
+
+
+def interpret_workdir(
+    workdir: str, split: str = "test", out: str | None = None, limit: int = 0, k1: int = 3, k2: int = 2,
+    report_examples: int = 12,
+) -> dict:
+    """Writes the four interpretation files of `workdir` on `split`; returns the global summary."""
+    trained = load_trained(workdir, with_data=True)
+    if trained.config.model.name not in ("icapsnet_short", "icapsnet_long"):
+        raise ValueError(f"interpretation needs an iCapsNets workdir, not {trained.config.model.name!r}")
+    if split not in trained.dataset.splits:
+        raise ValueError(f"no split {split!r}; the dataset has {', '.join(trained.dataset.splits)}")
+    out = out or os.path.join(workdir, "interpretation")
+    os.makedirs(out, exist_ok=True)
+    names = trained.dataset.labels.names
+    interpret = _interpretation_fn(trained, k1, k2)
+    accumulator = capsule_interpretation.GlobalInterpretation(len(names), trained.config.model.num_capsules)
+    per_class_shown: dict[str, list] = {name: [] for name in names}
+    batch_size = trained.config.train.eval_batch_size or trained.config.train.batch_size
+    with open(os.path.join(out, "local.jsonl"), "w", encoding="utf-8") as local_file:
+        for batch in trained.dataset.eval_batches(split, batch_size, limit=limit):
+            results = jax.device_get(interpret(batch["tokens"]))
+            predicted, i_star, top_kgrams = [], [], []
+            for b in np.flatnonzero(batch["weight"] > 0):
+                result = {k: v[b] for k, v in results.items()}
+                index = int(batch["index"][b])
+                record = _example_record(trained, trained.dataset.text(split, index), batch["tokens"][b],
+                                         batch.get("label", [None] * len(batch["weight"]))[b], result)
+                local_file.write(json.dumps({"index": index, **record}, ensure_ascii=False) + "\n")
+                predicted.append(int(result["predicted"]))
+                i_star.append(int(result["capsules"][0]))
+                top_kgrams.append(record["kgrams"][0] if record["kgrams"] else [])
+                shown = per_class_shown[record["prediction"]]
+                if len(shown) < report_examples:
+                    shown.append(record)
+            accumulator.update(predicted, i_star, top_kgrams)
+    summary = accumulator.to_json(list(names))
+    with open(os.path.join(out, "global.json"), "w", encoding="utf-8") as f:
+        json.dump(summary, f, indent=1, ensure_ascii=False)
+    heatmap = os.path.join(out, "C.png")
+    plot_capsule_heatmap(accumulator.C, list(names), heatmap, title=f"C on {split}: predicted class × most-coupled capsule")
+    examples = [record for name in names for record in per_class_shown[name]]
+    write_report(os.path.join(out, "report.html"), examples, list(names), heatmap, summary)
+    return summary
