@@ -13,10 +13,11 @@ Where each equation of MODELS.md §1 lives:
                                              end of a sequence however many PADs follow.
     2. w_n = conv(e)_n, kernel K, "same"     `_ICapsNet.region_embeddings` (`self.region_conv`,
                                              then the `conv_activation` knob, "none" default).
-    3. k_in = Wk_i w_n, v_in = Wv_i w_n      `HeadQueryAttention.__call__`, one einsum each over
-                                             all heads (kernels [I, d_w, d_q] and [I, d_w, d_p]).
-       alpha_in = softmax_n(h_i . k_in)      `jcaps.ops.attention.head_query_attention`
-       pc_i = sum_n alpha_in v_in              (pads masked by `masked_softmax`); h_i is the
+    3. k_in = Wk_i w_n, v_in = Wv_i w_n      `jcaps.ops.attention.head_query_attention`, with
+       alpha_in = softmax_n(h_i . k_in)        the kernels [I, d_w, d_q] and [I, d_w, d_p] of
+       pc_i = sum_n alpha_in v_in              `HeadQueryAttention` (pads masked by
+                                             `masked_softmax`; keys and values are folded
+                                             into the query and the pooling); h_i is the
                                              `queries` parameter of `_ICapsNet.setup`.
        pc_i = squash(pc_i)                   `_ICapsNet.capsule_head` (`squash_primary` knob).
     4. u_hat[i, j] = W_j pc_i + b_j          `_ICapsNet.capsule_head`
@@ -73,16 +74,12 @@ class HeadQueryAttention(nn.Module):
   Attributes:
     query_dim: d_q.
     value_dim: size of the pooled vectors (d_p, or d_s for Long's word level).
-    per_head_inputs: False when every head reads the same inputs x [..., N, d_in] (region
-      embeddings); True when head i reads its own x[..., i, :, :] of [..., I, N, d_in]
-      (Long's per-head sentence vectors).
     scale: logit multiplier (1, or 1/sqrt(d_q)).
     dtype: computation dtype; parameters are float32.
   """
 
   query_dim: int
   value_dim: int
-  per_head_inputs: bool = False
   scale: float = 1.0
   dtype: Any = jnp.float32
 
@@ -99,12 +96,13 @@ class HeadQueryAttention(nn.Module):
     init = nn.initializers.lecun_normal(in_axis=-2, out_axis=-1, batch_axis=(0,))
     key_kernel = self.param("key_kernel", init, (num_heads, input_dim, self.query_dim))
     value_kernel = self.param("value_kernel", init, (num_heads, input_dim, self.value_dim))
-    spec = "...ind,ide->...ine" if self.per_head_inputs else "...nd,ide->...ine"
-    x = x.astype(self.dtype)
-    keys = jnp.einsum(spec, x, key_kernel.astype(self.dtype))
-    values = jnp.einsum(spec, x, value_kernel.astype(self.dtype))
     return head_query_attention(
-        queries.astype(self.dtype), keys, values, mask, scale=self.scale
+        queries.astype(self.dtype),
+        x.astype(self.dtype),
+        key_kernel.astype(self.dtype),
+        value_kernel.astype(self.dtype),
+        mask,
+        scale=self.scale,
     )
 
 
@@ -267,7 +265,6 @@ class ICapsNetLong(_ICapsNet):
     self.sentence_attention = HeadQueryAttention(
         self.query_dim,
         self.primary_dim,
-        per_head_inputs=True,
         scale=self._attention_scale,
         dtype=self.dtype,
     )

@@ -56,28 +56,36 @@ def masked_softmax(logits: jax.Array, mask: jax.Array, axis: int = -1) -> jax.Ar
 
 def head_query_attention(
     queries: jax.Array,
-    keys: jax.Array,
-    values: jax.Array,
+    inputs: jax.Array,
+    key_kernel: jax.Array,
+    value_kernel: jax.Array,
     mask: jax.Array,
     scale: float = 1.0,
 ) -> tuple[jax.Array, jax.Array]:
   """Trainable multi-head attention with one learned query per head (iCapsNets Sec. II-C).
 
+    k[i, n] = Wk_i x_n,   v[i, n] = Wv_i x_n
     alpha[i, n] = softmax_n(scale * <h_i, k[i, n]>)      (Eq. 3; padded n get 0)
     pooled[i]   = sum_n alpha[i, n] v[i, n]
 
-  Each head i owns a query `h_i` and attends over its own keys and values (in iCapsNets
-  `k[i, n] = Wk_i w_n`, `v[i, n] = Wv_i w_n`, computed by the caller). The paper uses no
-  1/sqrt(d_q) factor, hence `scale = 1` by default.
+  computed, exactly, as
+
+    alpha[i, n] = softmax_n(scale * <Wk_i^T h_i, x_n>)   pooled[i] = Wv_i (sum_n alpha[i, n] x_n)
+
+  The keys and values of every head at every position (I * N * (d_q + d_v) numbers per
+  example) are never formed: folding the query into the key map and pooling before the
+  value map turns the two largest matmuls of the model into [N, d_in] x [d_in, I] and
+  [I, d_in] x [d_in, d_v]. The paper uses no 1/sqrt(d_q) factor, hence `scale = 1`.
 
   The hierarchical (word -> sentence) attention of iCapsNets_Long (Sec. II-E) is this op
-  applied twice: once with leading axes [..., M] over the words of every sentence, then on
-  the per-head sentence vectors with the same queries.
+  applied twice: over the words of every sentence, then over the per-head sentence vectors
+  (inputs [..., I, M, d_in]: head i reads its own row) with the same queries.
 
   Args:
-    queries: [I, d_q], one query per head (primary capsule).
-    keys: [..., I, N, d_q], head-major so the weights come out as [..., I, N].
-    values: [..., I, N, d_v].
+    queries: [I, d_q], one query h_i per head (primary capsule).
+    inputs: [..., N, d_in], read by every head; or [..., I, N, d_in], head i reads row i.
+    key_kernel: [I, d_in, d_q], Wk_i^T of each head.
+    value_kernel: [I, d_in, d_v], Wv_i^T of each head.
     mask: [..., N], True (or 1) at real positions.
     scale: multiplies the logits; pass `1 / sqrt(d_q)` for scaled dot-product attention.
 
@@ -85,7 +93,11 @@ def head_query_attention(
     pooled: [..., I, d_v]; zero for a row with no real position.
     weights: [..., I, N] attention weights alpha; each row sums to 1 (0 if fully padded).
   """
-  logits = scale * jnp.einsum("iq,...inq->...in", queries, keys)
+  per_head = inputs.ndim == jnp.ndim(mask) + 2
+  folded_queries = scale * jnp.einsum("iq,idq->id", queries, key_kernel)
+  logits_spec, pool_spec = ("...ind,id->...in", "...in,...ind->...id") if per_head else (
+      "...nd,id->...in", "...in,...nd->...id")
+  logits = jnp.einsum(logits_spec, inputs, folded_queries)
   weights = masked_softmax(logits, jnp.asarray(mask)[..., None, :], axis=-1)
-  pooled = jnp.einsum("...in,...ind->...id", weights, values)
-  return pooled, weights
+  pooled_inputs = jnp.einsum(pool_spec, weights, inputs)
+  return jnp.einsum("...id,ide->...ie", pooled_inputs, value_kernel), weights

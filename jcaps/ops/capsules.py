@@ -82,33 +82,42 @@ def unshared_prediction_vectors(
     return _add_bias(jnp.einsum("...id,ijed->...ije", u, weight), bias)
 
 
-def _mask_inputs(
+def _output_major(
     u_hat: jax.Array, mask: jax.Array | None
 ) -> tuple[jax.Array, jax.Array | None]:
-    """Zeroes padded input capsules; returns them and the mask as [..., in_caps, 1] booleans.
+    """Moves u_hat to [..., out_caps, in_caps, dim] and zeroes padded input capsules.
 
-    `where` rather than a product, so that non-finite values in padded slots cannot leak in.
+    In this layout both routing contractions are batched matrix-vector products over leading
+    axes, which XLA on CPU runs about twice as fast as in the input-major layout; the transpose
+    is paid once, not every iteration. Padding is zeroed with `where` rather than a product so
+    that non-finite values in padded slots cannot leak in.
+
+    Returns:
+        u_t: [..., out_caps, in_caps, dim].
+        valid: [..., 1, in_caps] booleans, or None without a mask.
     """
+    u_t = jnp.swapaxes(u_hat, -3, -2)
     if mask is None:
-        return u_hat, None
-    valid = jnp.asarray(mask).astype(bool)[..., None]
-    return jnp.where(valid[..., None], u_hat, jnp.zeros_like(u_hat)), valid
+        return u_t, None
+    valid = jnp.asarray(mask).astype(bool)[..., None, :]
+    return jnp.where(valid[..., None], u_t, jnp.zeros_like(u_t)), valid
 
 
-def _mask_coupling(c: jax.Array, valid: jax.Array | None) -> jax.Array:
-    if valid is None:
-        return c
-    return jnp.where(valid, c, jnp.zeros_like(c))
+def _input_major_coupling(c_t: jax.Array, valid: jax.Array | None) -> jax.Array:
+    """[..., out_caps, in_caps] coefficients to [..., in_caps, out_caps], padded rows 0."""
+    if valid is not None:
+        c_t = jnp.where(valid, c_t, jnp.zeros_like(c_t))
+    return jnp.swapaxes(c_t, -1, -2)
 
 
-def _weighted_sum(c: jax.Array, u_hat: jax.Array) -> jax.Array:
-    """s[..., j, :] = sum_i c[..., i, j] u_hat[..., i, j, :]."""
-    return jnp.einsum("...ij,...ijd->...jd", c, u_hat)
+def _weighted_sum(c_t: jax.Array, u_t: jax.Array) -> jax.Array:
+    """s[..., j, :] = sum_i c[i, j] u_hat[i, j, :], in output-major layout."""
+    return jnp.einsum("...ji,...jid->...jd", c_t, u_t)
 
 
-def _agreement(u_hat: jax.Array, v: jax.Array) -> jax.Array:
-    """a[..., i, j] = <u_hat[..., i, j, :], v[..., j, :]>."""
-    return jnp.einsum("...ijd,...jd->...ij", u_hat, v)
+def _agreement(u_t: jax.Array, v: jax.Array) -> jax.Array:
+    """a[..., j, i] = <u_hat[i, j, :], v[j, :]>, in output-major layout."""
+    return jnp.einsum("...jid,...jd->...ji", u_t, v)
 
 
 def dynamic_routing(
@@ -144,24 +153,24 @@ def dynamic_routing(
     """
     if num_iterations < 1:
         raise ValueError(f"num_iterations must be >= 1, got {num_iterations}")
-    u_hat, valid = _mask_inputs(u_hat, mask)
+    u_t, valid = _output_major(u_hat, mask)
 
-    def route(c):
-        return squash(_weighted_sum(c, u_hat), eps=eps)
+    def route(c_t):
+        return squash(_weighted_sum(c_t, u_t), eps=eps)
 
     def iterate(_, carry):
         logits, _, v = carry
-        logits = logits + _agreement(u_hat, v)
-        c = jax.nn.softmax(logits, axis=-1)
-        return logits, c, route(c)
+        logits = logits + _agreement(u_t, v)
+        c_t = jax.nn.softmax(logits, axis=-2)
+        return logits, c_t, route(c_t)
 
     # softmax of the zero start logits is 1/J; written out so that XLA does not constant-fold
     # a softmax as large as c when compiling.
-    c = jnp.full(u_hat.shape[:-1], 1.0 / u_hat.shape[-2], u_hat.dtype)
-    _, c, v = jax.lax.fori_loop(
-        0, num_iterations - 1, iterate, (jnp.zeros_like(c), c, route(c)), unroll=True
+    c_t = jnp.full(u_t.shape[:-1], 1.0 / u_t.shape[-3], u_t.dtype)
+    _, c_t, v = jax.lax.fori_loop(
+        0, num_iterations - 1, iterate, (jnp.zeros_like(c_t), c_t, route(c_t)), unroll=True
     )
-    return v, _mask_coupling(c, valid)
+    return v, _input_major_coupling(c_t, valid)
 
 
 def kmeans_routing(
@@ -203,15 +212,15 @@ def kmeans_routing(
         raise ValueError(f"num_iterations must be >= 1, got {num_iterations}")
     if similarity not in ("cosine", "dot"):
         raise ValueError(f"similarity must be 'cosine' or 'dot', got {similarity!r}")
-    u_hat, valid = _mask_inputs(u_hat, mask)
-    keys = u_hat / _safe_norm(u_hat, -1, eps) if similarity == "cosine" else u_hat
+    u_t, valid = _output_major(u_hat, mask)
+    keys = u_t / _safe_norm(u_t, -1, eps) if similarity == "cosine" else u_t
 
     def route(v):
         direction = v / _safe_norm(v, -1, eps)
-        c = jax.nn.softmax(_agreement(keys, direction), axis=-1)
-        return c, _weighted_sum(c, u_hat)
+        c_t = jax.nn.softmax(_agreement(keys, direction), axis=-2)
+        return c_t, _weighted_sum(c_t, u_t)
 
-    v = jnp.sum(u_hat, axis=-3) / u_hat.shape[-2]
+    v = jnp.sum(u_t, axis=-2) / u_t.shape[-3]
     v = jax.lax.fori_loop(0, num_iterations - 1, lambda _, v: route(v)[1], v, unroll=True)
-    c, v = route(v)
-    return squash(v, eps=eps), _mask_coupling(c, valid)
+    c_t, v = route(v)
+    return squash(v, eps=eps), _input_major_coupling(c_t, valid)

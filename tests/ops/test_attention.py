@@ -20,19 +20,30 @@ def _np_masked_softmax(logits, mask):
   return out
 
 
-def _np_head_query_attention(queries, keys, values, mask, scale):
-  """keys [B, M, I, N, d_q], values [B, M, I, N, d_v], mask [B, M, N], explicit loops."""
-  b_size, m_size, i_size, n_size, _ = keys.shape
-  pooled = np.zeros((b_size, m_size, i_size, values.shape[-1]))
+def _np_head_query_attention(queries, inputs, key_kernel, value_kernel, mask, scale):
+  """inputs [B, M, N, d_in] (or [B, M, I, N, d_in] per head), mask [B, M, N]; explicit loops
+  over the keys k[i, n] = Wk_i x_n and values v[i, n] = Wv_i x_n of the paper's form."""
+  i_size = queries.shape[0]
+  b_size, m_size, n_size = mask.shape
+  pooled = np.zeros((b_size, m_size, i_size, value_kernel.shape[-1]))
   weights = np.zeros((b_size, m_size, i_size, n_size))
   for b in range(b_size):
     for m in range(m_size):
       for i in range(i_size):
-        logits = np.array([scale * queries[i] @ keys[b, m, i, n] for n in range(n_size)])
+        x = inputs[b, m, i] if inputs.ndim == 5 else inputs[b, m]
+        keys = [key_kernel[i].T @ x[n] for n in range(n_size)]
+        values = [value_kernel[i].T @ x[n] for n in range(n_size)]
+        logits = np.array([scale * queries[i] @ keys[n] for n in range(n_size)])
         weights[b, m, i] = _np_masked_softmax(logits[None], mask[b, m][None])[0]
         for n in range(n_size):
-          pooled[b, m, i] += weights[b, m, i, n] * values[b, m, i, n]
+          pooled[b, m, i] += weights[b, m, i, n] * values[n]
   return pooled, weights
+
+
+def _attention_params(rng, i, d_in, d_q, d_v):
+  return (rng.normal(size=(i, d_q)).astype(np.float32),
+          rng.normal(size=(i, d_in, d_q)).astype(np.float32) / np.sqrt(d_in),
+          rng.normal(size=(i, d_in, d_v)).astype(np.float32))
 
 
 def _random_mask(rng, shape, all_padded_row=None):
@@ -84,74 +95,69 @@ def test_masked_softmax_ignores_nonfinite_padded_logits_in_value_and_gradient():
 # --- head_query_attention --------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("per_head", [False, True])
 @pytest.mark.parametrize("scale", [1.0, 0.5])
-def test_head_query_attention_matches_numpy_loop(scale):
+def test_head_query_attention_matches_numpy_loop(scale, per_head):
   rng = np.random.default_rng(2)
-  b, m, i, n, d_q, d_v = 2, 3, 4, 6, 5, 3
-  queries = rng.normal(size=(i, d_q)).astype(np.float32)
-  keys = rng.normal(size=(b, m, i, n, d_q)).astype(np.float32)
-  values = rng.normal(size=(b, m, i, n, d_v)).astype(np.float32)
+  b, m, i, n, d_in, d_q, d_v = 2, 3, 4, 6, 7, 5, 3
+  queries, key_kernel, value_kernel = _attention_params(rng, i, d_in, d_q, d_v)
+  shape = (b, m, i, n, d_in) if per_head else (b, m, n, d_in)
+  inputs = rng.normal(size=shape).astype(np.float32)
   mask = _random_mask(rng, (b, m, n), all_padded_row=(0, 1))
-  pooled, weights = jax.jit(head_query_attention)(queries, keys, values, mask, scale)
+  pooled, weights = jax.jit(head_query_attention)(queries, inputs, key_kernel, value_kernel, mask, scale)
   chex.assert_shape(pooled, (b, m, i, d_v))
   chex.assert_shape(weights, (b, m, i, n))
-  want_pooled, want_weights = _np_head_query_attention(queries, keys, values, mask, scale)
+  want_pooled, want_weights = _np_head_query_attention(queries, inputs, key_kernel, value_kernel, mask, scale)
   np.testing.assert_allclose(weights, want_weights, rtol=1e-5, atol=1e-6)
   np.testing.assert_allclose(pooled, want_pooled, rtol=1e-5, atol=1e-5)
 
 
 def test_head_query_attention_padding_gets_exactly_zero_and_changes_nothing():
   rng = np.random.default_rng(3)
-  i, n, d_q, d_v = 3, 5, 4, 2
-  queries = rng.normal(size=(i, d_q)).astype(np.float32)
-  keys = rng.normal(size=(2, i, n, d_q)).astype(np.float32)
-  values = rng.normal(size=(2, i, n, d_v)).astype(np.float32)
+  i, n, d_in, d_q, d_v = 3, 5, 6, 4, 2
+  queries, key_kernel, value_kernel = _attention_params(rng, i, d_in, d_q, d_v)
+  inputs = rng.normal(size=(2, n, d_in)).astype(np.float32)
   mask = np.array([[True, True, True, False, False], [True] * 5])
   attend = jax.jit(head_query_attention)
-  pooled, weights = attend(queries, keys, values, mask)
+  pooled, weights = attend(queries, inputs, key_kernel, value_kernel, mask)
   np.testing.assert_array_equal(weights[0, :, 3:], 0.0)
-  # Whatever sits in padded slots (here huge keys and values) cannot change the result.
-  keys_junk, values_junk = keys.copy(), values.copy()
-  keys_junk[0, :, 3:] = 1e4
-  values_junk[0, :, 3:] = -1e4
-  pooled_junk, weights_junk = attend(queries, keys_junk, values_junk, mask)
+  # Whatever sits in padded slots (here huge inputs) cannot change the result.
+  junk = inputs.copy()
+  junk[0, 3:] = 1e4
+  pooled_junk, weights_junk = attend(queries, junk, key_kernel, value_kernel, mask)
   np.testing.assert_array_equal(weights_junk, weights)
   np.testing.assert_array_equal(pooled_junk, pooled)
   # Same as attending over the valid prefix only.
-  pooled_short, weights_short = attend(
-      queries, keys[:1, :, :3], values[:1, :, :3], mask[:1, :3]
-  )
-  np.testing.assert_allclose(pooled_short, pooled[:1], rtol=1e-6, atol=1e-7)
+  pooled_short, weights_short = attend(queries, inputs[:1, :3], key_kernel, value_kernel, mask[:1, :3])
+  np.testing.assert_allclose(pooled_short, pooled[:1], rtol=1e-6, atol=1e-6)
   np.testing.assert_allclose(weights_short, weights[:1, :, :3], rtol=1e-6, atol=1e-7)
 
 
 def test_head_query_attention_all_padded_row_is_zero_with_finite_gradient():
   rng = np.random.default_rng(4)
-  queries = jnp.asarray(rng.normal(size=(2, 3)), jnp.float32)
-  keys = jnp.asarray(rng.normal(size=(2, 2, 4, 3)), jnp.float32)
-  values = jnp.asarray(rng.normal(size=(2, 2, 4, 5)), jnp.float32)
+  queries, key_kernel, value_kernel = map(jnp.asarray, _attention_params(rng, 2, 3, 3, 5))
+  inputs = jnp.asarray(rng.normal(size=(2, 4, 3)), jnp.float32)
   mask = jnp.array([[True, True, False, False], [False] * 4])
-  pooled, weights = jax.jit(head_query_attention)(queries, keys, values, mask)
+  pooled, weights = jax.jit(head_query_attention)(queries, inputs, key_kernel, value_kernel, mask)
   np.testing.assert_array_equal(weights[1], 0.0)
   np.testing.assert_array_equal(pooled[1], 0.0)
 
-  def loss(q, k, v):
-    return jnp.sum(head_query_attention(q, k, v, mask)[0] ** 2)
+  def loss(q, x, wk, wv):
+    return jnp.sum(head_query_attention(q, x, wk, wv, mask)[0] ** 2)
 
-  grads = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(queries, keys, values)
+  grads = jax.jit(jax.grad(loss, argnums=(0, 1, 2, 3)))(queries, inputs, key_kernel, value_kernel)
   for g in grads:
     assert np.all(np.isfinite(g))
   np.testing.assert_array_equal(grads[1][1], 0.0)
-  np.testing.assert_array_equal(grads[2][1], 0.0)
+  np.testing.assert_array_equal(grads[1][0, 2:], 0.0)
 
 
 def test_head_query_attention_vmap_matches_batched():
   rng = np.random.default_rng(5)
-  queries = rng.normal(size=(3, 4)).astype(np.float32)
-  keys = rng.normal(size=(4, 3, 6, 4)).astype(np.float32)
-  values = rng.normal(size=(4, 3, 6, 2)).astype(np.float32)
+  queries, key_kernel, value_kernel = _attention_params(rng, 3, 5, 4, 2)
+  inputs = rng.normal(size=(4, 6, 5)).astype(np.float32)
   mask = _random_mask(rng, (4, 6))
-  batched = jax.jit(head_query_attention)(queries, keys, values, mask)
-  per_example = jax.vmap(head_query_attention, in_axes=(None, 0, 0, 0))
-  mapped = jax.jit(per_example)(queries, keys, values, mask)
-  chex.assert_trees_all_close(mapped, batched, rtol=1e-6, atol=1e-7)
+  batched = jax.jit(head_query_attention)(queries, inputs, key_kernel, value_kernel, mask)
+  per_example = jax.vmap(head_query_attention, in_axes=(None, 0, None, None, 0))
+  mapped = jax.jit(per_example)(queries, inputs, key_kernel, value_kernel, mask)
+  chex.assert_trees_all_close(mapped, batched, rtol=1e-6, atol=1e-6)
