@@ -71,10 +71,20 @@ def open_splits(data_config, seed: int) -> tuple[dict[str, Split], list[str] | N
             raise ValueError("set --config.data.dir to local files or --config.data.name to a TFDS dataset")
         import tensorflow_datasets as tfds
 
-        builder = tfds.builder(data_config.name, data_dir=cache_dir, file_format="array_record")
-        builder.download_and_prepare(file_format="array_record")
+        try:
+            builder = tfds.builder(data_config.name, data_dir=cache_dir, file_format="array_record")
+            builder.download_and_prepare(file_format="array_record")
+        except Exception as error:  # network, unknown name, missing extra packages
+            raise RuntimeError(
+                f"could not prepare the TFDS dataset {data_config.name!r} in {cache_dir} ({error}). "
+                "Without internet access, point --config.data.dir at local files of --config.data.format."
+            ) from error
         splits = {
-            name: Split(builder.as_data_source(split=name), f"tfds:{data_config.name}/{name}")
+            name: Split(
+                tfds.data_source(data_config.name, split=name, data_dir=cache_dir,
+                                 builder_kwargs={"file_format": "array_record"}),
+                f"tfds:{data_config.name}/{name}",
+            )
             for name in builder.info.splits
         }
         label = builder.info.features[data_config.label_key]

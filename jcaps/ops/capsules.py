@@ -213,11 +213,15 @@ def kmeans_routing(
     if similarity not in ("cosine", "dot"):
         raise ValueError(f"similarity must be 'cosine' or 'dot', got {similarity!r}")
     u_t, valid = _output_major(u_hat, mask)
-    keys = u_t / _safe_norm(u_t, -1, eps) if similarity == "cosine" else u_t
+    # Cosine divides each logit by |u_hat[i, j]| rather than normalising a copy of u_hat: the
+    # same numbers without a second array (and gradient) as large as u_hat.
+    key_norm = _safe_norm(u_t, -1, eps)[..., 0] if similarity == "cosine" else None
 
     def route(v):
-        direction = v / _safe_norm(v, -1, eps)
-        c_t = jax.nn.softmax(_agreement(keys, direction), axis=-2)
+        logits = _agreement(u_t, v / _safe_norm(v, -1, eps))
+        if key_norm is not None:
+            logits = logits / key_norm
+        c_t = jax.nn.softmax(logits, axis=-2)
         return c_t, _weighted_sum(c_t, u_t)
 
     v = jnp.sum(u_t, axis=-2) / u_t.shape[-3]

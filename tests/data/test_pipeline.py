@@ -160,3 +160,34 @@ def test_builder_cache_follows_file_changes(zhang_dir, tmp_path):
     second = builders.prepare_local("zhang_csv", str(zhang_dir), str(cache))
     assert first.builder_config.name != second.builder_config.name
     assert len(second.as_data_source(split="test")) == 1
+
+
+def test_catalogue_datasets_pass_through_tfds_data_source(tmp_path):
+    import tensorflow_datasets as tfds
+
+    class JcapsToyNews(tfds.core.GeneratorBasedBuilder):
+        """A catalogue-style dataset: two text features and a ClassLabel, prepared offline."""
+
+        VERSION = tfds.core.Version("1.0.0")
+
+        def _info(self):
+            features = {"title": tfds.features.Text(), "description": tfds.features.Text(),
+                        "label": tfds.features.ClassLabel(names=["a", "b"])}
+            return tfds.core.DatasetInfo(builder=self, features=tfds.features.FeaturesDict(features))
+
+        def _split_generators(self, dl_manager):
+            return {"train": self._generate_examples(20), "test": self._generate_examples(4)}
+
+        def _generate_examples(self, n):
+            for i in range(n):
+                yield str(i), {"title": ["alpha", "beta"][i % 2], "description": "body", "label": i % 2}
+
+    config = base_config().data
+    config.source, config.name, config.cache_dir = "tfds", "jcaps_toy_news", str(tmp_path)
+    config.text_keys = ("title", "description")
+    config.validation_fraction = 0.25
+    dataset = pipeline.load_text_dataset(config, seed=0)
+    assert dataset.labels.names == ("a", "b")
+    assert {k: len(v.source) for k, v in dataset.splits.items()} == {"train": 15, "validation": 5, "test": 4}
+    assert {"alpha", "beta", "body"} <= set(dataset.vocab.tokens)
+    assert dataset.splits["test"].path == "tfds:jcaps_toy_news/test"

@@ -1,0 +1,48 @@
+"""`train.py` + `python -m jcaps.interpret` on the iCapsNets `:smoke` configs write all four files."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def run(*args, timeout=300):
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=1", JAX_PLATFORMS="cpu")
+    result = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+@pytest.mark.parametrize("config", ["icapsnet_short_ag_news", "icapsnet_long_ag_news"])
+def test_smoke_training_then_interpretation_writes_the_report(tmp_path, config):
+    workdir, out = tmp_path / "w", tmp_path / "interp"
+    run("train.py", "--config", f"configs/{config}.py:smoke", "--workdir", str(workdir),
+        f"--config.data.cache_dir={tmp_path / 'cache'}", "--config.train.progress=none")
+    run("-m", "jcaps.interpret", "--workdir", str(workdir), "--split", "test", "--out", str(out), "--limit", "40")
+    assert sorted(os.listdir(out)) == ["C.png", "global.json", "local.jsonl", "report.html"]
+
+    records = [json.loads(line) for line in (out / "local.jsonl").read_text().splitlines()]
+    assert len(records) == 40
+    record = records[0]
+    assert set(record) >= {"text", "prediction", "probabilities", "capsules", "kgrams", "word_scores", "words"}
+    assert len(record["word_scores"]) == len(record["words"])
+    assert abs(sum(record["probabilities"].values()) - 1) < 1e-4
+    # Every selected K-gram is a run of the example's own words.
+    words = " ".join(record["words"])
+    assert all(" ".join(kgram) in words for kgram in record["kgrams"])
+
+    summary = json.loads((out / "global.json").read_text())
+    assert sum(map(sum, summary["C"])) == 40
+    html = (out / "report.html").read_text()
+    assert "data:image/png;base64," in html
+    assert "rgba(" in html and ", 1.000)" in html  # the top word of an example is fully highlighted
+    assert (out / "C.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # The smoke task is learnable: the keywords of each class dominate its capsules' words.
+    accuracy = sum(r["label"] == r["prediction"] for r in records) / len(records)
+    assert accuracy > 0.7
