@@ -12,10 +12,13 @@ from typing import Callable
 
 import jax
 import jax.numpy as jnp
+import optax
 
+from jcaps.models.cccapsnet import CCCapsNet
 from jcaps.models.fasttext import FastText
 from jcaps.models.icapsnet import ICapsNetLong, ICapsNetShort
 from jcaps.ops import losses
+from jcaps.train.optim import make_optimizer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,10 +60,62 @@ def capsule_probabilities(outputs):
     return lengths / jnp.maximum(jnp.sum(lengths, axis=-1, keepdims=True), 1e-12)
 
 
+_LOSS_TERMS = {
+    "margin": losses.margin_loss,
+    "focal": losses.focal_loss,
+    "cross_entropy": losses.cross_entropy,
+    "ce": losses.cross_entropy,
+}
+
+
+def summed_loss(outputs, batch, model_config):
+    """The sum of the `+`-separated terms of `model.loss` (e.g. 'margin+focal'), each one of
+    margin, focal, cross_entropy (or ce), applied to the scores (capsule lengths or logits)."""
+    terms = model_config.loss.split("+")
+    unknown = [t for t in terms if t not in _LOSS_TERMS]
+    if unknown:
+        raise ValueError(f"model.loss terms must be among {', '.join(_LOSS_TERMS)}, not {', '.join(map(repr, unknown))}")
+    return sum(_LOSS_TERMS[t](outputs["scores"], batch["label"]) for t in terms)
+
+
+def cccapsnet_probabilities(outputs):
+    """Normalised lengths for the capsule classifier, softmax for the linear one's logits."""
+    return capsule_probabilities(outputs) if "class_capsules" in outputs else softmax_probabilities(outputs)
+
+
+def cccapsnet_parameter_groups(params):
+    """'classifier' for the classifier's leaves, 'features' for the embedding and encoder."""
+    return jax.tree_util.tree_map_with_path(
+        lambda path, _: "classifier" if path[0].key == "classifier" else "features", params
+    )
+
+
+def cccapsnet_optimizer(config, num_steps):
+    """`train.optimizer` per parameter group, clipped once over all gradients: the
+    `classifier` at `train.classifier_learning_rate`, the embedding and encoder at
+    `train.learning_rate`, both on the same `train.schedule` [ref: 1e-3 and 1e-4, x0.1 at 50 %
+    and 70 % of training]."""
+    train = config.train
+    groups = {}
+    for group, learning_rate in (("features", train.learning_rate), ("classifier", train.classifier_learning_rate)):
+        group_config = train.copy_and_resolve_references()
+        group_config.learning_rate = learning_rate
+        # Clipping is by the norm of all gradients together, so it is applied once, below.
+        group_config.grad_clip_norm = 0.0
+        groups[group] = make_optimizer(group_config, num_steps)
+    optimizer = optax.multi_transform(groups, cccapsnet_parameter_groups)
+    if train.grad_clip_norm:
+        return optax.chain(optax.clip_by_global_norm(train.grad_clip_norm), optimizer)
+    return optimizer
+
+
 MODELS: dict[str, ModelFamily] = {
     "fasttext": ModelFamily(FastText, softmax_cross_entropy, softmax_probabilities),
     "icapsnet_short": ModelFamily(ICapsNetShort, capsule_loss, capsule_probabilities, loss_keys=("loss",)),
     "icapsnet_long": ModelFamily(ICapsNetLong, capsule_loss, capsule_probabilities, loss_keys=("loss",)),
+    "cccapsnet": ModelFamily(
+        CCCapsNet, summed_loss, cccapsnet_probabilities, loss_keys=("loss",), optimizer=cccapsnet_optimizer
+    ),
 }
 
 

@@ -2,7 +2,8 @@
 
 Layout of `WORKDIR/checkpoints/`: one orbax step directory per saved step holding `state`
 (step, params, optimiser state, RNG) and `data` (the grain iterator position), and beside them
-`vocab.json` and `labels.json`.
+`vocab.json` and `labels.json`. `WORKDIR/best/` holds the parameters of the best validation
+evaluation so far (`params`) with its `record` ({"step", "metric", "value"}).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from jcaps.data.vocab import LabelMap, Vocabulary
 class Checkpoints:
     def __init__(self, workdir: str, keep: int = 3):
         self.directory = os.path.join(os.path.abspath(workdir), "checkpoints")
+        self.best_directory = os.path.join(os.path.abspath(workdir), "best")
+        self._best = None
         self._manager = ocp.CheckpointManager(
             self.directory,
             item_names=("state", "data"),
@@ -52,9 +55,46 @@ class Checkpoints:
 
     def wait(self) -> None:
         self._manager.wait_until_finished()
+        if self._best is not None:
+            self._best.wait_until_finished()
 
     def close(self) -> None:
         self._manager.close()
+        if self._best is not None:
+            self._best.close()
+
+    # The best-on-validation parameters (model selection never looks at test).
+
+    @property
+    def _best_manager(self) -> ocp.CheckpointManager:
+        if self._best is None:
+            self._best = ocp.CheckpointManager(
+                self.best_directory,
+                item_names=("params", "record"),
+                options=ocp.CheckpointManagerOptions(max_to_keep=1, create=True),
+            )
+        return self._best
+
+    def best_record(self) -> dict | None:
+        """{"step", "metric", "value"} of the best validation evaluation saved, or None."""
+        if not os.path.isdir(self.best_directory):
+            return None
+        step = self._best_manager.latest_step()
+        if step is None:
+            return None
+        return self._best_manager.restore(step, args=ocp.args.Composite(record=ocp.args.JsonRestore()))["record"]
+
+    def save_best(self, step: int, params, metric: str, value: float) -> None:
+        record = {"step": int(step), "metric": metric, "value": float(value)}
+        self._best_manager.save(
+            step, args=ocp.args.Composite(params=ocp.args.StandardSave(params), record=ocp.args.JsonSave(record)), force=True
+        )
+
+    def restore_best_params(self, params):
+        """The best parameters, restored into the structure and shardings of `params`."""
+        step = self._best_manager.latest_step()
+        target = jax.tree.map(ocp.utils.to_shape_dtype_struct, params)
+        return self._best_manager.restore(step, args=ocp.args.Composite(params=ocp.args.StandardRestore(target)))["params"]
 
     def save_vocabulary(self, vocab: Vocabulary, labels: LabelMap) -> None:
         vocab.save(os.path.join(self.directory, "vocab.json"))

@@ -24,6 +24,7 @@ RESUMABLE_KEYS = (
     "train.keep_checkpoints",
     "train.log_every_steps",
     "train.progress",
+    "train.select_best",
     "train.compilation_cache",
 )
 
@@ -77,7 +78,10 @@ def base_config() -> ml_collections.ConfigDict:
     train.keep_checkpoints = 3
     train.log_every_steps = 50
     train.progress = "auto"  # auto | bar | lines | none
-    train.select_metric = "accuracy"  # validation metric reported as the best
+    # Model selection: the final evaluation uses the parameters of the best validation
+    # `select_metric` (higher is better) seen at the periodic evaluations, not the last ones.
+    train.select_best = True
+    train.select_metric = "accuracy"
     train.dtype = "float32"  # activations; params stay float32
     train.compilation_cache = ""  # '' = off; a directory enables the persistent cache
     return config

@@ -208,6 +208,8 @@ def train_and_evaluate(config, workdir: str) -> dict:
     progress = Progress(config.train.progress, total=num_steps, initial=int(state.step), enabled=is_main)
     step = int(state.step)
     window: list[dict] = []
+    best = checkpoints.best_record() if config.train.select_best else None
+    has_validation = len(dataset.splits["validation"].source) > 0
     try:
         with _SignalFlag() as stop:
             while step < num_steps:
@@ -225,21 +227,27 @@ def train_and_evaluate(config, workdir: str) -> dict:
                     window = []
                     writer.write(step, "train", summary)
                     progress.update(step, summary)
-                if step % eval_every == 0 and step != num_steps:
+                if has_validation and (step % eval_every == 0 or step == num_steps):
                     metrics = evaluate_split(eval_fn, state, dataset, "validation", eval_batch_size, mesh)
                     writer.write(step, "validation", metrics)
                     progress.message(f"step {step}: validation " + _format(metrics))
+                    best = _keep_if_best(checkpoints, best, step, state, metrics, config.train)
                 if due_checkpoint:
                     checkpoints.save(step, state, train_iterator.get_state())
                     last_saved = step
         checkpoints.wait()
         progress.close()
 
+        selected = {}
+        if best is not None and best["step"] != step:
+            state = state.replace(params=checkpoints.restore_best_params(state.params))
+            selected = {"selected_step": best["step"]}
+            log(f"final model: the parameters of step {best['step']} (best validation {best['metric']} {best['value']:.4f})")
         final = {}
         for split in ("validation", "test"):
             if split in dataset.splits and len(dataset.splits[split].source):
                 final[split] = evaluate_split(eval_fn, state, dataset, split, eval_batch_size, mesh)
-                writer.write(step, split, final[split], final=True)
+                writer.write(step, split, final[split], final=True, **selected)
                 log(f"final {split}: " + _format(final[split]))
         return final
     finally:
@@ -250,6 +258,17 @@ def train_and_evaluate(config, workdir: str) -> dict:
 
 def default_optimizer(config, num_steps):
     return make_optimizer(config.train, num_steps)
+
+
+def _keep_if_best(checkpoints, best, step, state, metrics, train_config):
+    """Saves the parameters when validation `select_metric` improves; returns the best record."""
+    if not train_config.select_best:
+        return None
+    value = metrics[train_config.select_metric]
+    if best is None or value > best["value"]:
+        checkpoints.save_best(step, state.params, train_config.select_metric, value)
+        return {"step": step, "metric": train_config.select_metric, "value": value}
+    return best
 
 
 def _summarise_window(window: list[dict], step: int, last_saved, directory: str) -> dict:

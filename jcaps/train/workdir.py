@@ -57,5 +57,8 @@ def load_trained(workdir: str, *, with_data: bool = False) -> TrainedModel:
     mesh = mesh_lib.data_mesh()
     state = loop.create_train_state(config, model, family.optimizer or loop.default_optimizer, dataset, 1, mesh)
     state, _ = checkpoints.restore(state, with_data=False)
+    if config.train.select_best and checkpoints.best_record() is not None:
+        # The model that training reported as final: the best on validation.
+        state = state.replace(params=checkpoints.restore_best_params(state.params))
     checkpoints.close()
     return TrainedModel(config, family, model, state, dataset)

@@ -184,3 +184,27 @@ def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, cach
     assert step is not None
     leaves = jax.tree.leaves(checkpoints.read_state(step)["params"])
     assert all(np.isfinite(np.asarray(x)).all() for x in leaves)
+
+
+def test_model_selection_keeps_the_best_validation_parameters():
+    import ml_collections
+
+    class FakeCheckpoints:
+        def __init__(self):
+            self.saved = []
+
+        def save_best(self, step, params, metric, value):
+            self.saved.append((step, params, value))
+
+    train_config = ml_collections.ConfigDict({"select_best": True, "select_metric": "accuracy"})
+    checkpoints, best = FakeCheckpoints(), None
+
+    class State:
+        params = "p"
+
+    for step, accuracy in [(10, 0.5), (20, 0.8), (30, 0.7), (40, 0.8)]:
+        best = loop._keep_if_best(checkpoints, best, step, State, {"accuracy": accuracy}, train_config)
+    assert best == {"step": 20, "metric": "accuracy", "value": 0.8}  # ties keep the earlier step
+    assert [s for s, _, _ in checkpoints.saved] == [10, 20]
+    train_config.select_best = False
+    assert loop._keep_if_best(checkpoints, None, 50, State, {"accuracy": 1.0}, train_config) is None

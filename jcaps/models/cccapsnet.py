@@ -1,0 +1,285 @@
+"""CCCapsNet (Ren & Lu, PRL 2022): compositional coding embeddings, BiGRU, k-means capsules.
+
+    ids [B, T] -> embedding [B, T, 64]                     `Embedding` (normal | cwc | cc)
+      -> 2-layer BiGRU, hidden 128, dropout 0.5 between     `BidirectionalGRU` per layer
+         layers, forward + backward summed [B, T, 128]
+      -> mean over the valid steps [B, 128]                 `masked_mean_over_time`
+      -> 16 feature capsules of size 8 (not squashed)
+      -> J class capsules of size 16: unshared W[i, j],     `CapsuleClassifier`
+         no bias, k-means routing, 3 iterations
+      -> scores = capsule lengths [B, J]
+
+or, with `classifier="linear"`, scores = Linear(128 -> J, no bias) logits. MODELS.md §2 holds
+the equations and the published parameter counts this module reproduces (`count_parameters`).
+Padding is masked in the GRU and the mean; `reference_padding=True` processes pads as words
+and averages over all T steps, as the authors' code does.
+"""
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from jcaps.models.icapsnet import _capsule_length as capsule_length
+from jcaps.ops.capsules import dynamic_routing, kmeans_routing, shared_prediction_vectors, unshared_prediction_vectors
+from jcaps.ops.embeddings import cc_embedding, cwc_embedding, num_codewords
+from jcaps.ops.recurrent import bidirectional_gru, masked_mean_over_time
+
+PAD_ID = 0
+
+_EMBEDDINGS = ("normal", "cwc", "cc")
+_CC_SAMPLINGS = ("straight_through", "repeated_argmax")
+_CLASSIFIERS = ("capsule", "linear")
+_ROUTINGS = ("kmeans", "dynamic")
+_SIMILARITIES = ("cosine", "dot")
+
+
+def _torch_uniform(bound: float):
+    """U(-bound, bound), PyTorch's initialisation of recurrent layers (bound = 1/sqrt(H))."""
+
+    def init(key, shape, dtype=jnp.float32):
+        return jax.random.uniform(key, shape, dtype, -bound, bound)
+
+    return init
+
+
+class Embedding(nn.Module):
+    """Word vectors from a table (`normal`) or from codebooks (`cwc`, `cc`); N(0, 1) init [ref].
+
+    Attributes:
+        vocab_size: V.
+        kind: "normal", "cwc" or "cc".
+        features: D.
+        num_codebooks: M (cwc, cc).
+        extra_codewords: added to K, the smallest integer with K^M >= V (the K+1, K+2
+            ablations).
+        cc_sampling: "straight_through" or "repeated_argmax" (cc, training).
+        cc_samples: draws summed by "repeated_argmax".
+    """
+
+    vocab_size: int
+    kind: str = "cwc"
+    features: int = 64
+    num_codebooks: int = 8
+    extra_codewords: int = 0
+    cc_sampling: str = "straight_through"
+    cc_samples: int = 10
+
+    @nn.compact
+    def __call__(self, ids: jax.Array, train: bool) -> jax.Array:
+        """ids [...] int -> [..., D] float32."""
+        init = nn.initializers.normal(1.0)
+        if self.kind == "normal":
+            return jnp.take(self.param("embedding", init, (self.vocab_size, self.features)), ids, axis=0)
+        k = num_codewords(self.vocab_size, self.num_codebooks) + self.extra_codewords
+        code_logits = self.param("code_logits", init, (self.vocab_size, self.num_codebooks, k))
+        codebooks = self.param("codebooks", init, (self.num_codebooks, k, self.features))
+        if self.kind == "cwc":
+            return cwc_embedding(ids, code_logits, codebooks)
+        # The training step supplies one RNG stream ('dropout'); the Gumbel noise draws from it.
+        rng = self.make_rng("dropout") if train else None
+        return cc_embedding(ids, code_logits, codebooks, rng, sampling=self.cc_sampling, num_samples=self.cc_samples)
+
+
+class BidirectionalGRU(nn.Module):
+    """One bidirectional GRU layer with PyTorch's parameters and initialisation.
+
+    Parameters carry the direction on a leading axis (forward, backward) and the gates in the
+    order (r, z, n): input_kernel [2, D, 3H], input_bias [2, 3H], hidden_kernel [2, H, 3H],
+    hidden_bias [2, 3H].
+    """
+
+    hidden_dim: int
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, x: jax.Array, mask: jax.Array | None) -> jax.Array:
+        """x [T, B, D], mask [T, B] bool or None -> [T, B, 2, H]."""
+        init = _torch_uniform(self.hidden_dim**-0.5)
+        gates = 3 * self.hidden_dim
+        weights = [
+            self.param("input_kernel", init, (2, x.shape[-1], gates)),
+            self.param("input_bias", init, (2, gates)),
+            self.param("hidden_kernel", init, (2, self.hidden_dim, gates)),
+            self.param("hidden_bias", init, (2, gates)),
+        ]
+        return bidirectional_gru(x.astype(self.dtype), *(w.astype(self.dtype) for w in weights), mask=mask)
+
+
+class Encoder(nn.Module):
+    """Stacked BiGRU layers (dropout between them), directions summed, mean over time."""
+
+    hidden_dim: int = 128
+    num_layers: int = 2
+    dropout_rate: float = 0.5
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, x: jax.Array, mask: jax.Array | None, train: bool) -> jax.Array:
+        """x [T, B, D] time-major, mask [T, B] or None -> [B, H]."""
+        for layer in range(self.num_layers):
+            if layer:
+                # PyTorch's nn.GRU dropout: on every layer's output but the last; the next
+                # layer reads both directions concatenated.
+                x = nn.Dropout(self.dropout_rate, deterministic=not train)(outputs.reshape(outputs.shape[:2] + (-1,)))
+            outputs = BidirectionalGRU(self.hidden_dim, self.dtype, name=f"layer_{layer}")(x, mask)
+        return masked_mean_over_time(jnp.sum(outputs, axis=-2), mask)
+
+
+class CapsuleClassifier(nn.Module):
+    """Feature capsules -> class capsules by k-means (or dynamic) routing; no bias [ref].
+
+    Kernels are Xavier-uniform with PyTorch's fans for the reference layout
+    (J, I, d_out, d_in) [ref].
+    """
+
+    num_classes: int
+    class_dim: int = 16
+    routing: str = "kmeans"
+    similarity: str = "cosine"
+    routing_iterations: int = 3
+    shared_transform: bool = False
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, capsules: jax.Array) -> dict[str, jax.Array]:
+        """capsules [B, I, d_in] -> scores [B, J], class_capsules [B, J, d_out], coupling [B, I, J]."""
+        num_in, in_dim = capsules.shape[-2:]
+        if self.shared_transform:
+            shape, fans = (self.num_classes, self.class_dim, in_dim), dict(in_axis=1, out_axis=0)
+            predict = shared_prediction_vectors
+        else:
+            shape, fans = (num_in, self.num_classes, self.class_dim, in_dim), dict(in_axis=0, out_axis=1)
+            predict = unshared_prediction_vectors
+        kernel = self.param("kernel", nn.initializers.glorot_uniform(**fans), shape)
+        u_hat = predict(capsules.astype(self.dtype), kernel.astype(self.dtype))
+        if self.routing == "kmeans":
+            class_capsules, coupling = kmeans_routing(u_hat, self.routing_iterations, self.similarity)
+        else:
+            class_capsules, coupling = dynamic_routing(u_hat, self.routing_iterations)
+        return {
+            "scores": capsule_length(class_capsules),
+            "class_capsules": class_capsules,
+            "coupling": coupling,
+        }
+
+
+class CCCapsNet(nn.Module):
+    """CCCapsNet (MODELS.md §2); every default is the published configuration.
+
+    Attributes:
+        vocab_size: V, including PAD (id 0).
+        num_classes: J.
+        embedding: "normal", "cwc" or "cc".
+        embed_dim: embedding size.
+        num_codebooks: M of the cwc / cc embeddings.
+        extra_codewords: K = (smallest K with K^M >= V) + this.
+        cc_sampling: "straight_through" (Shu & Nakayama) or "repeated_argmax" (the authors'
+            code: codes from the argmax of summed Gumbel-softmax draws, logits untrained).
+        cc_samples: draws summed by "repeated_argmax".
+        hidden_dim: GRU hidden size H (a multiple of capsule_dim).
+        num_layers: BiGRU layers.
+        dropout_rate: dropout between GRU layers.
+        reference_padding: process PADs as words and average over all steps (authors' code).
+        classifier: "capsule" or "linear".
+        capsule_dim: size of the H / capsule_dim feature capsules.
+        class_dim: size of the class capsules.
+        routing: "kmeans" or "dynamic".
+        similarity: "cosine" or "dot" (k-means routing).
+        routing_iterations: r.
+        shared_transform: one W[j] for all feature capsules instead of W[i, j].
+        dtype: activation dtype; parameters are float32.
+    """
+
+    vocab_size: int
+    num_classes: int
+    embedding: str = "cwc"
+    embed_dim: int = 64
+    num_codebooks: int = 8
+    extra_codewords: int = 0
+    cc_sampling: str = "straight_through"
+    cc_samples: int = 10
+    hidden_dim: int = 128
+    num_layers: int = 2
+    dropout_rate: float = 0.5
+    reference_padding: bool = False
+    classifier: str = "capsule"
+    capsule_dim: int = 8
+    class_dim: int = 16
+    routing: str = "kmeans"
+    similarity: str = "cosine"
+    routing_iterations: int = 3
+    shared_transform: bool = False
+    dtype: Any = jnp.float32
+
+    def __post_init__(self):
+        for name, allowed in (
+            ("embedding", _EMBEDDINGS),
+            ("cc_sampling", _CC_SAMPLINGS),
+            ("classifier", _CLASSIFIERS),
+            ("routing", _ROUTINGS),
+            ("similarity", _SIMILARITIES),
+        ):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        if self.num_layers < 1:
+            raise ValueError(f"num_layers must be >= 1, got {self.num_layers}")
+        if self.hidden_dim % self.capsule_dim:
+            raise ValueError(f"hidden_dim {self.hidden_dim} must be a multiple of capsule_dim {self.capsule_dim}")
+        super().__post_init__()
+
+    @nn.compact
+    def __call__(self, tokens: jax.Array, *, train: bool = False) -> dict[str, jax.Array]:
+        """tokens [B, T] int32, 0 = PAD.
+
+        Returns a dict: scores [B, J] (class-capsule lengths in [0, 1), or linear logits),
+        features [B, H] (the pooled encoder output); with the capsule classifier also
+        feature_capsules [B, H / capsule_dim, capsule_dim], class_capsules [B, J, class_dim]
+        and coupling [B, H / capsule_dim, J] (rows sum to 1).
+        """
+        # Time-major from the start: the embedding of the transposed ids is already in the
+        # layout the scans read.
+        ids = tokens.T
+        mask = None if self.reference_padding else ids != PAD_ID
+        embedded = Embedding(
+            self.vocab_size,
+            kind=self.embedding,
+            features=self.embed_dim,
+            num_codebooks=self.num_codebooks,
+            extra_codewords=self.extra_codewords,
+            cc_sampling=self.cc_sampling,
+            cc_samples=self.cc_samples,
+            name="embedding",
+        )(ids, train)
+        encoder = Encoder(self.hidden_dim, self.num_layers, self.dropout_rate, dtype=self.dtype, name="encoder")
+        features = encoder(embedded.astype(self.dtype), mask, train)
+        if self.classifier == "linear":
+            linear = nn.Dense(
+                self.num_classes,
+                use_bias=False,
+                # U(-1/sqrt(fan_in), 1/sqrt(fan_in)), PyTorch's nn.Linear default [ref].
+                kernel_init=nn.initializers.variance_scaling(1 / 3, "fan_in", "uniform"),
+                dtype=self.dtype,
+                name="classifier",
+            )
+            return {"scores": linear(features), "features": features}
+        capsules = features.reshape(features.shape[:-1] + (-1, self.capsule_dim))
+        classifier = CapsuleClassifier(
+            self.num_classes,
+            class_dim=self.class_dim,
+            routing=self.routing,
+            similarity=self.similarity,
+            routing_iterations=self.routing_iterations,
+            shared_transform=self.shared_transform,
+            dtype=self.dtype,
+            name="classifier",
+        )
+        return {**classifier(capsules), "features": features, "feature_capsules": capsules}
+
+
+def count_parameters(vocab_size: int, num_classes: int, embedding: str = "cwc", classifier: str = "capsule", **overrides) -> int:
+    """Leaves of the real parameter tree of `CCCapsNet(...)`, from `jax.eval_shape` of its init
+    (nothing is allocated or computed)."""
+    model = CCCapsNet(vocab_size, num_classes, embedding=embedding, classifier=classifier, **overrides)
+    shapes = jax.eval_shape(lambda: model.init(jax.random.key(0), jnp.ones((1, 2), jnp.int32)))
+    return sum(leaf.size for leaf in jax.tree.leaves(shapes["params"]))

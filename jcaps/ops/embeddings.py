@@ -1,0 +1,121 @@
+"""Compositional word embeddings: codeword-weighted (CWC) and compositional coding (CC).
+
+A word w owns M codebook logits rows `code[w, m]` (K entries each); M codebooks hold K
+codewords of size D. The word's vector is a combination of one (CC) or all (CWC) codewords of
+every codebook, so V words cost V·M·K + M·K·D parameters instead of V·D. Pure functions on
+parameter arrays, usable under `jit`, `vmap` and `grad`.
+
+References:
+    Shu, Nakayama. Compressing Word Embeddings via Deep Compositional Code Learning. ICLR 2018
+        (eq. 3-5: straight-through Gumbel-softmax codes).
+    Ren, Lu. Compositional Coding Capsule Network with K-Means Routing for Text Classification.
+        Pattern Recognition Letters 2022 (Sec. 3.1: codeword-weighted embedding).
+"""
+from typing import Literal
+
+import jax
+import jax.numpy as jnp
+
+
+def num_codewords(vocab_size: int, num_codebooks: int) -> int:
+    """K, the smallest integer with K^M >= V: enough codes to tell every word apart.
+
+    Exact integer arithmetic: a floating-point root misses at exact powers (4^8 = 65,536 must
+    give 4, and 65,537 must give 5).
+
+    Args:
+        vocab_size: V >= 1.
+        num_codebooks: M >= 1.
+
+    Returns:
+        K >= 1.
+    """
+    if vocab_size < 1 or num_codebooks < 1:
+        raise ValueError(f"need vocab_size >= 1 and num_codebooks >= 1, got {vocab_size}, {num_codebooks}")
+    # The float root is within one of the answer; the two loops make it exact.
+    k = max(1, round(vocab_size ** (1.0 / num_codebooks)))
+    while k**num_codebooks < vocab_size:
+        k += 1
+    while k > 1 and (k - 1) ** num_codebooks >= vocab_size:
+        k -= 1
+    return k
+
+
+def _combine(weights: jax.Array, codebooks: jax.Array) -> jax.Array:
+    """sum_m sum_k weights[..., m, k] codebooks[m, k]: [..., M, K] x [M, K, D] -> [..., D]."""
+    return jnp.einsum("...mk,mkd->...d", weights, codebooks)
+
+
+def cwc_embedding(ids: jax.Array, code_logits: jax.Array, codebooks: jax.Array) -> jax.Array:
+    """Codeword-weighted compositional embedding (Ren & Lu 2022).
+
+        emb(w) = sum_m sum_k softmax_k(code[w, m])_k codebook[m, k]
+
+    The logits are gathered before the softmax, so the cost grows with the number of tokens,
+    not with V.
+
+    Args:
+        ids: [...] int word ids.
+        code_logits: [V, M, K] per-word code logits.
+        codebooks: [M, K, D].
+
+    Returns:
+        [..., D] embeddings.
+    """
+    weights = jax.nn.softmax(jnp.take(code_logits, ids, axis=0), axis=-1)
+    return _combine(weights, codebooks)
+
+
+def cc_embedding(
+    ids: jax.Array,
+    code_logits: jax.Array,
+    codebooks: jax.Array,
+    rng: jax.Array | None = None,
+    sampling: Literal["straight_through", "repeated_argmax"] = "straight_through",
+    num_samples: int = 10,
+    temperature: float = 1.0,
+) -> jax.Array:
+    """Compositional coding embedding (Shu & Nakayama 2018): one codeword per codebook.
+
+        emb(w) = sum_m codebook[m, code(w, m)]
+
+    Evaluation (`rng` None): code(w, m) = argmax_k code[w, m, k], deterministic. Training (`rng`
+    given) draws Gumbel noise g per token occurrence, y = softmax((code[w, m] + g) / tau), and
+    `sampling` picks how codes come out of it:
+
+      - "straight_through" (Shu & Nakayama, eq. 3-5): the forward pass uses one_hot(argmax y),
+        the backward pass the gradient of y, so the code logits train.
+      - "repeated_argmax" (the authors' CCCapsNet code): code = argmax_k sum_r y_r over
+        `num_samples` draws; argmax passes no gradient, so the logits keep their
+        initialisation and only the codebooks train. The code samples at evaluation too; here
+        evaluation takes the many-draw limit, which is argmax_k code[w, m, k] (the expected y
+        keeps the order of the logits, the noise being exchangeable).
+
+    Args:
+        ids: [...] int word ids.
+        code_logits: [V, M, K] per-word code logits.
+        codebooks: [M, K, D].
+        rng: PRNG key for the Gumbel noise in training; None at evaluation.
+        sampling: "straight_through" or "repeated_argmax" (training only).
+        num_samples: R, draws summed by "repeated_argmax".
+        temperature: tau of the Gumbel-softmax.
+
+    Returns:
+        [..., D] embeddings.
+    """
+    if sampling not in ("straight_through", "repeated_argmax"):
+        raise ValueError(f"sampling must be 'straight_through' or 'repeated_argmax', got {sampling!r}")
+    logits = jnp.take(code_logits, ids, axis=0)
+    k = logits.shape[-1]
+    if rng is None:
+        weights = jax.nn.one_hot(jnp.argmax(logits, axis=-1), k, dtype=codebooks.dtype)
+    elif sampling == "straight_through":
+        soft = jax.nn.softmax((logits + jax.random.gumbel(rng, logits.shape, logits.dtype)) / temperature, axis=-1)
+        hard = jax.nn.one_hot(jnp.argmax(soft, axis=-1), k, dtype=soft.dtype)
+        # Forward value `hard`, gradient of `soft`.
+        weights = soft + jax.lax.stop_gradient(hard - soft)
+    else:
+        noise = jax.random.gumbel(rng, (num_samples,) + logits.shape, logits.dtype)
+        summed = jnp.sum(jax.nn.softmax((logits[None] + noise) / temperature, axis=-1), axis=0)
+        weights = jax.nn.one_hot(jnp.argmax(summed, axis=-1), k, dtype=codebooks.dtype)
+    return _combine(weights, codebooks)
