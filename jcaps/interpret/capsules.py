@@ -22,6 +22,7 @@ Conventions:
     capsule is live when its coupling row is not all zero (padded capsules have zero rows).
   * Ties go to the lower index (`lax.top_k`), so results are deterministic.
 """
+
 import collections
 import functools
 from collections.abc import Callable, Sequence
@@ -34,47 +35,46 @@ NOT_SELECTED = -1
 
 
 def _top_valid(scores: jax.Array, valid: jax.Array, k: int) -> jax.Array:
-  """Indices of the k largest `scores` among `valid` entries, best first.
+    """Indices of the k largest `scores` among `valid` entries, best first.
 
-  Args:
-    scores: [n] float.
-    valid: [n] bool.
-    k: how many to pick; may exceed n or the number of valid entries.
+    Args:
+      scores: [n] float.
+      valid: [n] bool.
+      k: how many to pick; may exceed n or the number of valid entries.
 
-  Returns:
-    [k] int32; `NOT_SELECTED` (-1) where fewer than k entries are valid.
-  """
-  candidates = jnp.where(valid, scores, -jnp.inf)
-  if k > candidates.shape[0]:
-    candidates = jnp.pad(candidates, (0, k - candidates.shape[0]), constant_values=-jnp.inf)
-  values, indices = jax.lax.top_k(candidates, k)
-  return jnp.where(values > -jnp.inf, indices, NOT_SELECTED).astype(jnp.int32)
+    Returns:
+      [k] int32; `NOT_SELECTED` (-1) where fewer than k entries are valid.
+    """
+    candidates = jnp.where(valid, scores, -jnp.inf)
+    if k > candidates.shape[0]:
+        candidates = jnp.pad(candidates, (0, k - candidates.shape[0]), constant_values=-jnp.inf)
+    values, indices = jax.lax.top_k(candidates, k)
+    return jnp.where(values > -jnp.inf, indices, NOT_SELECTED).astype(jnp.int32)
 
 
 def kgram_spans(positions: jax.Array, valid_length: jax.Array, kernel_size: int) -> jax.Array:
-  """Words covered by the region embedding at each position ("same" conv of odd width K).
+    """Words covered by the region embedding at each position ("same" conv of odd width K).
 
-  Position n covers [n - (K-1)/2, n + (K-1)/2], clipped to [0, valid_length).
+    Position n covers [n - (K-1)/2, n + (K-1)/2], clipped to [0, valid_length).
 
-  Args:
-    positions: [...] int; `NOT_SELECTED` entries get the empty span [0, 0).
-    valid_length: int, broadcastable to `positions` with the same rank.
-    kernel_size: K, odd.
+    Args:
+      positions: [...] int; `NOT_SELECTED` entries get the empty span [0, 0).
+      valid_length: int, broadcastable to `positions` with the same rank.
+      kernel_size: K, odd.
 
-  Returns:
-    [..., 2] int32: (start, end) with end exclusive.
-  """
-  half_width = (kernel_size - 1) // 2
-  start = jnp.clip(positions - half_width, 0, valid_length)
-  end = jnp.clip(positions + half_width + 1, 0, valid_length)
-  selected = positions != NOT_SELECTED
-  return jnp.stack([jnp.where(selected, start, 0), jnp.where(selected, end, 0)],
-                   axis=-1).astype(jnp.int32)
+    Returns:
+      [..., 2] int32: (start, end) with end exclusive.
+    """
+    half_width = (kernel_size - 1) // 2
+    start = jnp.clip(positions - half_width, 0, valid_length)
+    end = jnp.clip(positions + half_width + 1, 0, valid_length)
+    selected = positions != NOT_SELECTED
+    return jnp.stack([jnp.where(selected, start, 0), jnp.where(selected, end, 0)], axis=-1).astype(jnp.int32)
 
 
 def _check_kernel_size(kernel_size: int) -> None:
-  if kernel_size < 1 or kernel_size % 2 == 0:
-    raise ValueError(f"kernel_size must be odd and positive, got {kernel_size}.")
+    if kernel_size < 1 or kernel_size % 2 == 0:
+        raise ValueError(f"kernel_size must be odd and positive, got {kernel_size}.")
 
 
 def local_interpretation_long(
@@ -88,66 +88,65 @@ def local_interpretation_long(
     k2: int,
     kernel_size: int,
 ) -> dict[str, jax.Array]:
-  """Local interpretation of one long (hierarchical) document.
+    """Local interpretation of one long (hierarchical) document.
 
-  For each of the top-k1 capsules i by c[i, predicted]: its sentence m* = argmax_m rho[i, m]
-  over non-empty sentences, then the top-k2 word positions n of alpha[i, m*, :] over valid
-  words, each mapped to its K-gram inside sentence m*.
+    For each of the top-k1 capsules i by c[i, predicted]: its sentence m* = argmax_m rho[i, m]
+    over non-empty sentences, then the top-k2 word positions n of alpha[i, m*, :] over valid
+    words, each mapped to its K-gram inside sentence m*.
 
-  Args:
-    alpha: [I, M, N] word attention per capsule and sentence.
-    rho: [I, M] sentence attention per capsule.
-    coupling: [I, J] routing coefficients.
-    predicted: int scalar, the predicted class j.
-    mask: [M, N] bool, True at real words.
-    k1: capsules to select.
-    k2: positions to select per capsule.
-    kernel_size: K of the region-embedding convolution (odd).
+    Args:
+      alpha: [I, M, N] word attention per capsule and sentence.
+      rho: [I, M] sentence attention per capsule.
+      coupling: [I, J] routing coefficients.
+      predicted: int scalar, the predicted class j.
+      mask: [M, N] bool, True at real words.
+      k1: capsules to select.
+      k2: positions to select per capsule.
+      kernel_size: K of the region-embedding convolution (odd).
 
-  Returns:
-    dict with
-      capsules: [k1] int32, best first;
-      sentences: [k1] int32, m* of each selected capsule;
-      positions: [k1, k2] int32, word positions inside that sentence, best first;
-      spans: [k1, k2, 2] int32, (start, end) of each K-gram inside that sentence;
-      word_scores: [M, N] int32, how many of the k1·k2 selected K-grams contain each word
-        (a K-gram picked twice counts twice); 0 at padding.
-    Missing picks are -1 with empty spans (see the module docstring).
-  """
-  _check_kernel_size(kernel_size)
-  mask = jnp.asarray(mask, bool)
-  num_sentences, num_positions = mask.shape
+    Returns:
+      dict with
+        capsules: [k1] int32, best first;
+        sentences: [k1] int32, m* of each selected capsule;
+        positions: [k1, k2] int32, word positions inside that sentence, best first;
+        spans: [k1, k2, 2] int32, (start, end) of each K-gram inside that sentence;
+        word_scores: [M, N] int32, how many of the k1·k2 selected K-grams contain each word
+          (a K-gram picked twice counts twice); 0 at padding.
+      Missing picks are -1 with empty spans (see the module docstring).
+    """
+    _check_kernel_size(kernel_size)
+    mask = jnp.asarray(mask, bool)
+    num_sentences, num_positions = mask.shape
 
-  capsule_live = jnp.any(coupling != 0, axis=-1)
-  capsules = _top_valid(jnp.take(coupling, predicted, axis=1), capsule_live, k1)
-  # Missing picks index row 0 only to keep shapes static; they are masked out below.
-  capsule_rows = jnp.maximum(capsules, 0)
+    capsule_live = jnp.any(coupling != 0, axis=-1)
+    capsules = _top_valid(jnp.take(coupling, predicted, axis=1), capsule_live, k1)
+    # Missing picks index row 0 only to keep shapes static; they are masked out below.
+    capsule_rows = jnp.maximum(capsules, 0)
 
-  sentence_nonempty = jnp.any(mask, axis=-1)
-  best_sentence = jax.vmap(lambda scores: _top_valid(scores, sentence_nonempty, 1)[0])
-  sentences = jnp.where(capsules != NOT_SELECTED, best_sentence(rho[capsule_rows]),
-                        NOT_SELECTED)
-  sentence_rows = jnp.maximum(sentences, 0)
+    sentence_nonempty = jnp.any(mask, axis=-1)
+    best_sentence = jax.vmap(lambda scores: _top_valid(scores, sentence_nonempty, 1)[0])
+    sentences = jnp.where(capsules != NOT_SELECTED, best_sentence(rho[capsule_rows]), NOT_SELECTED)
+    sentence_rows = jnp.maximum(sentences, 0)
 
-  word_alpha = alpha[capsule_rows, sentence_rows]  # [k1, N]
-  word_valid = mask[sentence_rows] & (sentences != NOT_SELECTED)[:, None]  # [k1, N]
-  positions = jax.vmap(functools.partial(_top_valid, k=k2))(word_alpha, word_valid)
-  valid_lengths = jnp.sum(word_valid, axis=-1)
-  spans = kgram_spans(positions, valid_lengths[:, None], kernel_size)
+    word_alpha = alpha[capsule_rows, sentence_rows]  # [k1, N]
+    word_valid = mask[sentence_rows] & (sentences != NOT_SELECTED)[:, None]  # [k1, N]
+    positions = jax.vmap(functools.partial(_top_valid, k=k2))(word_alpha, word_valid)
+    valid_lengths = jnp.sum(word_valid, axis=-1)
+    spans = kgram_spans(positions, valid_lengths[:, None], kernel_size)
 
-  word_index = jnp.arange(num_positions)[None, None, :]
-  covered = (spans[..., :1] <= word_index) & (word_index < spans[..., 1:])  # [k1, k2, N]
-  cover_counts = jnp.sum(covered, axis=1, dtype=jnp.int32)  # [k1, N]
-  # one_hot of NOT_SELECTED is all zeros, so missing sentences add nothing.
-  in_sentence = jax.nn.one_hot(sentences, num_sentences, dtype=jnp.int32)  # [k1, M]
-  word_scores = jnp.einsum("km,kn->mn", in_sentence, cover_counts)
-  return {
-      "capsules": capsules,
-      "sentences": sentences,
-      "positions": positions,
-      "spans": spans,
-      "word_scores": jnp.where(mask, word_scores, 0),
-  }
+    word_index = jnp.arange(num_positions)[None, None, :]
+    covered = (spans[..., :1] <= word_index) & (word_index < spans[..., 1:])  # [k1, k2, N]
+    cover_counts = jnp.sum(covered, axis=1, dtype=jnp.int32)  # [k1, N]
+    # one_hot of NOT_SELECTED is all zeros, so missing sentences add nothing.
+    in_sentence = jax.nn.one_hot(sentences, num_sentences, dtype=jnp.int32)  # [k1, M]
+    word_scores = jnp.einsum("km,kn->mn", in_sentence, cover_counts)
+    return {
+        "capsules": capsules,
+        "sentences": sentences,
+        "positions": positions,
+        "spans": spans,
+        "word_scores": jnp.where(mask, word_scores, 0),
+    }
 
 
 def local_interpretation(
@@ -160,38 +159,38 @@ def local_interpretation(
     k2: int,
     kernel_size: int,
 ) -> dict[str, jax.Array]:
-  """Local interpretation of one short document (one sequence of N positions).
+    """Local interpretation of one short document (one sequence of N positions).
 
-  A short document is a long one with a single sentence, so this reuses
-  `local_interpretation_long` with M = 1.
+    A short document is a long one with a single sentence, so this reuses
+    `local_interpretation_long` with M = 1.
 
-  Args:
-    alpha: [I, N] word attention per primary capsule, 0 at padding.
-    coupling: [I, J] routing coefficients.
-    predicted: int scalar, the predicted class j.
-    mask: [N] bool, True at real words.
-    k1, k2, kernel_size: as in `local_interpretation_long`.
+    Args:
+      alpha: [I, N] word attention per primary capsule, 0 at padding.
+      coupling: [I, J] routing coefficients.
+      predicted: int scalar, the predicted class j.
+      mask: [N] bool, True at real words.
+      k1, k2, kernel_size: as in `local_interpretation_long`.
 
-  Returns:
-    dict with capsules [k1], positions [k1, k2], spans [k1, k2, 2] and word_scores [N], as in
-    `local_interpretation_long`.
-  """
-  single_sentence = local_interpretation_long(
-      alpha[:, None, :],
-      jnp.ones((alpha.shape[0], 1), alpha.dtype),
-      coupling,
-      predicted,
-      jnp.asarray(mask, bool)[None, :],
-      k1=k1,
-      k2=k2,
-      kernel_size=kernel_size,
-  )
-  return {
-      "capsules": single_sentence["capsules"],
-      "positions": single_sentence["positions"],
-      "spans": single_sentence["spans"],
-      "word_scores": single_sentence["word_scores"][0],
-  }
+    Returns:
+      dict with capsules [k1], positions [k1, k2], spans [k1, k2, 2] and word_scores [N], as in
+      `local_interpretation_long`.
+    """
+    single_sentence = local_interpretation_long(
+        alpha[:, None, :],
+        jnp.ones((alpha.shape[0], 1), alpha.dtype),
+        coupling,
+        predicted,
+        jnp.asarray(mask, bool)[None, :],
+        k1=k1,
+        k2=k2,
+        kernel_size=kernel_size,
+    )
+    return {
+        "capsules": single_sentence["capsules"],
+        "positions": single_sentence["positions"],
+        "spans": single_sentence["spans"],
+        "word_scores": single_sentence["word_scores"][0],
+    }
 
 
 def global_assignment(
@@ -202,20 +201,18 @@ def global_assignment(
     *,
     kernel_size: int,
 ) -> dict[str, jax.Array]:
-  """The cell (predicted, i*) and top K-gram one short document adds to the global counts.
+    """The cell (predicted, i*) and top K-gram one short document adds to the global counts.
 
-  Args:
-    coupling: [I, J]; predicted: int scalar; alpha: [I, N]; mask: [N] bool.
-    kernel_size: K (odd).
+    Args:
+      coupling: [I, J]; predicted: int scalar; alpha: [I, N]; mask: [N] bool.
+      kernel_size: K (odd).
 
-  Returns:
-    dict with capsule (i* = argmax_i c[i, predicted]), position (its top position) and
-    span [2] (its K-gram); -1 and [0, 0) when there is none.
-  """
-  top = local_interpretation(alpha, coupling, predicted, mask, k1=1, k2=1,
-                             kernel_size=kernel_size)
-  return {"capsule": top["capsules"][0], "position": top["positions"][0, 0],
-          "span": top["spans"][0, 0]}
+    Returns:
+      dict with capsule (i* = argmax_i c[i, predicted]), position (its top position) and
+      span [2] (its K-gram); -1 and [0, 0) when there is none.
+    """
+    top = local_interpretation(alpha, coupling, predicted, mask, k1=1, k2=1, kernel_size=kernel_size)
+    return {"capsule": top["capsules"][0], "position": top["positions"][0, 0], "span": top["spans"][0, 0]}
 
 
 def global_assignment_long(
@@ -227,124 +224,133 @@ def global_assignment_long(
     *,
     kernel_size: int,
 ) -> dict[str, jax.Array]:
-  """`global_assignment` for a long document; also returns the K-gram's sentence.
+    """`global_assignment` for a long document; also returns the K-gram's sentence.
 
-  Args:
-    coupling: [I, J]; predicted: int scalar; alpha: [I, M, N]; rho: [I, M]; mask: [M, N] bool.
-    kernel_size: K (odd).
+    Args:
+      coupling: [I, J]; predicted: int scalar; alpha: [I, M, N]; rho: [I, M]; mask: [M, N] bool.
+      kernel_size: K (odd).
 
-  Returns:
-    dict with capsule, sentence, position and span [2] (the span indexes words of `sentence`).
-  """
-  top = local_interpretation_long(alpha, rho, coupling, predicted, mask, k1=1, k2=1,
-                                  kernel_size=kernel_size)
-  return {"capsule": top["capsules"][0], "sentence": top["sentences"][0],
-          "position": top["positions"][0, 0], "span": top["spans"][0, 0]}
+    Returns:
+      dict with capsule, sentence, position and span [2] (the span indexes words of `sentence`).
+    """
+    top = local_interpretation_long(alpha, rho, coupling, predicted, mask, k1=1, k2=1, kernel_size=kernel_size)
+    return {
+        "capsule": top["capsules"][0],
+        "sentence": top["sentences"][0],
+        "position": top["positions"][0, 0],
+        "span": top["spans"][0, 0],
+    }
 
 
-def _batched(per_example: Callable[..., dict[str, jax.Array]],
-             static_argnames: tuple[str, ...]) -> Callable[..., dict[str, jax.Array]]:
-  """`per_example` vmapped over a leading batch axis of every array argument, then jitted."""
+def _batched(
+    per_example: Callable[..., dict[str, jax.Array]], static_argnames: tuple[str, ...]
+) -> Callable[..., dict[str, jax.Array]]:
+    """`per_example` vmapped over a leading batch axis of every array argument, then jitted."""
 
-  @functools.partial(jax.jit, static_argnames=static_argnames)
-  def batched(*arrays, **sizes):
-    return jax.vmap(functools.partial(per_example, **sizes))(*arrays)
+    @functools.partial(jax.jit, static_argnames=static_argnames)
+    def batched(*arrays, **sizes):
+        return jax.vmap(functools.partial(per_example, **sizes))(*arrays)
 
-  batched.__name__ = f"batched_{per_example.__name__}"
-  batched.__doc__ = (
-      f"Batched `{per_example.__name__}`: every array argument and result gains a leading "
-      f"batch axis B; {', '.join(static_argnames)} are static (keyword-only).")
-  return batched
+    batched.__name__ = f"batched_{per_example.__name__}"
+    batched.__doc__ = (
+        f"Batched `{per_example.__name__}`: every array argument and result gains a leading "
+        f"batch axis B; {', '.join(static_argnames)} are static (keyword-only)."
+    )
+    return batched
 
 
 batched_local_interpretation = _batched(local_interpretation, ("k1", "k2", "kernel_size"))
-batched_local_interpretation_long = _batched(local_interpretation_long,
-                                             ("k1", "k2", "kernel_size"))
+batched_local_interpretation_long = _batched(local_interpretation_long, ("k1", "k2", "kernel_size"))
 batched_global_assignment = _batched(global_assignment, ("kernel_size",))
 batched_global_assignment_long = _batched(global_assignment_long, ("kernel_size",))
 
 
 class GlobalInterpretation:
-  """Host-side accumulator of the global interpretation over a split.
+    """Host-side accumulator of the global interpretation over a split.
 
-  `C[j, i]` counts the examples predicted as class j whose most-coupled capsule is i; each cell
-  also counts the words of those examples' top K-grams.
+    `C[j, i]` counts the examples predicted as class j whose most-coupled capsule is i; each cell
+    also counts the words of those examples' top K-grams.
 
-  Example (Short; for Long, index each example's words by out["sentence"] first):
-    acc = GlobalInterpretation(num_classes=J, num_capsules=I)
-    for batch in split:
-      out = batched_global_assignment(coupling, predicted, alpha, mask, kernel_size=3)
-      acc.update(predicted, out["capsule"],
-                 [words[start:end] for words, (start, end) in zip(batch_words, out["span"])])
-    summary = acc.to_json(class_names)
-  """
-
-  def __init__(self, num_classes: int, num_capsules: int):
-    self.C = np.zeros((num_classes, num_capsules), np.int64)
-    self._word_counts: dict[tuple[int, int], collections.Counter] = (
-        collections.defaultdict(collections.Counter))
-
-  def update(self, predicted: Sequence[int], i_star: Sequence[int],
-             kgram_words: Sequence[Sequence[str]]) -> None:
-    """Adds one batch.
-
-    Args:
-      predicted: [B] predicted classes.
-      i_star: [B] most-coupled capsule of each example; examples with -1 (no live capsule)
-        are skipped.
-      kgram_words: B lists, the words of each example's top K-gram.
+    Example (Short; for Long, index each example's words by out["sentence"] first):
+      acc = GlobalInterpretation(num_classes=J, num_capsules=I)
+      for batch in split:
+        out = batched_global_assignment(coupling, predicted, alpha, mask, kernel_size=3)
+        acc.update(predicted, out["capsule"],
+                   [words[start:end] for words, (start, end) in zip(batch_words, out["span"])])
+      summary = acc.to_json(class_names)
     """
-    predicted, i_star = np.asarray(predicted), np.asarray(i_star)
-    if not len(predicted) == len(i_star) == len(kgram_words):
-      raise ValueError(f"batch sizes differ: {len(predicted)} predictions, {len(i_star)} "
-                       f"capsules, {len(kgram_words)} K-grams.")
-    for j, i, words in zip(predicted.tolist(), i_star.tolist(), kgram_words):
-      if i == NOT_SELECTED:
-        continue
-      self.C[j, i] += 1
-      self._word_counts[j, i].update(words)
 
-  def top_words(self, cell: tuple[int, int], n: int = 10) -> list[tuple[str, int]]:
-    """The n most frequent K-gram words of cell (class j, capsule i); ties alphabetical."""
-    counts = self._word_counts.get(tuple(cell), collections.Counter())
-    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:n]
+    def __init__(self, num_classes: int, num_capsules: int):
+        self.C = np.zeros((num_classes, num_capsules), np.int64)
+        self._word_counts: dict[tuple[int, int], collections.Counter] = collections.defaultdict(collections.Counter)
 
-  def _fullest_cells_mass(self, top: int) -> np.ndarray:
-    """[J] examples of each class in its `top` fullest cells."""
-    return -np.sort(-self.C, axis=1)[:, :top].sum(axis=1)
+    def update(self, predicted: Sequence[int], i_star: Sequence[int], kgram_words: Sequence[Sequence[str]]) -> None:
+        """Adds one batch.
 
-  def top_cell_mass(self, top: int = 3) -> np.ndarray:
-    """[J] fraction of each class's examples that fall in its `top` fullest cells.
+        Args:
+          predicted: [B] predicted classes.
+          i_star: [B] most-coupled capsule of each example; examples with -1 (no live capsule)
+            are skipped.
+          kgram_words: B lists, the words of each example's top K-gram.
+        """
+        predicted, i_star = np.asarray(predicted), np.asarray(i_star)
+        if not len(predicted) == len(i_star) == len(kgram_words):
+            raise ValueError(
+                f"batch sizes differ: {len(predicted)} predictions, {len(i_star)} capsules, {len(kgram_words)} K-grams."
+            )
+        for j, i, words in zip(predicted.tolist(), i_star.tolist(), kgram_words):
+            if i == NOT_SELECTED:
+                continue
+            self.C[j, i] += 1
+            self._word_counts[j, i].update(words)
 
-    Near 1 means a class is explained by few capsules (a sparse C); NaN for classes never
-    predicted.
-    """
-    totals = self.C.sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-      return np.where(totals > 0, self._fullest_cells_mass(top) / totals, np.nan)
+    def top_words(self, cell: tuple[int, int], n: int = 10) -> list[tuple[str, int]]:
+        """The n most frequent K-gram words of cell (class j, capsule i); ties alphabetical."""
+        counts = self._word_counts.get(tuple(cell), collections.Counter())
+        return sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:n]
 
-  def sparsity(self, class_names: Sequence[str], top: int = 3) -> dict:
-    """Sparsity summary: per-class and overall fraction of the mass in the top cells."""
-    total = self.C.sum()
-    return {
-        "top": top,
-        "per_class": {name: (None if np.isnan(value) else float(value))
-                      for name, value in zip(class_names, self.top_cell_mass(top))},
-        "overall": float(self._fullest_cells_mass(top).sum() / total) if total else None,
-    }
+    def _fullest_cells_mass(self, top: int) -> np.ndarray:
+        """[J] examples of each class in its `top` fullest cells."""
+        return -np.sort(-self.C, axis=1)[:, :top].sum(axis=1)
 
-  def to_json(self, class_names: Sequence[str], n_words: int = 10, top: int = 3) -> dict:
-    """JSON-ready summary: C, the non-empty cells with their top words, and sparsity."""
-    if len(class_names) != self.C.shape[0]:
-      raise ValueError(f"{len(class_names)} class names for {self.C.shape[0]} classes.")
-    cells = [
-        {"class": class_names[j], "capsule": i, "count": int(self.C[j, i]),
-         "top_words": [[word, count] for word, count in self.top_words((j, i), n_words)]}
-        for j, i in zip(*(axis.tolist() for axis in np.nonzero(self.C)))
-    ]
-    return {
-        "C": self.C.tolist(),
-        "class_names": list(class_names),
-        "cells": cells,
-        "sparsity": self.sparsity(class_names, top),
-    }
+    def top_cell_mass(self, top: int = 3) -> np.ndarray:
+        """[J] fraction of each class's examples that fall in its `top` fullest cells.
+
+        Near 1 means a class is explained by few capsules (a sparse C); NaN for classes never
+        predicted.
+        """
+        totals = self.C.sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(totals > 0, self._fullest_cells_mass(top) / totals, np.nan)
+
+    def sparsity(self, class_names: Sequence[str], top: int = 3) -> dict:
+        """Sparsity summary: per-class and overall fraction of the mass in the top cells."""
+        total = self.C.sum()
+        return {
+            "top": top,
+            "per_class": {
+                name: (None if np.isnan(value) else float(value))
+                for name, value in zip(class_names, self.top_cell_mass(top))
+            },
+            "overall": float(self._fullest_cells_mass(top).sum() / total) if total else None,
+        }
+
+    def to_json(self, class_names: Sequence[str], n_words: int = 10, top: int = 3) -> dict:
+        """JSON-ready summary: C, the non-empty cells with their top words, and sparsity."""
+        if len(class_names) != self.C.shape[0]:
+            raise ValueError(f"{len(class_names)} class names for {self.C.shape[0]} classes.")
+        cells = [
+            {
+                "class": class_names[j],
+                "capsule": i,
+                "count": int(self.C[j, i]),
+                "top_words": [[word, count] for word, count in self.top_words((j, i), n_words)],
+            }
+            for j, i in zip(*(axis.tolist() for axis in np.nonzero(self.C)))
+        ]
+        return {
+            "C": self.C.tolist(),
+            "class_names": list(class_names),
+            "cells": cells,
+            "sparsity": self.sparsity(class_names, top),
+        }

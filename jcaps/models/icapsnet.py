@@ -36,6 +36,7 @@ Where each equation of MODELS.md §1 lives:
 The margin loss and the interpretation procedures of §1 read this module's outputs and live in
 `jcaps.ops.losses` and `jcaps.interpret`.
 """
+
 from typing import Any
 
 import flax.linen as nn
@@ -57,235 +58,223 @@ _CONV_ACTIVATIONS = ("none", "relu")
 
 
 def _capsule_length(v: jax.Array) -> jax.Array:
-  """Exact |v| over the last axis with a finite gradient at v = 0 (a fully padded example
-  with zero-initialised biases gives exactly zero class capsules)."""
-  squared = jnp.sum(jnp.square(v), axis=-1)
-  positive = squared > 0
-  return jnp.where(positive, jnp.sqrt(jnp.where(positive, squared, 1)), 0)
+    """Exact |v| over the last axis with a finite gradient at v = 0 (a fully padded example
+    with zero-initialised biases gives exactly zero class capsules)."""
+    squared = jnp.sum(jnp.square(v), axis=-1)
+    positive = squared > 0
+    return jnp.where(positive, jnp.sqrt(jnp.where(positive, squared, 1)), 0)
 
 
 class HeadQueryAttention(nn.Module):
-  """One level of iCapsNets trainable multi-head attention (Sec. II-C).
+    """One level of iCapsNets trainable multi-head attention (Sec. II-C).
 
-  Owns the per-head key and value maps Wk_i, Wv_i (no biases) and applies
-  `head_query_attention` with queries supplied by the caller, so several levels can share
-  the same h_i (Sec. II-E).
+    Owns the per-head key and value maps Wk_i, Wv_i (no biases) and applies
+    `head_query_attention` with queries supplied by the caller, so several levels can share
+    the same h_i (Sec. II-E).
 
-  Attributes:
-    query_dim: d_q.
-    value_dim: size of the pooled vectors (d_p, or d_s for Long's word level).
-    scale: logit multiplier (1, or 1/sqrt(d_q)).
-    dtype: computation dtype; parameters are float32.
-  """
-
-  query_dim: int
-  value_dim: int
-  scale: float = 1.0
-  dtype: Any = jnp.float32
-
-  @nn.compact
-  def __call__(
-      self, queries: jax.Array, x: jax.Array, mask: jax.Array
-  ) -> tuple[jax.Array, jax.Array]:
-    """queries [I, d_q]; x [..., N, d_in] or [..., I, N, d_in]; mask [..., N].
-
-    Returns (pooled [..., I, value_dim], weights [..., I, N]).
+    Attributes:
+      query_dim: d_q.
+      value_dim: size of the pooled vectors (d_p, or d_s for Long's word level).
+      scale: logit multiplier (1, or 1/sqrt(d_q)).
+      dtype: computation dtype; parameters are float32.
     """
-    num_heads, input_dim = queries.shape[0], x.shape[-1]
-    # Heads are a batch axis of the kernels: each map is lecun-initialised per head.
-    init = nn.initializers.lecun_normal(in_axis=-2, out_axis=-1, batch_axis=(0,))
-    key_kernel = self.param("key_kernel", init, (num_heads, input_dim, self.query_dim))
-    value_kernel = self.param("value_kernel", init, (num_heads, input_dim, self.value_dim))
-    return head_query_attention(
-        queries.astype(self.dtype),
-        x.astype(self.dtype),
-        key_kernel.astype(self.dtype),
-        value_kernel.astype(self.dtype),
-        mask,
-        scale=self.scale,
-    )
+
+    query_dim: int
+    value_dim: int
+    scale: float = 1.0
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, queries: jax.Array, x: jax.Array, mask: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """queries [I, d_q]; x [..., N, d_in] or [..., I, N, d_in]; mask [..., N].
+
+        Returns (pooled [..., I, value_dim], weights [..., I, N]).
+        """
+        num_heads, input_dim = queries.shape[0], x.shape[-1]
+        # Heads are a batch axis of the kernels: each map is lecun-initialised per head.
+        init = nn.initializers.lecun_normal(in_axis=-2, out_axis=-1, batch_axis=(0,))
+        key_kernel = self.param("key_kernel", init, (num_heads, input_dim, self.query_dim))
+        value_kernel = self.param("value_kernel", init, (num_heads, input_dim, self.value_dim))
+        return head_query_attention(
+            queries.astype(self.dtype),
+            x.astype(self.dtype),
+            key_kernel.astype(self.dtype),
+            value_kernel.astype(self.dtype),
+            mask,
+            scale=self.scale,
+        )
 
 
 class _ICapsNet(nn.Module):
-  """Fields and layers shared by iCapsNets_Short and iCapsNets_Long (MODELS.md §1).
+    """Fields and layers shared by iCapsNets_Short and iCapsNets_Long (MODELS.md §1).
 
-  Attributes:
-    vocab_size: V, including PAD (id 0).
-    num_classes: J.
-    embed_dim: d_e.
-    kernel_size: K, odd, of the region convolution.
-    region_dim: d_w.
-    num_capsules: I, the number of heads / primary capsules.
-    query_dim: d_q.
-    primary_dim: d_p.
-    class_dim: d_c.
-    routing_iterations: r.
-    routing: "dynamic" (the paper) or "kmeans".
-    conv_activation: "none" (spec decision) or "relu", after the region convolution.
-    attention_scale: multiply attention logits by 1/sqrt(d_q) (off: the paper has no scaling).
-    squash_primary: squash the primary capsules (spec decision).
-    dropout_rate: dropout on word embeddings during training.
-    dtype: activation dtype; parameters are float32.
-  """
+    Attributes:
+      vocab_size: V, including PAD (id 0).
+      num_classes: J.
+      embed_dim: d_e.
+      kernel_size: K, odd, of the region convolution.
+      region_dim: d_w.
+      num_capsules: I, the number of heads / primary capsules.
+      query_dim: d_q.
+      primary_dim: d_p.
+      class_dim: d_c.
+      routing_iterations: r.
+      routing: "dynamic" (the paper) or "kmeans".
+      conv_activation: "none" (spec decision) or "relu", after the region convolution.
+      attention_scale: multiply attention logits by 1/sqrt(d_q) (off: the paper has no scaling).
+      squash_primary: squash the primary capsules (spec decision).
+      dropout_rate: dropout on word embeddings during training.
+      dtype: activation dtype; parameters are float32.
+    """
 
-  vocab_size: int
-  num_classes: int
-  embed_dim: int = 300
-  kernel_size: int = 3
-  region_dim: int = 256
-  num_capsules: int = 32
-  query_dim: int = 64
-  primary_dim: int = 16
-  class_dim: int = 16
-  routing_iterations: int = 3
-  routing: str = "dynamic"
-  conv_activation: str = "none"
-  attention_scale: bool = False
-  squash_primary: bool = True
-  dropout_rate: float = 0.0
-  dtype: Any = jnp.float32
+    vocab_size: int
+    num_classes: int
+    embed_dim: int = 300
+    kernel_size: int = 3
+    region_dim: int = 256
+    num_capsules: int = 32
+    query_dim: int = 64
+    primary_dim: int = 16
+    class_dim: int = 16
+    routing_iterations: int = 3
+    routing: str = "dynamic"
+    conv_activation: str = "none"
+    attention_scale: bool = False
+    squash_primary: bool = True
+    dropout_rate: float = 0.0
+    dtype: Any = jnp.float32
 
-  def __post_init__(self):
-    if self.kernel_size < 1 or self.kernel_size % 2 == 0:
-      raise ValueError(
-          f"kernel_size must be a positive odd integer so that region n is centred on word n "
-          f"(MODELS.md §1), got {self.kernel_size}"
-      )
-    if self.routing not in _ROUTINGS:
-      raise ValueError(f"routing must be one of {_ROUTINGS}, got {self.routing!r}")
-    if self.conv_activation not in _CONV_ACTIVATIONS:
-      raise ValueError(
-          f"conv_activation must be one of {_CONV_ACTIVATIONS}, got {self.conv_activation!r}"
-      )
-    super().__post_init__()
+    def __post_init__(self):
+        if self.kernel_size < 1 or self.kernel_size % 2 == 0:
+            raise ValueError(
+                f"kernel_size must be a positive odd integer so that region n is centred on word n "
+                f"(MODELS.md §1), got {self.kernel_size}"
+            )
+        if self.routing not in _ROUTINGS:
+            raise ValueError(f"routing must be one of {_ROUTINGS}, got {self.routing!r}")
+        if self.conv_activation not in _CONV_ACTIVATIONS:
+            raise ValueError(f"conv_activation must be one of {_CONV_ACTIVATIONS}, got {self.conv_activation!r}")
+        super().__post_init__()
 
-  def setup(self):
-    self.embed = nn.Embed(
-        self.vocab_size, self.embed_dim, dtype=self.dtype, param_dtype=jnp.float32
-    )
-    self.embed_dropout = nn.Dropout(self.dropout_rate)
-    self.region_conv = nn.Conv(
-        self.region_dim,
-        kernel_size=(self.kernel_size,),
-        padding="SAME",
-        dtype=self.dtype,
-        param_dtype=jnp.float32,
-    )
-    # h_i with unit-variance logits h_i . k_in at initialisation despite the missing
-    # 1/sqrt(d_q): each query has variance 1/d_q.
-    self.queries = self.param(
-        "queries",
-        nn.initializers.lecun_normal(in_axis=-1, out_axis=-2),
-        (self.num_capsules, self.query_dim),
-    )
-    self.class_kernel = self.param(
-        "class_kernel",
-        nn.initializers.lecun_normal(in_axis=-1, out_axis=-2, batch_axis=(0,)),
-        (self.num_classes, self.class_dim, self.primary_dim),
-    )
-    self.class_bias = self.param(
-        "class_bias", nn.initializers.zeros, (self.num_classes, self.class_dim)
-    )
+    def setup(self):
+        self.embed = nn.Embed(self.vocab_size, self.embed_dim, dtype=self.dtype, param_dtype=jnp.float32)
+        self.embed_dropout = nn.Dropout(self.dropout_rate)
+        self.region_conv = nn.Conv(
+            self.region_dim,
+            kernel_size=(self.kernel_size,),
+            padding="SAME",
+            dtype=self.dtype,
+            param_dtype=jnp.float32,
+        )
+        # h_i with unit-variance logits h_i . k_in at initialisation despite the missing
+        # 1/sqrt(d_q): each query has variance 1/d_q.
+        self.queries = self.param(
+            "queries",
+            nn.initializers.lecun_normal(in_axis=-1, out_axis=-2),
+            (self.num_capsules, self.query_dim),
+        )
+        self.class_kernel = self.param(
+            "class_kernel",
+            nn.initializers.lecun_normal(in_axis=-1, out_axis=-2, batch_axis=(0,)),
+            (self.num_classes, self.class_dim, self.primary_dim),
+        )
+        self.class_bias = self.param("class_bias", nn.initializers.zeros, (self.num_classes, self.class_dim))
 
-  @property
-  def _attention_scale(self) -> float:
-    return self.query_dim**-0.5 if self.attention_scale else 1.0
+    @property
+    def _attention_scale(self) -> float:
+        return self.query_dim**-0.5 if self.attention_scale else 1.0
 
-  def region_embeddings(
-      self, tokens: jax.Array, train: bool
-  ) -> tuple[jax.Array, jax.Array]:
-    """tokens [..., N] int ids -> (w [..., N, d_w], mask [..., N]); conv along N only."""
-    mask = tokens != PAD_ID
-    embedded = self.embed(tokens)
-    # Zeroed PAD embeddings make appended PADs indistinguishable from the conv's own zero
-    # padding, so results do not depend on how far a batch is padded.
-    embedded = jnp.where(mask[..., None], embedded, 0)
-    embedded = self.embed_dropout(embedded, deterministic=not train)
-    regions = self.region_conv(embedded)
-    if self.conv_activation == "relu":
-      regions = nn.relu(regions)
-    return regions, mask
+    def region_embeddings(self, tokens: jax.Array, train: bool) -> tuple[jax.Array, jax.Array]:
+        """tokens [..., N] int ids -> (w [..., N, d_w], mask [..., N]); conv along N only."""
+        mask = tokens != PAD_ID
+        embedded = self.embed(tokens)
+        # Zeroed PAD embeddings make appended PADs indistinguishable from the conv's own zero
+        # padding, so results do not depend on how far a batch is padded.
+        embedded = jnp.where(mask[..., None], embedded, 0)
+        embedded = self.embed_dropout(embedded, deterministic=not train)
+        regions = self.region_conv(embedded)
+        if self.conv_activation == "relu":
+            regions = nn.relu(regions)
+        return regions, mask
 
-  def capsule_head(self, primary: jax.Array) -> dict[str, jax.Array]:
-    """primary [B, I, d_p] unsquashed -> scores, class/primary capsules and coupling."""
-    if self.squash_primary:
-      primary = squash(primary)
-    u_hat = shared_prediction_vectors(
-        primary,
-        self.class_kernel.astype(self.dtype),
-        self.class_bias.astype(self.dtype),
-    )
-    if self.routing == "dynamic":
-      class_capsules, coupling = dynamic_routing(u_hat, self.routing_iterations)
-    else:
-      class_capsules, coupling = kmeans_routing(u_hat, self.routing_iterations)
-    return {
-        "scores": _capsule_length(class_capsules),
-        "class_capsules": class_capsules,
-        "primary_capsules": primary,
-        "coupling": coupling,
-    }
+    def capsule_head(self, primary: jax.Array) -> dict[str, jax.Array]:
+        """primary [B, I, d_p] unsquashed -> scores, class/primary capsules and coupling."""
+        if self.squash_primary:
+            primary = squash(primary)
+        u_hat = shared_prediction_vectors(
+            primary,
+            self.class_kernel.astype(self.dtype),
+            self.class_bias.astype(self.dtype),
+        )
+        if self.routing == "dynamic":
+            class_capsules, coupling = dynamic_routing(u_hat, self.routing_iterations)
+        else:
+            class_capsules, coupling = kmeans_routing(u_hat, self.routing_iterations)
+        return {
+            "scores": _capsule_length(class_capsules),
+            "class_capsules": class_capsules,
+            "primary_capsules": primary,
+            "coupling": coupling,
+        }
 
 
 class ICapsNetShort(_ICapsNet):
-  """iCapsNets_Short: one sequence of N words per example (Sec. II-A to II-D)."""
+    """iCapsNets_Short: one sequence of N words per example (Sec. II-A to II-D)."""
 
-  def setup(self):
-    super().setup()
-    self.word_attention = HeadQueryAttention(
-        self.query_dim, self.primary_dim, scale=self._attention_scale, dtype=self.dtype
-    )
+    def setup(self):
+        super().setup()
+        self.word_attention = HeadQueryAttention(
+            self.query_dim, self.primary_dim, scale=self._attention_scale, dtype=self.dtype
+        )
 
-  def __call__(self, tokens: jax.Array, *, train: bool = False) -> dict[str, jax.Array]:
-    """tokens [B, N] int32, 0 = PAD.
+    def __call__(self, tokens: jax.Array, *, train: bool = False) -> dict[str, jax.Array]:
+        """tokens [B, N] int32, 0 = PAD.
 
-    Returns a dict: scores [B, J] (class-capsule lengths, in [0, 1)), class_capsules
-    [B, J, d_c], primary_capsules [B, I, d_p], alpha [B, I, N] (zero at PADs), coupling
-    [B, I, J] (rows sum to 1).
-    """
-    regions, mask = self.region_embeddings(tokens, train)
-    primary, alpha = self.word_attention(self.queries, regions, mask)
-    return {**self.capsule_head(primary), "alpha": alpha}
+        Returns a dict: scores [B, J] (class-capsule lengths, in [0, 1)), class_capsules
+        [B, J, d_c], primary_capsules [B, I, d_p], alpha [B, I, N] (zero at PADs), coupling
+        [B, I, J] (rows sum to 1).
+        """
+        regions, mask = self.region_embeddings(tokens, train)
+        primary, alpha = self.word_attention(self.queries, regions, mask)
+        return {**self.capsule_head(primary), "alpha": alpha}
 
 
 class ICapsNetLong(_ICapsNet):
-  """iCapsNets_Long: M sentences of N words, word- then sentence-level attention (Sec. II-E).
+    """iCapsNets_Long: M sentences of N words, word- then sentence-level attention (Sec. II-E).
 
-  Attributes:
-    sentence_dim: d_s, the size of the per-head sentence vectors s_im.
-  """
-
-  sentence_dim: int = 128
-
-  def setup(self):
-    super().setup()
-    self.word_attention = HeadQueryAttention(
-        self.query_dim, self.sentence_dim, scale=self._attention_scale, dtype=self.dtype
-    )
-    self.sentence_attention = HeadQueryAttention(
-        self.query_dim,
-        self.primary_dim,
-        scale=self._attention_scale,
-        dtype=self.dtype,
-    )
-
-  def __call__(self, tokens: jax.Array, *, train: bool = False) -> dict[str, jax.Array]:
-    """tokens [B, M, N] int32, 0 = PAD; an all-PAD sentence is masked out.
-
-    Returns a dict: scores [B, J], class_capsules [B, J, d_c], primary_capsules [B, I, d_p],
-    alpha [B, I, M, N] (zero at PAD words and in empty sentences), rho [B, I, M] (zero at
-    empty sentences), coupling [B, I, J].
+    Attributes:
+      sentence_dim: d_s, the size of the per-head sentence vectors s_im.
     """
-    regions, word_mask = self.region_embeddings(tokens, train)
-    # Word level over every sentence at once: leading axes [B, M].
-    sentences, alpha = self.word_attention(self.queries, regions, word_mask)
-    sentence_mask = jnp.any(word_mask, axis=-1)
-    # Sentence level with the same queries; head i reads its own s_im, so heads lead.
-    primary, rho = self.sentence_attention(
-        self.queries, jnp.swapaxes(sentences, -3, -2), sentence_mask
-    )
-    return {
-        **self.capsule_head(primary),
-        "alpha": jnp.swapaxes(alpha, -3, -2),
-        "rho": rho,
-    }
+
+    sentence_dim: int = 128
+
+    def setup(self):
+        super().setup()
+        self.word_attention = HeadQueryAttention(
+            self.query_dim, self.sentence_dim, scale=self._attention_scale, dtype=self.dtype
+        )
+        self.sentence_attention = HeadQueryAttention(
+            self.query_dim,
+            self.primary_dim,
+            scale=self._attention_scale,
+            dtype=self.dtype,
+        )
+
+    def __call__(self, tokens: jax.Array, *, train: bool = False) -> dict[str, jax.Array]:
+        """tokens [B, M, N] int32, 0 = PAD; an all-PAD sentence is masked out.
+
+        Returns a dict: scores [B, J], class_capsules [B, J, d_c], primary_capsules [B, I, d_p],
+        alpha [B, I, M, N] (zero at PAD words and in empty sentences), rho [B, I, M] (zero at
+        empty sentences), coupling [B, I, J].
+        """
+        regions, word_mask = self.region_embeddings(tokens, train)
+        # Word level over every sentence at once: leading axes [B, M].
+        sentences, alpha = self.word_attention(self.queries, regions, word_mask)
+        sentence_mask = jnp.any(word_mask, axis=-1)
+        # Sentence level with the same queries; head i reads its own s_im, so heads lead.
+        primary, rho = self.sentence_attention(self.queries, jnp.swapaxes(sentences, -3, -2), sentence_mask)
+        return {
+            **self.capsule_head(primary),
+            "alpha": jnp.swapaxes(alpha, -3, -2),
+            "rho": rho,
+        }

@@ -1,4 +1,5 @@
 """Report writers: the C heatmap PNG, word heatmaps and the self-contained HTML report."""
+
 import base64
 import pathlib
 import re
@@ -15,67 +16,79 @@ CLASS_NAMES = ["World & <Politics>", "Sports"]
 
 
 def _opacities(fragment):
-  return [float(value) for value in re.findall(r"rgba\([^)]*, ([0-9.]+)\)", fragment)]
+    return [float(value) for value in re.findall(r"rgba\([^)]*, ([0-9.]+)\)", fragment)]
 
 
 def test_word_heatmap_scales_by_largest_score_and_escapes():
-  fragment = word_heatmap_html(["<b>bold</b>", "a&b", "plain"], [2.0, 4.0, 0.0])
-  assert _opacities(fragment) == [0.5, 1.0, 0.0]
-  assert "&lt;b&gt;bold&lt;/b&gt;" in fragment and "a&amp;b" in fragment
-  assert "<b>" not in fragment
+    fragment = word_heatmap_html(["<b>bold</b>", "a&b", "plain"], [2.0, 4.0, 0.0])
+    assert _opacities(fragment) == [0.5, 1.0, 0.0]
+    assert "&lt;b&gt;bold&lt;/b&gt;" in fragment and "a&amp;b" in fragment
+    assert "<b>" not in fragment
 
 
 def test_word_heatmap_all_zero_scores_and_length_mismatch():
-  assert _opacities(word_heatmap_html(["x", "y"], [0, 0])) == [0.0, 0.0]
-  assert word_heatmap_html([], []) == ""
-  with pytest.raises(ValueError, match="2 words but 1 scores"):
-    word_heatmap_html(["x", "y"], [1.0])
+    assert _opacities(word_heatmap_html(["x", "y"], [0, 0])) == [0.0, 0.0]
+    assert word_heatmap_html([], []) == ""
+    with pytest.raises(ValueError, match="2 words but 1 scores"):
+        word_heatmap_html(["x", "y"], [1.0])
 
 
 def test_capsule_heatmap_png(tmp_path):
-  path = plot_capsule_heatmap(np.array([[3, 0, 1], [0, 5, 0]]), CLASS_NAMES,
-                              tmp_path / "C.png", title="test")
-  assert pathlib.Path(path).read_bytes()[:8] == PNG_SIGNATURE
-  with pytest.raises(ValueError, match="class names"):
-    plot_capsule_heatmap(np.zeros((3, 2)), CLASS_NAMES, tmp_path / "bad.png")
+    path = plot_capsule_heatmap(np.array([[3, 0, 1], [0, 5, 0]]), CLASS_NAMES, tmp_path / "C.png", title="test")
+    assert pathlib.Path(path).read_bytes()[:8] == PNG_SIGNATURE
+    with pytest.raises(ValueError, match="class names"):
+        plot_capsule_heatmap(np.zeros((3, 2)), CLASS_NAMES, tmp_path / "bad.png")
 
 
 def test_report_is_self_contained_and_escaped(tmp_path):
-  heatmap = plot_capsule_heatmap(np.array([[1, 0], [0, 1]]), CLASS_NAMES, tmp_path / "C.png")
-  acc = GlobalInterpretation(num_classes=2, num_capsules=2)
-  acc.update([0, 1], [0, 1], [["<ceasefire>", "talks"], ["goal", "&", "win"]])
-  examples = [
-      {"text": "Ceasefire <talks> & more", "words": ["ceasefire", "<talks>", "&", "more"],
-       "word_scores": [1, 2, 1, 0], "label": "Sports", "prediction": CLASS_NAMES[0],
-       "probabilities": {CLASS_NAMES[0]: 0.8, "Sports": 0.2}, "capsules": [0, 1],
-       "kgrams": [["ceasefire", "<talks>", "&"], ["<talks>", "&"]]},
-      {"text": "late goal", "words": ["late", "goal"], "word_scores": [0, 1], "label": None,
-       "prediction": "Sports", "probabilities": {CLASS_NAMES[0]: 0.1, "Sports": 0.9},
-       "capsules": [1], "kgrams": [["late", "goal"]]},
-  ]
-  path = write_report(tmp_path / "report.html", examples, CLASS_NAMES, heatmap,
-                      acc.to_json(CLASS_NAMES))
-  page = pathlib.Path(path).read_text(encoding="utf-8")
+    heatmap = plot_capsule_heatmap(np.array([[1, 0], [0, 1]]), CLASS_NAMES, tmp_path / "C.png")
+    acc = GlobalInterpretation(num_classes=2, num_capsules=2)
+    acc.update([0, 1], [0, 1], [["<ceasefire>", "talks"], ["goal", "&", "win"]])
+    examples = [
+        {
+            "text": "Ceasefire <talks> & more",
+            "words": ["ceasefire", "<talks>", "&", "more"],
+            "word_scores": [1, 2, 1, 0],
+            "label": "Sports",
+            "prediction": CLASS_NAMES[0],
+            "probabilities": {CLASS_NAMES[0]: 0.8, "Sports": 0.2},
+            "capsules": [0, 1],
+            "kgrams": [["ceasefire", "<talks>", "&"], ["<talks>", "&"]],
+        },
+        {
+            "text": "late goal",
+            "words": ["late", "goal"],
+            "word_scores": [0, 1],
+            "label": None,
+            "prediction": "Sports",
+            "probabilities": {CLASS_NAMES[0]: 0.1, "Sports": 0.9},
+            "capsules": [1],
+            "kgrams": [["late", "goal"]],
+        },
+    ]
+    path = write_report(tmp_path / "report.html", examples, CLASS_NAMES, heatmap, acc.to_json(CLASS_NAMES))
+    page = pathlib.Path(path).read_text(encoding="utf-8")
 
-  encoded = re.search(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page).group(1)
-  assert base64.b64decode(encoded) == pathlib.Path(heatmap).read_bytes()
-  assert "<script" not in page
-  # Data text appears only escaped: words, raw text, K-grams, class names, cell words.
-  for raw in ("<talks>", "<ceasefire>", "<Politics>", "<talks> & more"):
-    assert raw not in page
-  assert "&lt;talks&gt;" in page and "Ceasefire &lt;talks&gt; &amp; more" in page
-  assert "ceasefire &lt;talks&gt; &amp;" in page  # a K-gram
-  assert "&lt;ceasefire&gt; (1)" in page and "&amp; (1)" in page  # top words of cells
-  assert "World &amp; &lt;Politics&gt;" in page
-  assert "(wrong)" in page and "unlabelled" in page
-  # Probabilities listed best first inside each example.
-  assert page.index("0.900") < page.index("0.100")
-  # Grouped by prediction in class order: the World example before the Sports one.
-  assert page.index("Ceasefire &lt;talks&gt; &amp; more") < page.index("late goal")
+    encoded = re.search(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page).group(1)
+    assert base64.b64decode(encoded) == pathlib.Path(heatmap).read_bytes()
+    assert "<script" not in page
+    # Data text appears only escaped: words, raw text, K-grams, class names, cell words.
+    for raw in ("<talks>", "<ceasefire>", "<Politics>", "<talks> & more"):
+        assert raw not in page
+    assert "&lt;talks&gt;" in page and "Ceasefire &lt;talks&gt; &amp; more" in page
+    assert "ceasefire &lt;talks&gt; &amp;" in page  # a K-gram
+    assert "&lt;ceasefire&gt; (1)" in page and "&amp; (1)" in page  # top words of cells
+    assert "World &amp; &lt;Politics&gt;" in page
+    assert "(wrong)" in page and "unlabelled" in page
+    # Probabilities listed best first inside each example.
+    assert page.index("0.900") < page.index("0.100")
+    # Grouped by prediction in class order: the World example before the Sports one.
+    assert page.index("Ceasefire &lt;talks&gt; &amp; more") < page.index("late goal")
 
 
 def test_report_without_heatmap(tmp_path):
-  path = write_report(tmp_path / "report.html", [], CLASS_NAMES, None,
-                      GlobalInterpretation(2, 2).to_json(CLASS_NAMES))
-  page = pathlib.Path(path).read_text(encoding="utf-8")
-  assert page.startswith("<!DOCTYPE html>") and "data:image" not in page
+    path = write_report(
+        tmp_path / "report.html", [], CLASS_NAMES, None, GlobalInterpretation(2, 2).to_json(CLASS_NAMES)
+    )
+    page = pathlib.Path(path).read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and "data:image" not in page
