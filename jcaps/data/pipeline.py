@@ -243,8 +243,20 @@ class TextDataset:
         source = self.splits[split].source
         return grain.MapDataset.range(len(source)).map(lambda i: self.encode(split, int(i), source[int(i)]))
 
-    def train_iterator(self, batch_size: int, seed: int) -> grain.DatasetIterator:
-        """Endless batches of this process's shard of train, reshuffled each epoch (seeded)."""
+    def balanced_class_weights(self) -> np.ndarray:
+        """[J] weights N / (J * N_c) from the training labels: every class weighs the same in the
+        loss, as it does in a balanced test set, however skewed the training split is."""
+        if self.multi_label:
+            raise ValueError("class weighting applies to single-label data only")
+        source = self.splits["train"].source
+        ids = [self.encode("train", i, source[i])["label"] for i in range(len(source))]
+        counts = np.bincount(np.asarray(ids, np.int64), minlength=self.num_classes).astype(np.float64)
+        return np.where(counts > 0, counts.sum() / (self.num_classes * np.maximum(counts, 1)), 0.0).astype(np.float32)
+
+    def train_iterator(self, batch_size: int, seed: int, class_weights: np.ndarray | None = None) -> grain.DatasetIterator:
+        """Endless batches of this process's shard of train, reshuffled each epoch (seeded).
+
+        `class_weights` [J] scale each example's `weight` by its class's weight."""
         local = batch_size // jax.process_count()
         source = self.splits["train"].source
         indices = grain.MapDataset.range(len(source))[jax.process_index() :: jax.process_count()]
@@ -256,6 +268,8 @@ class TextDataset:
             .map(lambda i: self.encode("train", int(i), source[int(i)]))
             .batch(local, drop_remainder=True, batch_fn=lambda examples: self.pad_batch(examples, local))
         )
+        if class_weights is not None:
+            dataset = dataset.map(lambda batch: {**batch, "weight": batch["weight"] * class_weights[batch["label"]]})
         return iter(dataset.to_iter_dataset())
 
     def eval_batches(self, split: str, batch_size: int, limit: int = 0) -> Iterator[dict]:

@@ -16,34 +16,54 @@ References:
 """
 import jax
 import jax.numpy as jnp
-import os
-UNROLL = int(os.environ.get("UNROLL", "1"))
 
 # ---------------------------------------------------------------------------------------------
 # GRU (PyTorch semantics: an input and a hidden bias for every gate)
 # ---------------------------------------------------------------------------------------------
 
 
-def _split_gates(x: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """[..., 3H] -> ([..., 2H] reset and update part, [..., H] new-gate part)."""
-    num_hidden = x.shape[-1] // 3
-    return x[..., : 2 * num_hidden], x[..., 2 * num_hidden :]
+def _flatten_steps(x: jax.Array) -> jax.Array:
+    """[T, B, F] -> [T B, F]."""
+    return x.reshape(-1, x.shape[-1])
 
 
-def _fold_bias(input_gates: jax.Array, hidden_bias: jax.Array) -> jax.Array:
-    """Adds b_hr and b_hz to the input gates. They only add to the gate pre-activations, so
-    they are added once here instead of at every step; b_hn stays inside (r multiplies it)."""
-    reset_update_bias, new_bias = _split_gates(hidden_bias)
-    folded = jnp.concatenate([reset_update_bias, jnp.zeros_like(new_bias)])
-    return input_gates + jnp.broadcast_to(folded, input_gates.shape)
+def _matmul_2d(x: jax.Array, kernel: jax.Array) -> jax.Array:
+    """[T, B, D] x [D, F] -> [T, B, F] as one 2-D matmul. XLA:CPU runs the 2-D form, and the
+    2-D kernel-gradient matmul of its transpose, two to three times faster than the
+    3-D contraction."""
+    return (_flatten_steps(x) @ kernel).reshape(x.shape[:-1] + kernel.shape[-1:])
 
 
-def _gates(input_gates, hidden_gates, new_bias):
-    """Reset r, update z, new-gate hidden part hn = W_hn h + b_hn, and n, from the folded input
-    gates and h W_h; every argument [..., 3H] except new_bias [..., H]."""
-    reset, update = jnp.split(jax.nn.sigmoid(_split_gates(input_gates)[0] + _split_gates(hidden_gates)[0]), 2, -1)
-    hidden_new = _split_gates(hidden_gates)[1] + new_bias
-    return reset, update, hidden_new, jnp.tanh(_split_gates(input_gates)[1] + reset * hidden_new)
+def _split_gates(x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """[..., 3H] -> the reset, update and new-gate parts, [..., H] each."""
+    return tuple(jnp.split(x, 3, axis=-1))
+
+
+def _gates(reset_in, update_in, new_in, hidden_gates, new_bias):
+    """r, z, hn = W_hn h + b_hn and n from the input-gate parts (b_hr, b_hz folded in), the
+    hidden projection h W_h [..., 3H] and b_hn [..., H]."""
+    hidden_reset, hidden_update, hidden_new = _split_gates(hidden_gates)
+    reset = jax.nn.sigmoid(reset_in + hidden_reset)
+    update = jax.nn.sigmoid(update_in + hidden_update)
+    hidden_new = hidden_new + new_bias
+    return reset, update, hidden_new, jnp.tanh(new_in + reset * hidden_new)
+
+
+def _input_gate_parts(input_gates, hidden_bias):
+    """The input gates as three [T, B, H] arrays, with b_hr and b_hz added.
+
+    Those two biases only add to the gate pre-activations, so they are added once here
+    rather than at every step (b_hn stays inside: r multiplies it). The scans read the three
+    parts as separate arrays: XLA:CPU vectorises the gate math of a step about four times
+    better than when it slices one [B, 3H] row block.
+    """
+    bias_reset, bias_update, _ = _split_gates(hidden_bias)
+    reset_in, update_in, new_in = _split_gates(input_gates)
+    return (
+        reset_in + jnp.broadcast_to(bias_reset, reset_in.shape),
+        update_in + jnp.broadcast_to(bias_update, update_in.shape),
+        new_in,
+    )
 
 
 @jax.custom_vjp
@@ -53,19 +73,20 @@ def _gru_states(input_gates, hidden_kernel, hidden_bias, mask):
 
 
 def _gru_states_forward(input_gates, hidden_kernel, hidden_bias, mask):
-    gates = _fold_bias(input_gates, hidden_bias)
-    num_hidden = hidden_kernel.shape[0]
-    new_bias = jnp.broadcast_to(_split_gates(hidden_bias)[1], gates.shape[1:-1] + (num_hidden,))
+    parts = _input_gate_parts(input_gates, hidden_bias)
+    new_bias = jnp.broadcast_to(_split_gates(hidden_bias)[2], parts[2].shape[1:])
 
     def step(h, inputs):
-        step_gates, valid = inputs
-        _, update, _, new = _gates(step_gates, h @ hidden_kernel, new_bias)
+        *step_parts, valid = inputs
+        hidden_gates = h @ hidden_kernel
+        _, update, _, new = _gates(*step_parts, hidden_gates, new_bias)
         h = jnp.where(valid[..., None], new + update * (h - new), h)
-        return h, h
+        # h W_h is kept for the backward pass (when differentiating): recomputing it there would
+        # cost a [T B, H] x [H, 3H] matmul, storing it one row block per step.
+        return h, (h, hidden_gates)
 
-    h0 = jnp.zeros(gates.shape[1:-1] + (num_hidden,), gates.dtype)
-    states = jax.lax.scan(step, h0, (gates, mask), unroll=UNROLL)[1]
-    return states, (input_gates, hidden_kernel, hidden_bias, mask, states)
+    states, hidden_gates = jax.lax.scan(step, jnp.zeros_like(new_bias), (*parts, mask))[1]
+    return states, (input_gates, hidden_kernel, hidden_bias, mask, states, hidden_gates)
 
 
 def _gru_states_backward(residuals, states_cotangent):
@@ -77,39 +98,45 @@ def _gru_states_backward(residuals, states_cotangent):
     matmul) after it. Autodiff of the forward scan would instead do a small kernel-gradient
     matmul at every step and save every gate from the forward pass.
     """
-    input_gates, hidden_kernel, hidden_bias, mask, states = residuals
-    gates = _fold_bias(input_gates, hidden_bias)
+    input_gates, hidden_kernel, hidden_bias, mask, states, hidden_gates = residuals
     previous = jnp.concatenate([jnp.zeros_like(states[:1]), states[:-1]], axis=0)
-    new_bias = jnp.broadcast_to(_split_gates(hidden_bias)[1], states.shape)
-    reset, update, hidden_new, new = _gates(gates, previous @ hidden_kernel, new_bias)
+    new_bias = jnp.broadcast_to(_split_gates(hidden_bias)[2], states.shape)
+    parts = _input_gate_parts(input_gates, hidden_bias)
+    reset, update, hidden_new, new = _gates(*parts, hidden_gates, new_bias)
     # With g the cotangent of h_new = n + z (h - n), the pre-activation cotangents are g times
     # these factors: d a_n = g (1 - z)(1 - n^2), d a_r = d a_n hn r (1 - r),
-    # d a_z = g (h - n) z (1 - z), d hn = d a_n r.
+    # d a_z = g (h - n) z (1 - z), and d hn = d a_n r.
     new_factor = (1 - update) * (1 - jnp.square(new))
-    hidden_factors = jnp.concatenate(
-        [new_factor * hidden_new * reset * (1 - reset), (previous - new) * update * (1 - update), new_factor * reset],
-        axis=-1,
+    factors = (
+        new_factor * hidden_new * reset * (1 - reset),
+        (previous - new) * update * (1 - update),
+        new_factor * reset,
     )
     kernel_t = hidden_kernel.T
 
+    def hidden_gates_cotangent(g, gate_factors):
+        return jnp.concatenate([g * f for f in gate_factors], axis=-1)
+
     def step(carry, inputs):
-        cotangent, valid, factors, step_update = inputs
+        cotangent, valid, step_update, *step_factors = inputs
         valid = valid[..., None]
         total = cotangent + carry
         g = jnp.where(valid, total, jnp.zeros_like(total))
-        hidden_gates_cotangent = jnp.concatenate([g, g, g], axis=-1) * factors
-        carry = g * step_update + hidden_gates_cotangent @ kernel_t + jnp.where(valid, jnp.zeros_like(total), total)
+        carry = (
+            g * step_update
+            + hidden_gates_cotangent(g, step_factors) @ kernel_t
+            + jnp.where(valid, jnp.zeros_like(total), total)
+        )
         return carry, g
 
-    g = jax.lax.scan(step, jnp.zeros_like(states[0]), (states_cotangent, mask, hidden_factors, update), reverse=True, unroll=UNROLL)[1]
-    hidden_gates_cotangent = jnp.concatenate([g, g, g], axis=-1) * hidden_factors
-    input_gates_cotangent = jnp.concatenate(
-        [_split_gates(hidden_gates_cotangent)[0], g * new_factor], axis=-1
-    )
-    kernel_cotangent = jnp.einsum("tbh,tbg->hg", previous, hidden_gates_cotangent)
+    inputs = (states_cotangent, mask, update, *factors)
+    g = jax.lax.scan(step, jnp.zeros_like(states[0]), inputs, reverse=True)[1]
+    hidden_cotangent = hidden_gates_cotangent(g, factors)
+    input_cotangent = hidden_gates_cotangent(g, factors[:2] + (new_factor,))
+    kernel_cotangent = _flatten_steps(previous).T @ _flatten_steps(hidden_cotangent)
     # b_hr, b_hz (folded into the input gates) and b_hn all receive the hidden-gate cotangent.
-    bias_cotangent = jnp.sum(hidden_gates_cotangent, axis=(0, 1))
-    return input_gates_cotangent, kernel_cotangent, bias_cotangent, None
+    bias_cotangent = jnp.sum(hidden_cotangent, axis=(0, 1))
+    return input_cotangent, kernel_cotangent, bias_cotangent, None
 
 
 _gru_states.defvjp(_gru_states_forward, _gru_states_backward)
@@ -154,14 +181,13 @@ def bidirectional_gru(
     hidden_bias: jax.Array,
     mask: jax.Array | None = None,
 ) -> jax.Array:
-    """One bidirectional GRU layer: a forward and a backward `gru_scan` run as one loop.
+    """One bidirectional GRU layer: a forward and a backward `gru_scan`.
 
-    The backward GRU reads the time-reversed sequence; both directions are stacked on a
-    leading axis of the weights and advanced by the same `lax.scan` (a `vmap` of `gru_scan`),
-    so T steps cost one loop of batched matmuls instead of two loops. The input projections
-    of both directions are one batched matmul. With a mask, the backward direction first
-    crosses the trailing pads with its state held at zero, so it starts at each sequence's
-    own last token.
+    The backward GRU reads the time-reversed sequence. The input projections of both
+    directions are one [T B, D] x [D, 6H] matmul; the backward half is then reversed in time,
+    which equals projecting the reversed inputs. With a mask, the backward scan first crosses
+    the trailing pads with its state held at zero, so it starts at each sequence's own last
+    token.
 
     Args:
         x: [T, B, D] inputs, time-major.
@@ -175,16 +201,14 @@ def bidirectional_gru(
         [T, B, 2, H]: forward and backward hidden states at each step (zero at padded steps);
         a reshape to [T, B, 2H] is PyTorch's concatenated output.
     """
-    # Direction on axis 1 ([T, 2, B, ...]) is where the scan's vmap keeps it: no transposes.
-    both = jnp.stack([x, jnp.flip(x, axis=0)], axis=1)
-    gates = jnp.einsum("tkbd,kdg->tkbg", both, input_kernel)
-    gates = gates + jnp.broadcast_to(input_bias[:, None, :], gates.shape)
-    if mask is None:
-        outputs = jax.vmap(gru_scan, in_axes=(1, 0, 0), out_axes=1)(gates, hidden_kernel, hidden_bias)
-    else:
-        masks = jnp.stack([mask, jnp.flip(mask, axis=0)], axis=1)
-        outputs = jax.vmap(gru_scan, in_axes=(1, 0, 0, 1), out_axes=1)(gates, hidden_kernel, hidden_bias, masks)
-    return jnp.stack([outputs[:, 0], jnp.flip(outputs[:, 1], axis=0)], axis=2)
+    num_directions, num_inputs, num_gates = input_kernel.shape
+    both_kernels = jnp.moveaxis(input_kernel, 0, 1).reshape(num_inputs, num_directions * num_gates)
+    gates = _matmul_2d(x, both_kernels)
+    gates = gates + jnp.broadcast_to(input_bias.reshape(-1), gates.shape)
+    forward = gru_scan(gates[..., :num_gates], hidden_kernel[0], hidden_bias[0], mask)
+    reversed_mask = None if mask is None else jnp.flip(mask, axis=0)
+    backward = gru_scan(jnp.flip(gates[..., num_gates:], axis=0), hidden_kernel[1], hidden_bias[1], reversed_mask)
+    return jnp.stack([forward, jnp.flip(backward, axis=0)], axis=2)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -73,6 +73,7 @@ def base_config() -> ml_collections.ConfigDict:
     train.decay_boundaries = ()  # 'steps' schedule: fractions of training ...
     train.decay_factor = 0.1  # ... at which the learning rate is multiplied by this
     train.grad_clip_norm = 5.0  # 0: no clipping
+    train.class_weights = "none"  # none | balanced (each class weighs the same in the loss)
     train.eval_every_steps = 0  # 0: at the end of each epoch
     train.checkpoint_every_steps = 0  # 0: at the end of each epoch
     train.keep_checkpoints = 3

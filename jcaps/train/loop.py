@@ -191,7 +191,10 @@ def train_and_evaluate(config, workdir: str) -> dict:
     state = create_train_state(config, model, family.optimizer or default_optimizer, dataset, num_steps, mesh)
     train_fn, eval_fn = compile_steps(config, family, dataset, mesh)
 
-    train_iterator = dataset.train_iterator(batch_size, config.train.seed)
+    if config.train.class_weights not in ("none", "balanced"):
+        raise ValueError(f"train.class_weights must be none or balanced, not {config.train.class_weights!r}")
+    class_weights = dataset.balanced_class_weights() if config.train.class_weights == "balanced" else None
+    train_iterator = dataset.train_iterator(batch_size, config.train.seed, class_weights)
     last_saved = checkpoints.latest_step()
     if last_saved is not None:
         state, data_state = checkpoints.restore(state)

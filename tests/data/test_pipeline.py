@@ -191,3 +191,16 @@ def test_catalogue_datasets_pass_through_tfds_data_source(tmp_path):
     assert {k: len(v.source) for k, v in dataset.splits.items()} == {"train": 15, "validation": 5, "test": 4}
     assert {"alpha", "beta", "body"} <= set(dataset.vocab.tokens)
     assert dataset.splits["test"].path == "tfds:jcaps_toy_news/test"
+
+
+def test_balanced_class_weights_equalise_the_classes(tmp_path):
+    folder = tmp_path / "skewed"
+    folder.mkdir()
+    write(folder / "train.csv", "".join(f'{1 if i < 6 else 2},"w{i}"\n' for i in range(8)))  # 6 vs 2
+    write(folder / "test.csv", '1,"a"\n')
+    dataset = pipeline.load_text_dataset(data_config(folder, tmp_path / "cache", validation_fraction=0.0), seed=0)
+    weights = dataset.balanced_class_weights()
+    np.testing.assert_allclose(weights, [8 / (2 * 6), 8 / (2 * 2)])
+    batch = next(dataset.train_iterator(batch_size=8, seed=0, class_weights=weights))
+    per_class = [batch["weight"][batch["label"] == c].sum() for c in (0, 1)]
+    np.testing.assert_allclose(per_class, [4.0, 4.0])
