@@ -8,8 +8,8 @@ TFDS catalogue (downloads `ag_news_subset` on first use, 120k training rows):
 Offline smoke run on generated data (seconds):
     python train.py --config configs/fasttext_ag_news.py:smoke --workdir /tmp/ft_smoke
 
-Expected on the 10,648-row local train set: about 1-2 minutes on 2 CPU cores, test accuracy
-about 0.88 (TF-IDF + linear SVM: 0.873).
+Expected on the 10,648-row local train set: about 3 minutes on 2 CPU cores, test accuracy
+0.876 (measured; TF-IDF + linear SVM on the same split: 0.873).
 """
 
 from jcaps.train.config import base_config
@@ -33,6 +33,10 @@ def get_config(arg: str = ""):
     config.train.learning_rate = 1e-2
     config.train.schedule = "linear"
     config.train.log_every_steps = 100
+    # The local train split is skewed (World/Sci-Tech 34-36 %, Sports/Business 15-16 %) while
+    # the test set is balanced: weighting the classes equally is worth about a point.
+    config.train.class_weights = "balanced"
+    config.train.eval_every_steps = 80  # about twice an epoch; the best validation model is kept
     if arg == "smoke":
         config.data.source = "synthetic"
         config.data.max_len = 64
@@ -42,6 +46,7 @@ def get_config(arg: str = ""):
         config.train.num_epochs = 2
         config.train.learning_rate = 0.1
         config.train.log_every_steps = 10
+        config.train.eval_every_steps = 0  # once an epoch
     elif arg:
         raise ValueError(f"unknown config argument {arg!r}; expected '' or 'smoke'")
     return config
