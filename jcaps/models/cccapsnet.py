@@ -14,6 +14,7 @@ the equations and the published parameter counts this module reproduces (`count_
 Padding is masked in the GRU and the mean; `reference_padding=True` processes pads as words
 and averages over all T steps, as the authors' code does.
 """
+
 from typing import Any
 
 import flax.linen as nn
@@ -117,11 +118,11 @@ class Encoder(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array, mask: jax.Array | None, train: bool) -> jax.Array:
         """x [T, B, D] time-major, mask [T, B] or None -> [B, H]."""
-        for layer in range(self.num_layers):
-            if layer:
-                # PyTorch's nn.GRU dropout: on every layer's output but the last; the next
-                # layer reads both directions concatenated.
-                x = nn.Dropout(self.dropout_rate, deterministic=not train)(outputs.reshape(outputs.shape[:2] + (-1,)))
+        outputs = BidirectionalGRU(self.hidden_dim, self.dtype, name="layer_0")(x, mask)
+        for layer in range(1, self.num_layers):
+            # PyTorch's nn.GRU dropout: on every layer's output but the last; the next layer
+            # reads both directions concatenated.
+            x = nn.Dropout(self.dropout_rate, deterministic=not train)(outputs.reshape(outputs.shape[:2] + (-1,)))
             outputs = BidirectionalGRU(self.hidden_dim, self.dtype, name=f"layer_{layer}")(x, mask)
         return masked_mean_over_time(jnp.sum(outputs, axis=-2), mask)
 
@@ -146,10 +147,10 @@ class CapsuleClassifier(nn.Module):
         """capsules [B, I, d_in] -> scores [B, J], class_capsules [B, J, d_out], coupling [B, I, J]."""
         num_in, in_dim = capsules.shape[-2:]
         if self.shared_transform:
-            shape, fans = (self.num_classes, self.class_dim, in_dim), dict(in_axis=1, out_axis=0)
+            shape, fans = (self.num_classes, self.class_dim, in_dim), {"in_axis": 1, "out_axis": 0}
             predict = shared_prediction_vectors
         else:
-            shape, fans = (num_in, self.num_classes, self.class_dim, in_dim), dict(in_axis=0, out_axis=1)
+            shape, fans = (num_in, self.num_classes, self.class_dim, in_dim), {"in_axis": 0, "out_axis": 1}
             predict = unshared_prediction_vectors
         kernel = self.param("kernel", nn.initializers.glorot_uniform(**fans), shape)
         u_hat = predict(capsules.astype(self.dtype), kernel.astype(self.dtype))
@@ -277,7 +278,9 @@ class CCCapsNet(nn.Module):
         return {**classifier(capsules), "features": features, "feature_capsules": capsules}
 
 
-def count_parameters(vocab_size: int, num_classes: int, embedding: str = "cwc", classifier: str = "capsule", **overrides) -> int:
+def count_parameters(
+    vocab_size: int, num_classes: int, embedding: str = "cwc", classifier: str = "capsule", **overrides
+) -> int:
     """Leaves of the real parameter tree of `CCCapsNet(...)`, from `jax.eval_shape` of its init
     (nothing is allocated or computed)."""
     model = CCCapsNet(vocab_size, num_classes, embedding=embedding, classifier=classifier, **overrides)

@@ -1,16 +1,17 @@
 """Compositional word embeddings: codeword-weighted (CWC) and compositional coding (CC).
 
-A word w owns M codebook logits rows `code[w, m]` (K entries each); M codebooks hold K
+A word w owns M rows of code logits `code[w, m]` (K entries each); M codebooks hold K
 codewords of size D. The word's vector is a combination of one (CC) or all (CWC) codewords of
 every codebook, so V words cost V·M·K + M·K·D parameters instead of V·D. Pure functions on
 parameter arrays, usable under `jit`, `vmap` and `grad`.
 
 References:
     Shu, Nakayama. Compressing Word Embeddings via Deep Compositional Code Learning. ICLR 2018
-        (eq. 3-5: straight-through Gumbel-softmax codes).
+        (compositional codes learned with the straight-through Gumbel-softmax).
     Ren, Lu. Compositional Coding Capsule Network with K-Means Routing for Text Classification.
-        Pattern Recognition Letters 2022 (Sec. 3.1: codeword-weighted embedding).
+        Pattern Recognition Letters 2022 (eq. 1: CC embedding; eq. 2: CWC embedding; K^M >= |V|).
 """
+
 from typing import Literal
 
 import jax
@@ -52,7 +53,7 @@ def _combine(weights: jax.Array, codebooks: jax.Array) -> jax.Array:
 
 
 def cwc_embedding(ids: jax.Array, code_logits: jax.Array, codebooks: jax.Array) -> jax.Array:
-    """Codeword-weighted compositional embedding (Ren & Lu 2022).
+    """Codeword-weighted compositional embedding (Ren & Lu 2022, eq. 2).
 
         emb(w) = sum_m sum_k softmax_k(code[w, m])_k codebook[m, k]
 
@@ -80,7 +81,8 @@ def cc_embedding(
     num_samples: int = 10,
     temperature: float = 1.0,
 ) -> jax.Array:
-    """Compositional coding embedding (Shu & Nakayama 2018): one codeword per codebook.
+    """Compositional coding embedding (Shu & Nakayama 2018; Ren & Lu 2022, eq. 1): one codeword
+    per codebook.
 
         emb(w) = sum_m codebook[m, code(w, m)]
 
@@ -88,7 +90,7 @@ def cc_embedding(
     given) draws Gumbel noise g per token occurrence, y = softmax((code[w, m] + g) / tau), and
     `sampling` picks how codes come out of it:
 
-      - "straight_through" (Shu & Nakayama, eq. 3-5): the forward pass uses one_hot(argmax y),
+      - "straight_through" (Shu & Nakayama): the forward pass uses one_hot(argmax y),
         the backward pass the gradient of y, so the code logits train.
       - "repeated_argmax" (the authors' CCCapsNet code): code = argmax_k sum_r y_r over
         `num_samples` draws; argmax passes no gradient, so the logits keep their

@@ -1,0 +1,61 @@
+"""`python -m jcaps.params --config configs/NAME.py [--config.KEY=VALUE ...]`: parameter counts.
+
+Builds the vocabulary and labels from the configured data (as training would) and the model
+from the config, then prints the number of parameters per top-level group of the parameter
+tree and in total. Nothing is trained, and the parameters are never materialised: their shapes
+come from `jax.eval_shape` of the model's init.
+"""
+
+from __future__ import annotations
+
+import jax
+from absl import app, flags
+from ml_collections import config_flags
+
+from jcaps.data.pipeline import load_text_dataset
+from jcaps.models import build_model
+from jcaps.train import loop
+
+FLAGS = flags.FLAGS
+
+
+def parameter_counts(config) -> dict:
+    """`{"vocab_size", "num_classes", "groups": {name: count}, "total"}` for `config`."""
+    dataset = load_text_dataset(config.data, config.train.seed)
+    model = build_model(config.model, len(dataset.vocab), dataset.num_classes, loop.DTYPES[config.train.dtype])
+    tokens = loop.dummy_tokens(dataset)
+
+    def init():
+        key = jax.random.key(config.train.seed)
+        return model.init({"params": key, "dropout": key}, tokens, train=False)["params"]
+
+    shapes = jax.eval_shape(init)
+    groups = {name: loop.parameter_count(tree) for name, tree in shapes.items()}
+    return {
+        "vocab_size": len(dataset.vocab),
+        "num_classes": dataset.num_classes,
+        "groups": groups,
+        "total": sum(groups.values()),
+    }
+
+
+def format_counts(counts: dict) -> str:
+    width = max(len(name) for name in list(counts["groups"]) + ["total"])
+    lines = [f"vocabulary {counts['vocab_size']:,}; {counts['num_classes']} classes"]
+    lines += [f"{name:<{width}}  {count:>12,}" for name, count in counts["groups"].items()]
+    lines.append(f"{'total':<{width}}  {counts['total']:>12,}")
+    return "\n".join(lines)
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    loop.quiet_libraries()
+    print(format_counts(parameter_counts(FLAGS.config)))
+
+
+if __name__ == "__main__":
+    # Flags are defined only when run as a program, so importing this module defines none.
+    config_flags.DEFINE_config_file("config", None, "Config file, e.g. configs/cccapsnet_ag_news.py.", lock_config=True)
+    flags.mark_flags_as_required(["config"])
+    app.run(main)

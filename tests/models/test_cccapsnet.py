@@ -1,0 +1,259 @@
+"""CCCapsNet: published parameter counts, forward-pass invariants, loss, optimiser, smoke runs."""
+
+import os
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from ml_collections import config_flags
+
+from jcaps.models import MODELS, cccapsnet_probabilities, summed_loss
+from jcaps.models.cccapsnet import CCCapsNet, count_parameters
+from jcaps.ops.recurrent import bidirectional_gru, masked_mean_over_time
+from jcaps.train.loop import train_and_evaluate
+
+CONFIG = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "configs", "cccapsnet_ag_news.py"
+)
+
+# Hidden 8: 2 feature capsules of size 4 into J = 3 class capsules; V = 13 with M = 2 gives K = 4.
+TINY = {
+    "vocab_size": 13,
+    "num_classes": 3,
+    "embed_dim": 8,
+    "num_codebooks": 2,
+    "hidden_dim": 8,
+    "capsule_dim": 4,
+    "class_dim": 4,
+}
+TOKENS = np.array([[3, 4, 5, 6, 7, 8], [9, 2, 11, 0, 0, 0], [12, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0]], np.int32)
+B, J, I = 4, 3, 2
+
+
+def load_config(arg=""):
+    return config_flags.config_flags._LoadConfigModule("cccapsnet_config", CONFIG).get_config(arg)
+
+
+def _key(seed):
+    # XLA's RngBitGenerator compiles about ten times faster than threefry on CPU.
+    return jax.random.key(seed, impl="rbg")
+
+
+def _run(model):
+    params = jax.jit(model.init)(_key(0), TOKENS)
+    return params, jax.jit(model.apply)(params, TOKENS)
+
+
+@pytest.fixture(scope="module")
+def capsule_run():
+    model = CCCapsNet(**TINY)
+    return (model, *_run(model))
+
+
+# --- parameter counts ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "embedding,classifier,published",
+    [
+        ("normal", "linear", 4_448_192),
+        ("cwc", "linear", 2_449_120),
+        ("normal", "capsule", 4_455_872),
+        ("cwc", "capsule", 2_456_800),
+        ("cc", "capsule", 2_456_800),  # same tables as CWC
+    ],
+)
+def test_published_parameter_counts_for_ag_news(embedding, classifier, published):
+    assert count_parameters(62_535, 4, embedding=embedding, classifier=classifier) == published
+
+
+def test_parameter_counts_of_the_knobs():
+    base = count_parameters(62_535, 4)
+    # K + 1 = 5 codewords: V M + M D more parameters (8 codebooks, 64-dimensional codewords).
+    assert count_parameters(62_535, 4, extra_codewords=1) == base + 62_535 * 8 + 8 * 64
+    # One W[j] (16 x 8) per class instead of one per (feature capsule, class) pair.
+    assert count_parameters(62_535, 4, shared_transform=True) == base - 4 * 16 * 16 * 8 + 4 * 16 * 8
+
+
+# --- forward pass -------------------------------------------------------------------------------
+
+
+def test_capsule_outputs(capsule_run):
+    _, _, out = capsule_run
+    chex.assert_shape(out["scores"], (B, J))
+    chex.assert_shape(out["class_capsules"], (B, J, 4))
+    chex.assert_shape(out["feature_capsules"], (B, I, 4))
+    chex.assert_shape(out["coupling"], (B, I, J))
+    chex.assert_shape(out["features"], (B, 8))
+    chex.assert_tree_all_finite(out)
+    scores = np.asarray(out["scores"])
+    assert np.all(scores >= 0) and np.all(scores < 1)
+    np.testing.assert_allclose(scores, np.linalg.norm(out["class_capsules"], axis=-1), rtol=1e-6)
+    np.testing.assert_allclose(np.sum(out["coupling"], axis=-1), 1.0, rtol=1e-6)
+    # The fully padded example has no features and zero-length class capsules.
+    np.testing.assert_array_equal(out["features"][3], 0.0)
+    np.testing.assert_array_equal(out["scores"][3], 0.0)
+
+
+@jax.jit
+def _encode_with_ops(p, x, mask):
+    """The encoder written out with the ops: [T, B, D] embeddings -> [B, H] features."""
+    weights = [
+        [p["encoder"][f"layer_{i}"][k] for k in ("input_kernel", "input_bias", "hidden_kernel", "hidden_bias")]
+        for i in range(2)
+    ]
+    first = bidirectional_gru(x, *weights[0], mask=mask)
+    # Layer 2 reads both directions concatenated (forward first); the output sums them.
+    second = bidirectional_gru(first.reshape(first.shape[:2] + (-1,)), *weights[1], mask=mask)
+    return masked_mean_over_time(second[:, :, 0] + second[:, :, 1], mask)
+
+
+def test_features_are_the_masked_mean_of_summed_directions(capsule_run):
+    _, params, out = capsule_run
+    p = params["params"]
+    ids = TOKENS.T
+    logits = np.asarray(p["embedding"]["code_logits"])[ids]
+    weights = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    x = np.einsum("tbmk,mkd->tbd", weights, p["embedding"]["codebooks"]).astype(np.float32)
+    expected = _encode_with_ops(p, x, ids != 0)
+    np.testing.assert_allclose(out["features"], expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out["feature_capsules"], np.reshape(expected, (B, I, 4)), rtol=1e-5, atol=1e-6)
+
+
+def test_extra_padding_changes_nothing(capsule_run):
+    model, params, out = capsule_run
+    padded = jax.jit(model.apply)(params, np.pad(TOKENS, ((0, 0), (0, 5))))
+    for key in ("scores", "class_capsules", "coupling", "features"):
+        np.testing.assert_allclose(padded[key], out[key], rtol=1e-5, atol=1e-6, err_msg=key)
+
+
+def test_reference_padding_reads_pads_as_words(capsule_run):
+    _, params, out = capsule_run
+    reference = jax.jit(CCCapsNet(**TINY, reference_padding=True).apply)(params, TOKENS)
+    # Example 0 has no padding: both readings agree; the padded ones differ.
+    np.testing.assert_allclose(reference["scores"][0], out["scores"][0], rtol=1e-5, atol=1e-6)
+    difference = np.abs(np.asarray(reference["features"]) - np.asarray(out["features"])).max(-1)
+    assert np.all(difference[1:] > 1e-4)
+
+
+def test_cc_linear_model():
+    # Compositional coding: deterministic at evaluation, sampled in training; linear logits.
+    model = CCCapsNet(**TINY, embedding="cc", classifier="linear", dropout_rate=0.0)
+    params, out = _run(model)
+    assert set(out) == {"scores", "features"}
+    assert set(params["params"]["classifier"]) == {"kernel"}  # no bias
+    np.testing.assert_allclose(out["scores"], out["features"] @ params["params"]["classifier"]["kernel"], rtol=1e-5)
+    np.testing.assert_allclose(np.sum(cccapsnet_probabilities(out), -1), 1.0, rtol=1e-6)
+    again = jax.jit(model.apply)(params, TOKENS)
+    np.testing.assert_array_equal(out["scores"], again["scores"])
+    train = jax.jit(jax.vmap(lambda k: model.apply(params, TOKENS, train=True, rngs={"dropout": k})["scores"]))
+    first, second = train(jax.random.split(_key(1)))
+    assert not np.allclose(first, second)
+
+
+def test_rejects_unknown_settings():
+    with pytest.raises(ValueError, match="routing"):
+        CCCapsNet(**TINY, routing="em")
+    with pytest.raises(ValueError, match="capsule_dim"):
+        CCCapsNet(**{**TINY, "capsule_dim": 3})
+
+
+# --- loss, probabilities, optimiser -------------------------------------------------------------
+
+
+def test_summed_loss_hand_computed():
+    config = load_config().model
+    outputs = {"scores": jnp.array([[0.9, 0.1, 0.1], [0.5, 0.2, 0.8]])}
+    batch = {"label": jnp.array([0, 2])}
+    # Example 0: both margins met, margin loss 0; p = e^0.9 / (e^0.9 + 2 e^0.1) = 0.526688,
+    #   focal = -0.25 (1 - p)^2 ln p = 0.035908.
+    # Example 1: margin (0.9 - 0.8)^2 + 0.5 (0.4^2 + 0.1^2) = 0.095;
+    #   p = e^0.8 / (e^0.5 + e^0.2 + e^0.8) = 0.436752, focal = 0.065701.
+    config.loss = "margin"
+    np.testing.assert_allclose(summed_loss(outputs, batch, config), [0.0, 0.095], rtol=1e-5)
+    config.loss = "focal"
+    np.testing.assert_allclose(summed_loss(outputs, batch, config), [0.0359082, 0.0657014], rtol=1e-4)
+    config.loss = "margin+focal"
+    np.testing.assert_allclose(summed_loss(outputs, batch, config), [0.0359082, 0.1607014], rtol=1e-4)
+    config.loss = "ce+cross_entropy"
+    ce = -np.log(np.array([0.526688, 0.436752]))
+    np.testing.assert_allclose(summed_loss(outputs, batch, config), 2 * ce, rtol=1e-4)
+    config.loss = "margin+hinge"
+    with pytest.raises(ValueError, match="hinge"):
+        summed_loss(outputs, batch, config)
+
+
+def test_capsule_probabilities_normalise_lengths():
+    outputs = {"scores": jnp.array([[0.2, 0.6, 0.2]]), "class_capsules": jnp.zeros((1, 3, 2))}
+    np.testing.assert_allclose(cccapsnet_probabilities(outputs), [[0.2, 0.6, 0.2]], rtol=1e-6)
+
+
+PARAMS = {"embedding": {"a": jnp.ones(2)}, "encoder": {"b": jnp.ones(3)}, "classifier": {"c": jnp.ones(1)}}
+
+
+def _update_sizes(tx, num_updates, grad=1.0):
+    """-update of the first leaf of each group, per step, for constant gradients."""
+    state, sizes = tx.init(PARAMS), []
+    for _ in range(num_updates):
+        updates, state = tx.update(jax.tree.map(lambda p: jnp.full_like(p, grad), PARAMS), state, PARAMS)
+        sizes.append([-float(updates[g][k][0]) for g, k in (("embedding", "a"), ("encoder", "b"), ("classifier", "c"))])
+    return np.array(sizes)
+
+
+def test_optimizer_learning_rates_per_group_and_step_decay():
+    config = load_config()
+    # Adam's first steps on a constant gradient move each parameter by the learning rate:
+    # 1e-3 (embedding, encoder) and 1e-4 (classifier), x0.1 from 50 % and again from 70 %.
+    sizes = _update_sizes(MODELS["cccapsnet"].optimizer(config, 10), 10)
+    decay = np.array([1.0] * 5 + [0.1] * 2 + [0.01] * 3)[:, None]
+    np.testing.assert_allclose(sizes, decay * np.array([[1e-3, 1e-3, 1e-4]]), rtol=1e-4)
+
+
+def test_optimizer_clips_the_norm_of_all_gradients_together():
+    config = load_config()
+    config.train.optimizer = "sgd"
+    config.train.grad_clip_norm = 1.0
+    # Six gradient entries of 10: global norm 10 sqrt(6), so each is clipped to 1 / sqrt(6).
+    sizes = _update_sizes(MODELS["cccapsnet"].optimizer(config, 10), 1, grad=10.0)
+    np.testing.assert_allclose(sizes[0], np.array([1e-3, 1e-3, 1e-4]) / np.sqrt(6), rtol=1e-5)
+
+
+# --- configs and smoke training -----------------------------------------------------------------
+
+
+def test_config_arguments_combine_and_are_checked():
+    config = load_config("smoke,cc-capsule,iter5,k+2")
+    assert (config.model.embedding, config.model.classifier) == ("cc", "capsule")
+    assert config.model.routing_iterations == 5 and config.model.extra_codewords == 2
+    assert config.data.source == "synthetic"
+    with pytest.raises(ValueError, match="iter7"):
+        load_config("iter7")
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("tfds")
+
+
+@pytest.fixture
+def rbg_keys():
+    """The loop's keys as RngBitGenerator keys: its init compiles about four times faster."""
+    previous = jax.config.jax_default_prng_impl
+    jax.config.update("jax_default_prng_impl", "rbg")
+    yield
+    jax.config.update("jax_default_prng_impl", previous)
+
+
+# One run per ablation family: embedding x classifier, routing, iterations (with K + 2).
+@pytest.mark.parametrize("family", ["normal-linear", "cc-capsule,dynamic", "iter1,k+2"])
+def test_smoke_training_runs(family, cache_dir, tmp_path, rbg_keys):
+    config = load_config("smoke," + family)
+    config.data.cache_dir = str(cache_dir)
+    config.train.num_steps = 6
+    config.train.progress = "none"
+    final = train_and_evaluate(config, str(tmp_path))
+    assert set(final) == {"validation", "test"}
+    assert np.isfinite(final["test"]["loss"])
+    assert os.path.isdir(tmp_path / "checkpoints" / "6")
