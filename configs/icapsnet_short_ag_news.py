@@ -36,7 +36,7 @@ def get_config(arg: str = ""):
     model.attention_scale = False  # [decision] 1/sqrt(d_q) scaling off
     model.squash_primary = True  # [decision]
     model.dropout_rate = 0.5  # on word embeddings
-    model.loss = "margin"  # [decision] or 'cross_entropy'
+    model.loss = "margin"  # [decision]; '+'-separated terms among margin, focal, cross_entropy
 
     config.data.name = "ag_news_subset"
     config.data.text_keys = ("title", "description")

@@ -45,15 +45,6 @@ def softmax_probabilities(outputs):
     return jax.nn.softmax(outputs["scores"].astype(jnp.float32), axis=-1)
 
 
-def capsule_loss(outputs, batch, model_config):
-    """Margin loss on the class-capsule lengths (`loss='margin'`), or cross-entropy on them."""
-    if model_config.loss == "margin":
-        return losses.margin_loss(outputs["scores"], batch["label"])
-    if model_config.loss == "cross_entropy":
-        return losses.cross_entropy(outputs["scores"], batch["label"])
-    raise ValueError(f"model.loss must be margin or cross_entropy, not {model_config.loss!r}")
-
-
 def capsule_probabilities(outputs):
     """Capsule lengths normalised to sum to 1 (lengths are independent scores in [0, 1))."""
     lengths = outputs["scores"].astype(jnp.float32)
@@ -111,8 +102,8 @@ def cccapsnet_optimizer(config, num_steps):
 
 MODELS: dict[str, ModelFamily] = {
     "fasttext": ModelFamily(FastText, softmax_cross_entropy, softmax_probabilities),
-    "icapsnet_short": ModelFamily(ICapsNetShort, capsule_loss, capsule_probabilities, loss_keys=("loss",)),
-    "icapsnet_long": ModelFamily(ICapsNetLong, capsule_loss, capsule_probabilities, loss_keys=("loss",)),
+    "icapsnet_short": ModelFamily(ICapsNetShort, summed_loss, capsule_probabilities, loss_keys=("loss",)),
+    "icapsnet_long": ModelFamily(ICapsNetLong, summed_loss, capsule_probabilities, loss_keys=("loss",)),
     "cccapsnet": ModelFamily(
         CCCapsNet, summed_loss, cccapsnet_probabilities, loss_keys=("loss",), optimizer=cccapsnet_optimizer
     ),

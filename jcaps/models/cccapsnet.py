@@ -21,8 +21,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jcaps.models.icapsnet import _capsule_length as capsule_length
-from jcaps.ops.capsules import dynamic_routing, kmeans_routing, shared_prediction_vectors, unshared_prediction_vectors
+from jcaps.ops.capsules import capsule_length, dynamic_routing, kmeans_routing, shared_prediction_vectors, unshared_prediction_vectors
 from jcaps.ops.embeddings import cc_embedding, cwc_embedding, num_codewords
 from jcaps.ops.recurrent import bidirectional_gru, masked_mean_over_time
 

@@ -24,7 +24,7 @@ Where each equation of MODELS.md §1 lives:
                                              (`jcaps.ops.capsules.shared_prediction_vectors`).
        dynamic routing, r = 3                `_ICapsNet.capsule_head` (`dynamic_routing`, or
                                              `kmeans_routing` with `routing="kmeans"`).
-       scores = |cc_j|                       `_ICapsNet.capsule_head` (`_capsule_length`).
+       scores = |cc_j|                       `_ICapsNet.capsule_head` (`jcaps.ops.capsules.capsule_length`).
   Long
     same embedding and conv per sentence     `_ICapsNet.region_embeddings` on [B, M, N].
     alpha_imn = softmax_n(h_i . Wk_i w_mn)   `ICapsNetLong.__call__`, `self.word_attention`
@@ -45,6 +45,7 @@ import jax.numpy as jnp
 
 from jcaps.ops.attention import head_query_attention
 from jcaps.ops.capsules import (
+    capsule_length,
     dynamic_routing,
     kmeans_routing,
     shared_prediction_vectors,
@@ -56,13 +57,6 @@ PAD_ID = 0
 _ROUTINGS = ("dynamic", "kmeans")
 _CONV_ACTIVATIONS = ("none", "relu")
 
-
-def _capsule_length(v: jax.Array) -> jax.Array:
-    """Exact |v| over the last axis with a finite gradient at v = 0 (a fully padded example
-    with zero-initialised biases gives exactly zero class capsules)."""
-    squared = jnp.sum(jnp.square(v), axis=-1)
-    positive = squared > 0
-    return jnp.where(positive, jnp.sqrt(jnp.where(positive, squared, 1)), 0)
 
 
 class HeadQueryAttention(nn.Module):
@@ -211,7 +205,7 @@ class _ICapsNet(nn.Module):
         else:
             class_capsules, coupling = kmeans_routing(u_hat, self.routing_iterations)
         return {
-            "scores": _capsule_length(class_capsules),
+            "scores": capsule_length(class_capsules),
             "class_capsules": class_capsules,
             "primary_capsules": primary,
             "coupling": coupling,

@@ -40,6 +40,23 @@ def squash(s: jax.Array, axis: int = -1, eps: float = 1e-7) -> jax.Array:
     return squared_norm / (1.0 + squared_norm) * s / jnp.sqrt(squared_norm + eps)
 
 
+def capsule_length(v: jax.Array) -> jax.Array:
+    """Exact capsule length |v| over the last axis, with a finite (zero) gradient at v = 0.
+
+    Class scores are lengths; a fully padded example with zero-initialised biases gives
+    exactly zero capsules, where a plain `sqrt` would have an infinite derivative.
+
+    Args:
+        v: [..., dim].
+
+    Returns:
+        [...] lengths.
+    """
+    squared = jnp.sum(jnp.square(v), axis=-1)
+    positive = squared > 0
+    return jnp.where(positive, jnp.sqrt(jnp.where(positive, squared, 1)), 0)
+
+
 def _add_bias(u_hat: jax.Array, bias: jax.Array | None) -> jax.Array:
     if bias is None:
         return u_hat

@@ -278,3 +278,10 @@ def test_routing_rejects_fewer_than_one_iteration(bad):
 def test_kmeans_rejects_unknown_similarity():
     with pytest.raises(ValueError, match="similarity"):
         capsules.kmeans_routing(jnp.ones((2, 2, 2)), 3, similarity="euclidean")
+
+
+def test_capsule_length_is_exact_with_a_finite_gradient_at_zero():
+    v = jnp.array([[3.0, 4.0], [0.0, 0.0]])
+    np.testing.assert_allclose(capsules.capsule_length(v), [5.0, 0.0])
+    grad = jax.grad(lambda x: jnp.sum(capsules.capsule_length(x)))(v)
+    np.testing.assert_allclose(grad, [[0.6, 0.8], [0.0, 0.0]], rtol=1e-6)
