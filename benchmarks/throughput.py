@@ -25,6 +25,7 @@ from ml_collections import config_flags
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from jcaps.data.datasets import is_series  # noqa: E402
 from jcaps.models import build_model, get_family  # noqa: E402
 from jcaps.train import loop  # noqa: E402
 from jcaps.train import mesh as mesh_lib  # noqa: E402
@@ -37,10 +38,20 @@ def load_config(spec: str):
     return config_flags.config_flags._LoadConfigModule(f"bench_{abs(hash(path))}", path).get_config(arg)
 
 
-def synthetic_batch(rng: np.random.Generator, config, batch_size: int, length: int, vocab_size: int, num_classes: int):
+def synthetic_inputs(rng: np.random.Generator, config, batch_size: int, length: int, input_size: int) -> dict:
+    """Random model inputs: token ids below `input_size`, or series of `input_size` features."""
+    if is_series(config.data):
+        return {
+            "series": rng.normal(size=(batch_size, length, input_size)).astype(np.float32),
+            "mask": np.ones((batch_size, length), bool),
+        }
     shape = (batch_size, config.data.max_sentences, length) if config.data.tokenizer == "sentences" else (batch_size, length)
+    return {"tokens": rng.integers(2, input_size, size=shape, dtype=np.int32)}
+
+
+def synthetic_batch(rng: np.random.Generator, config, batch_size: int, length: int, vocab_size: int, num_classes: int):
     return {
-        "tokens": rng.integers(2, vocab_size, size=shape, dtype=np.int32),
+        **synthetic_inputs(rng, config, batch_size, length, vocab_size),
         "label": rng.integers(0, num_classes, size=(batch_size,), dtype=np.int32),
         "weight": np.ones((batch_size,), np.float32),
         "index": np.arange(batch_size, dtype=np.int32),
@@ -69,7 +80,10 @@ def measure(config, vocab_size: int, num_classes: int, length: int, repeats: int
     )
 
     class Shapes:  # what create_train_state needs of a dataset
-        nested = config.data.tokenizer == "sentences"
+        @staticmethod
+        def dummy_inputs():
+            inputs = synthetic_inputs(np.random.default_rng(0), config, 1, 4, vocab_size)
+            return tuple(inputs[name] for name in family.inputs)
 
     state = loop.create_train_state(config, model, family.optimizer or loop.default_optimizer, Shapes, 1000, mesh)
     train = jax.jit(functools.partial(train_step, family=family, model_config=config.model))

@@ -63,6 +63,7 @@ def get_config(arg: str = ""):
     model.hidden_dim = 128
     model.num_layers = 2
     model.dropout_rate = 0.5
+    model.embedding_dropout = 0.0  # [ref] none
     model.reference_padding = False  # [decision] True: unmasked pads, as the authors' code
     model.classifier = "capsule"  # capsule | linear
     model.capsule_dim = 8

@@ -12,7 +12,7 @@ import jax
 from absl import app, flags
 from ml_collections import config_flags
 
-from jcaps.data.pipeline import load_text_dataset
+from jcaps.data.datasets import load_dataset
 from jcaps.models import build_model
 from jcaps.train import loop
 
@@ -20,19 +20,20 @@ FLAGS = flags.FLAGS
 
 
 def parameter_counts(config) -> dict:
-    """`{"vocab_size", "num_classes", "groups": {name: count}, "total"}` for `config`."""
-    dataset = load_text_dataset(config.data, config.train.seed)
-    model = build_model(config.model, len(dataset.vocab), dataset.num_classes, loop.DTYPES[config.train.dtype])
-    tokens = loop.dummy_tokens(dataset)
+    """`{"input_size" (vocabulary or features), "inputs", "num_classes", "groups": {name: count}, "total"}` for `config`."""
+    dataset = load_dataset(config.data, config.train.seed)
+    model = build_model(config.model, dataset.model_input_size, dataset.num_classes, loop.DTYPES[config.train.dtype])
+    inputs = dataset.dummy_inputs()
 
     def init():
         key = jax.random.key(config.train.seed)
-        return model.init({"params": key, "dropout": key}, tokens, train=False)["params"]
+        return model.init({"params": key, "dropout": key}, *inputs, train=False)["params"]
 
     shapes = jax.eval_shape(init)
     groups = {name: loop.parameter_count(tree) for name, tree in shapes.items()}
     return {
-        "vocab_size": len(dataset.vocab),
+        "input_size": dataset.model_input_size,
+        "inputs": dataset.inputs_description,
         "num_classes": dataset.num_classes,
         "groups": groups,
         "total": sum(groups.values()),
@@ -41,7 +42,7 @@ def parameter_counts(config) -> dict:
 
 def format_counts(counts: dict) -> str:
     width = max(len(name) for name in list(counts["groups"]) + ["total"])
-    lines = [f"vocabulary {counts['vocab_size']:,}; {counts['num_classes']} classes"]
+    lines = [f"{counts['inputs']}; {counts['num_classes']} classes"]
     lines += [f"{name:<{width}}  {count:>12,}" for name, count in counts["groups"].items()]
     lines.append(f"{'total':<{width}}  {counts['total']:>12,}")
     return "\n".join(lines)

@@ -20,6 +20,9 @@ FLAGS = flags.FLAGS
 
 def predict(trained: TrainedModel, texts: list[str], top_k: int = 0, batch_size: int = 64) -> list[dict]:
     """Label and probabilities for each text (batches padded to the training buckets)."""
+    if trained.family.inputs != ("tokens",):
+        raise ValueError(f"{trained.config.model.name} reads series, not text: evaluate it with jcaps.evaluate "
+                         "and explain it with jcaps.interpret")
     apply = jax.jit(lambda tokens: trained.family.probabilities(trained.apply(tokens)))
     names = trained.dataset.labels.names
     k = top_k or len(names)

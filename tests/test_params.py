@@ -27,7 +27,7 @@ def cache_dir(tmp_path_factory):
 
 def test_cccapsnet_counts_by_group(cache_dir):
     counts = parameter_counts(load_config("cccapsnet_ag_news.py", "smoke", cache_dir))
-    v, j = counts["vocab_size"], counts["num_classes"]
+    v, j = counts["input_size"], counts["num_classes"]
     # Smoke sizes: M = 4 codebooks of 16-dimensional codewords, BiGRU hidden 16 on 16-dimensional
     # embeddings, 4 feature capsules of size 4 into J class capsules of size 8.
     k = num_codewords(v, 4)
@@ -40,7 +40,7 @@ def test_cccapsnet_counts_by_group(cache_dir):
 
 def test_any_config(cache_dir):
     counts = parameter_counts(load_config("fasttext_ag_news.py", "smoke", cache_dir))
-    v, j = counts["vocab_size"], counts["num_classes"]
+    v, j = counts["input_size"], counts["num_classes"]
     # 16-dimensional word and 1,024 hashed-bigram embeddings, a dense layer with bias.
     assert counts["total"] == v * 16 + 1024 * 16 + 16 * j + j
 

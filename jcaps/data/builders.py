@@ -9,6 +9,7 @@ problems found later (an unknown label in the test split) still name the file an
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import hashlib
 import os
 from pathlib import Path
@@ -156,5 +157,18 @@ def prepare_local(data_format: str, directory: str, cache_dir: str, **kwargs) ->
     if data_format not in BUILDERS:
         raise ValueError(f"unknown data.format {data_format!r}; expected one of {', '.join(FORMATS)}")
     builder = BUILDERS[data_format](data_format=data_format, directory=directory, data_dir=cache_dir, **kwargs)
-    builder.download_and_prepare()
+    return prepared_once(builder, cache_dir)
+
+
+def prepared_once(builder: tfds.core.DatasetBuilder, cache_dir: str) -> tfds.core.DatasetBuilder:
+    """`builder` after `download_and_prepare`, serialised across processes by a file lock."""
+    # Several runs started at once on the same files (an ablation sweep) would race to rename
+    # the same prepared folder into place; one prepares while the others wait, then reuse it.
+    os.makedirs(cache_dir, exist_ok=True)
+    with open(os.path.join(cache_dir, ".prepare.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            builder.download_and_prepare()
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
     return builder

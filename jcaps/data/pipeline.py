@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import grain
 import jax
 import numpy as np
 
 from jcaps.data import builders, synthetic
-from jcaps.data.errors import DataError
 from jcaps.data.tokenizers import get_tokenizer
 from jcaps.data.vocab import LabelMap, Vocabulary
 
@@ -156,8 +156,76 @@ def default_boundaries(max_len: int, smallest: int = 16) -> tuple[int, ...]:
     return tuple(boundaries) + (max_len,)
 
 
+class ExampleDataset:
+    """Batching shared by every dataset kind: subclasses say how one example is encoded
+    (`encode(split, index, example)`) and how a list of them becomes a padded batch
+    (`pad_batch(examples, batch_size)`); they hold `splits` and `labels`."""
+
+    splits: dict[str, Split]
+    labels: LabelMap
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.labels)
+
+    @property
+    def multi_label(self) -> bool:
+        return False
+
+    def encode(self, split: str, index: int, example: dict) -> dict:
+        raise NotImplementedError
+
+    def pad_batch(self, examples: Sequence[dict], batch_size: int) -> dict:
+        raise NotImplementedError
+
+    def _indexed(self, split: str) -> grain.MapDataset:
+        source = self.splits[split].source
+        return grain.MapDataset.range(len(source)).map(lambda i: self.encode(split, int(i), source[int(i)]))
+
+    def balanced_class_weights(self) -> np.ndarray:
+        """[J] weights N / (J * N_c) from the training labels: every class weighs the same in the
+        loss, as it does in a balanced test set, however skewed the training split is."""
+        if self.multi_label:
+            raise ValueError("class weighting applies to single-label data only")
+        source = self.splits["train"].source
+        ids = [self.encode("train", i, source[i])["label"] for i in range(len(source))]
+        counts = np.bincount(np.asarray(ids, np.int64), minlength=self.num_classes).astype(np.float64)
+        return np.where(counts > 0, counts.sum() / (self.num_classes * np.maximum(counts, 1)), 0.0).astype(np.float32)
+
+    def train_iterator(self, batch_size: int, seed: int, class_weights: np.ndarray | None = None) -> grain.DatasetIterator:
+        """Endless batches of this process's shard of train, reshuffled each epoch (seeded).
+
+        `class_weights` [J] scale each example's `weight` by its class's weight."""
+        local = batch_size // jax.process_count()
+        source = self.splits["train"].source
+        indices = grain.MapDataset.range(len(source))[jax.process_index() :: jax.process_count()]
+        if len(indices) < local:
+            raise ValueError(f"the train split has {len(indices)} examples per process, fewer than one batch of {local}")
+        dataset = (
+            indices.shuffle(seed=seed)
+            .repeat()
+            .map(lambda i: self.encode("train", int(i), source[int(i)]))
+            .batch(local, drop_remainder=True, batch_fn=lambda examples: self.pad_batch(examples, local))
+        )
+        if class_weights is not None:
+            dataset = dataset.map(lambda batch: {**batch, "weight": batch["weight"] * class_weights[batch["label"]]})
+        return iter(dataset.to_iter_dataset())
+
+    def eval_batches(self, split: str, batch_size: int, limit: int = 0) -> Iterator[dict]:
+        """One pass over this process's shard of `split` (the first `limit` examples if > 0)."""
+        local = batch_size // jax.process_count()
+        dataset = self._indexed(split)
+        if limit:
+            dataset = dataset[:limit]
+        dataset = dataset[jax.process_index() :: jax.process_count()]
+        yield from dataset.batch(local, batch_fn=lambda examples: self.pad_batch(examples, local))
+
+    def steps_per_epoch(self, batch_size: int) -> int:
+        return max(1, len(self.splits["train"].source) // batch_size)
+
+
 @dataclasses.dataclass
-class TextDataset:
+class TextDataset(ExampleDataset):
     """Prepared splits with their vocabulary and labels, ready to batch."""
 
     splits: dict[str, Split]
@@ -170,10 +238,6 @@ class TextDataset:
     boundaries: tuple[int, ...]
     nested: bool  # True for the 'sentences' tokenizer: tokens are [M, L] per example
     max_sentences: int
-
-    @property
-    def num_classes(self) -> int:
-        return len(self.labels)
 
     @property
     def multi_label(self) -> bool:
@@ -239,50 +303,23 @@ class TextDataset:
             batch["label"][: len(examples)] = [e["label"] for e in examples]
         return batch
 
-    def _indexed(self, split: str) -> grain.MapDataset:
-        source = self.splits[split].source
-        return grain.MapDataset.range(len(source)).map(lambda i: self.encode(split, int(i), source[int(i)]))
+    @property
+    def inputs_description(self) -> str:
+        return f"vocabulary {len(self.vocab):,}"
 
-    def balanced_class_weights(self) -> np.ndarray:
-        """[J] weights N / (J * N_c) from the training labels: every class weighs the same in the
-        loss, as it does in a balanced test set, however skewed the training split is."""
-        if self.multi_label:
-            raise ValueError("class weighting applies to single-label data only")
-        source = self.splits["train"].source
-        ids = [self.encode("train", i, source[i])["label"] for i in range(len(source))]
-        counts = np.bincount(np.asarray(ids, np.int64), minlength=self.num_classes).astype(np.float64)
-        return np.where(counts > 0, counts.sum() / (self.num_classes * np.maximum(counts, 1)), 0.0).astype(np.float32)
+    @property
+    def model_input_size(self) -> int:
+        """What the model's embedding table is sized by: the vocabulary."""
+        return len(self.vocab)
 
-    def train_iterator(self, batch_size: int, seed: int, class_weights: np.ndarray | None = None) -> grain.DatasetIterator:
-        """Endless batches of this process's shard of train, reshuffled each epoch (seeded).
+    def dummy_inputs(self) -> tuple[np.ndarray, ...]:
+        """A tiny input of the right rank for `model.init` (parameters do not depend on length)."""
+        return (np.ones((1, 4, 16) if self.nested else (1, 16), np.int32),)
 
-        `class_weights` [J] scale each example's `weight` by its class's weight."""
-        local = batch_size // jax.process_count()
-        source = self.splits["train"].source
-        indices = grain.MapDataset.range(len(source))[jax.process_index() :: jax.process_count()]
-        if len(indices) < local:
-            raise ValueError(f"the train split has {len(indices)} examples per process, fewer than one batch of {local}")
-        dataset = (
-            indices.shuffle(seed=seed)
-            .repeat()
-            .map(lambda i: self.encode("train", int(i), source[int(i)]))
-            .batch(local, drop_remainder=True, batch_fn=lambda examples: self.pad_batch(examples, local))
-        )
-        if class_weights is not None:
-            dataset = dataset.map(lambda batch: {**batch, "weight": batch["weight"] * class_weights[batch["label"]]})
-        return iter(dataset.to_iter_dataset())
-
-    def eval_batches(self, split: str, batch_size: int, limit: int = 0) -> Iterator[dict]:
-        """One pass over this process's shard of `split` (the first `limit` examples if > 0)."""
-        local = batch_size // jax.process_count()
-        dataset = self._indexed(split)
-        if limit:
-            dataset = dataset[:limit]
-        dataset = dataset[jax.process_index() :: jax.process_count()]
-        yield from dataset.batch(local, batch_fn=lambda examples: self.pad_batch(examples, local))
-
-    def steps_per_epoch(self, batch_size: int) -> int:
-        return max(1, len(self.splits["train"].source) // batch_size)
+    def save_metadata(self, directory: str) -> None:
+        """What a workdir needs to encode new text: the vocabulary and the label names."""
+        self.vocab.save(os.path.join(directory, "vocab.json"))
+        self.labels.save(os.path.join(directory, "labels.json"))
 
 
 def _as_str(value) -> str:

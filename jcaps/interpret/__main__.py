@@ -1,27 +1,45 @@
-"""`python -m jcaps.interpret --workdir W [--split test] [--out DIR] [--limit N] [--k1 3] [--k2 2]`.
+"""`python -m jcaps.interpret --workdir W [--split test] [--out DIR] [--limit N] ...`.
 
-Writes local.jsonl, global.json, C.png and report.html for a trained iCapsNets workdir
-(see `jcaps.interpret.report`).
+For an iCapsNets workdir: local.jsonl, global.json, C.png and report.html (see
+`jcaps.interpret.report`; `--k1`, `--k2`, `--report_examples`). For a sequence model (the
+input-cell attention LSTM and its baselines): one PNG of input and saliency maps per example and
+saliency.json (see `jcaps.interpret.series_report`; `--methods`, `--limit` defaults to 8).
 """
+
+import json
+import os
 
 from absl import app, flags
 
 from jcaps.interpret.report import interpret_workdir
+from jcaps.interpret.series_report import METHODS, saliency_report
+from jcaps.models import get_family
 
-flags.DEFINE_string("workdir", None, "A workdir written by train.py (an iCapsNets model).", required=True)
+flags.DEFINE_string("workdir", None, "A workdir written by train.py.", required=True)
 flags.DEFINE_string("split", "test", "Split to interpret.")
-flags.DEFINE_string("out", None, "Output directory (default WORKDIR/interpretation).")
-flags.DEFINE_integer("limit", 0, "Interpret only the first N examples (0: all).")
+flags.DEFINE_string("out", None, "Output directory (default WORKDIR/interpretation or WORKDIR/saliency).")
+flags.DEFINE_integer("limit", None, "Interpret only the first N examples (capsules: all by default; series: 8).")
 flags.DEFINE_integer("k1", 3, "Capsules selected per example (top by coupling to the prediction).")
 flags.DEFINE_integer("k2", 2, "Positions selected per capsule (top by attention).")
 flags.DEFINE_integer("report_examples", 12, "Examples per predicted class shown in report.html.")
+flags.DEFINE_list("methods", ["saliency", "integrated_gradients"], f"Series models: maps among {', '.join(METHODS)}.")
 FLAGS = flags.FLAGS
 
 
 def main(argv):
     del argv
+    path = os.path.join(FLAGS.workdir, "config.json")
+    if not os.path.isfile(path):
+        raise app.UsageError(f"{FLAGS.workdir} has no config.json: is it a jcaps workdir?")
+    with open(path, encoding="utf-8") as f:
+        model_name = json.load(f)["model"]["name"]
+    if "series" in get_family(model_name).inputs:
+        summary = saliency_report(FLAGS.workdir, FLAGS.split, FLAGS.out, FLAGS.limit or 8, tuple(FLAGS.methods))
+        shares = " ".join(f"{s:.2f}" for s in summary["mean_share_by_tenth"])
+        print(f"wrote {len(summary['examples'])} saliency figures; mean share of saliency per tenth of the series: {shares}")
+        return
     summary = interpret_workdir(
-        FLAGS.workdir, FLAGS.split, FLAGS.out, FLAGS.limit, FLAGS.k1, FLAGS.k2, FLAGS.report_examples
+        FLAGS.workdir, FLAGS.split, FLAGS.out, FLAGS.limit or 0, FLAGS.k1, FLAGS.k2, FLAGS.report_examples
     )
     sparsity = summary["sparsity"]
     print(f"interpreted; share of each class's examples in its top {sparsity['top']} capsules: {sparsity['overall']:.3f}")

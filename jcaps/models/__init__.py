@@ -1,6 +1,7 @@
 """The model table: a model is found by `config.model.name`, not through a class hierarchy.
 
-Every model is a flax.linen module called as `model(inputs, train=...)` that returns a dict
+Every model is a flax.linen module called as `model(*inputs, train=...)` (the batch arrays its
+family names: token ids, or a series and its mask) that returns a dict
 with `scores` [B, J] and whatever explanations it has (attention maps, coupling coefficients).
 Its family says how scores become a per-example loss and class probabilities.
 """
@@ -17,6 +18,7 @@ import optax
 from jcaps.models.cccapsnet import CCCapsNet
 from jcaps.models.fasttext import FastText
 from jcaps.models.icapsnet import ICapsNetLong, ICapsNetShort
+from jcaps.models.input_cell_lstm import InputCellLSTM
 from jcaps.ops import losses
 from jcaps.train.optim import make_optimizer
 
@@ -34,6 +36,8 @@ class ModelFamily:
     loss_keys: tuple[str, ...] = ()
     # (config, num_steps) -> optax transformation, for models with their own optimiser recipe
     optimizer: Callable | None = None
+    # the batch arrays the module is called with, positionally: token ids, or series and mask
+    inputs: tuple[str, ...] = ("tokens",)
 
 
 def softmax_cross_entropy(outputs, batch, model_config):
@@ -107,6 +111,9 @@ MODELS: dict[str, ModelFamily] = {
     "cccapsnet": ModelFamily(
         CCCapsNet, summed_loss, cccapsnet_probabilities, loss_keys=("loss",), optimizer=cccapsnet_optimizer
     ),
+    "input_cell_lstm": ModelFamily(
+        InputCellLSTM, softmax_cross_entropy, softmax_probabilities, inputs=("series", "mask")
+    ),
 }
 
 
@@ -124,4 +131,6 @@ def build_model(model_config, vocab_size: int, num_classes: int, dtype=jnp.float
     unknown = sorted(set(fields) - field_names)
     if unknown:
         raise ValueError(f"model {model_config.name!r} has no setting(s) {', '.join(unknown)}")
-    return family.module(vocab_size=vocab_size, num_classes=num_classes, dtype=dtype, **fields)
+    if "vocab_size" in field_names:
+        fields["vocab_size"] = vocab_size  # models over series size their first layer from the data
+    return family.module(num_classes=num_classes, dtype=dtype, **fields)

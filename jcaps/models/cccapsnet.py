@@ -180,6 +180,8 @@ class CCCapsNet(nn.Module):
         hidden_dim: GRU hidden size H (a multiple of capsule_dim).
         num_layers: BiGRU layers.
         dropout_rate: dropout between GRU layers.
+        embedding_dropout: dropout on the word vectors before the first GRU layer (0 in the
+            paper; on a few thousand training texts it is the regulariser that matters most).
         reference_padding: process PADs as words and average over all steps (authors' code).
         classifier: "capsule" or "linear".
         capsule_dim: size of the H / capsule_dim feature capsules.
@@ -202,6 +204,7 @@ class CCCapsNet(nn.Module):
     hidden_dim: int = 128
     num_layers: int = 2
     dropout_rate: float = 0.5
+    embedding_dropout: float = 0.0
     reference_padding: bool = False
     classifier: str = "capsule"
     capsule_dim: int = 8
@@ -251,6 +254,7 @@ class CCCapsNet(nn.Module):
             cc_samples=self.cc_samples,
             name="embedding",
         )(ids, train)
+        embedded = nn.Dropout(self.embedding_dropout, deterministic=not train)(embedded)
         encoder = Encoder(self.hidden_dim, self.num_layers, self.dropout_rate, dtype=self.dtype, name="encoder")
         features = encoder(embedded.astype(self.dtype), mask, train)
         if self.classifier == "linear":

@@ -1,4 +1,4 @@
-"""Recurrent scans and pooling over time.
+"""Recurrent scans (GRU, LSTM) and pooling over time.
 
 Pure functions on arrays, usable under `jit`, `vmap` and `grad`. Sequences are time-major
 ([T, B, ...]), the layout `lax.scan` reads; the input projections of all time steps are one
@@ -13,6 +13,9 @@ References:
     Cho et al. Learning Phrase Representations using RNN Encoder-Decoder for Statistical
         Machine Translation. EMNLP 2014 (eq. 5-8, the GRU).
     PyTorch `torch.nn.GRU` documentation (bias placement: b_hn inside the reset product).
+    Hochreiter, Schmidhuber. Long Short-Term Memory. Neural Computation 1997 (the LSTM; the
+        forget gate of the form used here is Gers et al. 2000).
+    PyTorch `torch.nn.LSTM` documentation (gate order i, f, g, o; two biases per gate).
 """
 
 import jax
@@ -258,6 +261,74 @@ def bidirectional_gru(
 
 
 # ---------------------------------------------------------------------------------------------
+# LSTM (PyTorch semantics: gate order i, f, g, o; an input and a hidden bias for every gate)
+# ---------------------------------------------------------------------------------------------
+
+
+def lstm_scan(
+    input_gates: jax.Array,
+    hidden_kernel: jax.Array,
+    hidden_bias: jax.Array,
+    mask: jax.Array | None = None,
+) -> jax.Array:
+    """An LSTM over time, from precomputed input projections (PyTorch's `nn.LSTM` cell).
+
+        i_t = sigmoid(W_ii x_t + b_ii + W_hi h_{t-1} + b_hi)
+        f_t = sigmoid(W_if x_t + b_if + W_hf h_{t-1} + b_hf)
+        g_t = tanh(W_ig x_t + b_ig + W_hg h_{t-1} + b_hg)
+        o_t = sigmoid(W_io x_t + b_io + W_ho h_{t-1} + b_ho)
+        c_t = f_t * c_{t-1} + i_t * g_t,   h_t = o_t * tanh(c_t),   h_0 = c_0 = 0
+
+    The loop body holds one [B, H] x [H, 4H] matmul and the gate math; gradients are JAX's
+    autodiff of the scan.
+
+    Args:
+        input_gates: [T, B, 4H] = x_t W_i + b_i for every step, gates in the order (i, f, g, o).
+        hidden_kernel: [H, 4H] = W_h, same gate order.
+        hidden_bias: [4H] = b_h.
+        mask: optional [T, B] bool; padded steps keep the state (h and c) and output zeros.
+
+    Returns:
+        [T, B, H] hidden states h_1..h_T (zero at padded steps).
+    """
+    valid = _all_valid(input_gates) if mask is None else mask
+    # b_h only adds to the gate pre-activations, so it is added once for all steps.
+    gates = input_gates + jnp.broadcast_to(hidden_bias, input_gates.shape)
+
+    def step(carry, inputs):
+        h, c = carry
+        step_gates, step_valid = inputs
+        in_gate, forget_gate, cell_gate, out_gate = jnp.split(step_gates + h @ hidden_kernel, 4, axis=-1)
+        new_c = jax.nn.sigmoid(forget_gate) * c + jax.nn.sigmoid(in_gate) * jnp.tanh(cell_gate)
+        new_h = jax.nn.sigmoid(out_gate) * jnp.tanh(new_c)
+        step_valid = step_valid[..., None]
+        return (jnp.where(step_valid, new_h, h), jnp.where(step_valid, new_c, c)), new_h
+
+    initial = jnp.zeros(gates.shape[1:2] + hidden_kernel.shape[:1], gates.dtype)
+    states = jax.lax.scan(step, (initial, initial), (gates, valid))[1]
+    return _zero_padding(states, mask)
+
+
+def last_valid_state(states: jax.Array, mask: jax.Array | None = None) -> jax.Array:
+    """The state at each sequence's last valid step.
+
+    Args:
+        states: [T, B, ...] time-major states.
+        mask: optional [T, B] bool; None takes step T.
+
+    Returns:
+        [B, ...]; zero for a sequence with no valid step.
+    """
+    if mask is None:
+        return states[-1]
+    steps = jnp.arange(mask.shape[0])[:, None]
+    last = jnp.max(jnp.where(mask, steps, -1), axis=0)
+    # A sum over a one-hot time mask rather than a gather: no index clipping for an all-padded
+    # sequence (last = -1 matches no step and gives zero).
+    return jnp.sum(_zero_padding(states, steps == last[None, :]), axis=0)
+
+
+# ---------------------------------------------------------------------------------------------
 # Pooling over time
 # ---------------------------------------------------------------------------------------------
 
@@ -277,3 +348,20 @@ def masked_mean_over_time(x: jax.Array, mask: jax.Array | None = None) -> jax.Ar
     count = jnp.sum(mask, axis=0).astype(x.dtype)
     count = count.reshape(count.shape + (1,) * (x.ndim - mask.ndim))
     return jnp.sum(_zero_padding(x, mask), axis=0) / jnp.maximum(count, 1)
+
+
+def masked_max_over_time(x: jax.Array, mask: jax.Array | None = None) -> jax.Array:
+    """Maximum over the valid steps; padding never wins, whatever it holds.
+
+    Args:
+        x: [T, B, ...] time-major values.
+        mask: optional [T, B] bool; None takes the maximum over all T steps.
+
+    Returns:
+        [B, ...]; zero for a sequence with no valid step.
+    """
+    if mask is None:
+        return jnp.max(x, axis=0)
+    mask = mask.reshape(mask.shape + (1,) * (x.ndim - mask.ndim))
+    maximum = jnp.max(jnp.where(mask, x, -jnp.inf), axis=0)
+    return jnp.where(jnp.any(mask, axis=0), maximum, jnp.zeros_like(maximum))

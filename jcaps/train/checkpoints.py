@@ -2,7 +2,8 @@
 
 Layout of `WORKDIR/checkpoints/`: one orbax step directory per saved step holding `state`
 (step, params, optimiser state, RNG) and `data` (the grain iterator position), and beside them
-`vocab.json` and `labels.json`. `WORKDIR/best/` holds the parameters of the best validation
+what encodes new inputs (`labels.json`, and `vocab.json` or the series standardisation; see
+`jcaps.data.datasets`). `WORKDIR/best/` holds the parameters of the best validation
 evaluation so far (`params`) with its `record` ({"step", "metric", "value"}).
 """
 
@@ -12,8 +13,6 @@ import os
 
 import jax
 import orbax.checkpoint as ocp
-
-from jcaps.data.vocab import LabelMap, Vocabulary
 
 
 class Checkpoints:
@@ -95,16 +94,6 @@ class Checkpoints:
         step = self._best_manager.latest_step()
         target = jax.tree.map(ocp.utils.to_shape_dtype_struct, params)
         return self._best_manager.restore(step, args=ocp.args.Composite(params=ocp.args.StandardRestore(target)))["params"]
-
-    def save_vocabulary(self, vocab: Vocabulary, labels: LabelMap) -> None:
-        vocab.save(os.path.join(self.directory, "vocab.json"))
-        labels.save(os.path.join(self.directory, "labels.json"))
-
-    def load_vocabulary(self) -> tuple[Vocabulary, LabelMap] | None:
-        vocab_path = os.path.join(self.directory, "vocab.json")
-        if not os.path.isfile(vocab_path):
-            return None
-        return Vocabulary.load(vocab_path), LabelMap.load(os.path.join(self.directory, "labels.json"))
 
 
 def _savable(state) -> dict:

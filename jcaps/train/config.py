@@ -88,6 +88,23 @@ def base_config() -> ml_collections.ConfigDict:
     return config
 
 
+def series_config() -> ml_collections.ConfigDict:
+    """`base_config()` with the data keys of numeric sequences (`jcaps.data.series`)."""
+    config = base_config()
+    data = config.data
+    data.format = "ts"  # ts | idx | boxes
+    data.max_len = 0  # 0: the longest series in the data
+    data.normalize = "time_feature"  # time_feature [ref] | feature | none
+    data.test_fraction = 0.0  # > 0: carve the test split from train (data without a test file)
+    data.box = "earlier"  # 'boxes' only: earlier | middle | latter | mixed | three_earlier | ...
+    data.generator_seed = 0  # 'boxes' only: the data, fixed whatever train.seed is
+    data.box_train_size = 0  # 0: the paper's sizes
+    data.box_test_size = 0
+    data.box_time_steps = 100
+    data.box_features = 100
+    return config
+
+
 def flatten(config: ml_collections.ConfigDict | dict, prefix: str = "") -> dict[str, Any]:
     """`{'train.seed': 0, ...}` for every leaf; tuples become lists (JSON's view)."""
     items = config.items() if hasattr(config, "items") else config

@@ -18,7 +18,8 @@ from absl import logging
 import jax.numpy as jnp
 import numpy as np
 
-from jcaps.data.pipeline import TextDataset, load_text_dataset
+from jcaps.data import datasets
+from jcaps.data.pipeline import ExampleDataset
 from jcaps.models import build_model, get_family
 from jcaps.train import config as config_lib
 from jcaps.train import mesh as mesh_lib
@@ -71,18 +72,13 @@ def check_workdir(config, workdir: str) -> None:
             )
 
 
-def dummy_tokens(dataset: TextDataset) -> np.ndarray:
-    """A tiny input of the right rank for `model.init` (parameters do not depend on length)."""
-    return np.ones((1, 4, 16) if dataset.nested else (1, 16), np.int32)
-
-
-def create_train_state(config, model, family_optimizer, dataset: TextDataset, num_steps: int, mesh) -> TrainState:
+def create_train_state(config, model, family_optimizer, dataset: ExampleDataset, num_steps: int, mesh) -> TrainState:
     """Parameters are born replicated: `jit(init, out_shardings=...)`."""
     init_rng, state_rng = jax.random.split(jax.random.PRNGKey(config.train.seed))
     tx = family_optimizer(config, num_steps)
 
     def init(rng):
-        params = model.init({"params": rng, "dropout": rng}, dummy_tokens(dataset), train=False)["params"]
+        params = model.init({"params": rng, "dropout": rng}, *dataset.dummy_inputs(), train=False)["params"]
         return TrainState.create(apply_fn=model.apply, params=params, tx=tx, rng=state_rng)
 
     return jax.jit(init, out_shardings=mesh_lib.replicated(mesh))(init_rng)
@@ -92,7 +88,7 @@ def parameter_count(params) -> int:
     return int(sum(np.prod(x.shape) for x in jax.tree.leaves(params)))
 
 
-def compile_steps(config, family, dataset: TextDataset, mesh):
+def compile_steps(config, family, dataset: ExampleDataset, mesh):
     """The jitted train and eval steps with their shardings (state replicated, batch split)."""
     replicated, sharded = mesh_lib.replicated(mesh), mesh_lib.batch_sharded(mesh)
     train = jax.jit(
@@ -109,7 +105,7 @@ def compile_steps(config, family, dataset: TextDataset, mesh):
     return train, evaluate
 
 
-def evaluate_split(eval_fn, state, dataset: TextDataset, split: str, batch_size: int, mesh) -> dict:
+def evaluate_split(eval_fn, state, dataset: ExampleDataset, split: str, batch_size: int, mesh) -> dict:
     """Metrics of `state` on one split (sums accumulated on the device, divided on the host)."""
     totals = None
     for local in dataset.eval_batches(split, batch_size):
@@ -169,15 +165,16 @@ def train_and_evaluate(config, workdir: str) -> dict:
         with open(os.path.join(workdir, "config.json"), "w", encoding="utf-8") as f:
             f.write(config_lib.to_json(config))
 
-    # Data: the vocabulary of a resumed run is the saved one, never rebuilt.
+    # Data: the vocabulary (or standardisation) of a resumed run is the saved one, never rebuilt.
     checkpoints = Checkpoints(workdir, keep=config.train.keep_checkpoints)
-    saved_vocabulary = checkpoints.load_vocabulary()
-    dataset = load_text_dataset(config.data, config.train.seed, *(saved_vocabulary or (None, None)))
-    if saved_vocabulary is None and is_main:
-        checkpoints.save_vocabulary(dataset.vocab, dataset.labels)
+    has_metadata = datasets.has_metadata(checkpoints.directory)
+    dataset = datasets.load_dataset(config.data, config.train.seed, checkpoints.directory)
+    if not has_metadata and is_main:
+        os.makedirs(checkpoints.directory, exist_ok=True)
+        dataset.save_metadata(checkpoints.directory)
 
     family = get_family(config.model.name)
-    model = build_model(config.model, len(dataset.vocab), dataset.num_classes, DTYPES[config.train.dtype])
+    model = build_model(config.model, dataset.model_input_size, dataset.num_classes, DTYPES[config.train.dtype])
     mesh = mesh_lib.data_mesh()
     batch_size = config.train.batch_size
     eval_batch_size = config.train.eval_batch_size or batch_size
@@ -202,7 +199,7 @@ def train_and_evaluate(config, workdir: str) -> dict:
         log(f"Resuming from step {int(state.step)} (checkpoint in {checkpoints.directory}).")
     sizes = ", ".join(f"{name} {len(split.source)}" for name, split in dataset.splits.items())
     log(
-        f"{config.model.name}: {parameter_count(state.params):,} parameters; vocabulary {len(dataset.vocab):,}; "
+        f"{config.model.name}: {parameter_count(state.params):,} parameters; {dataset.inputs_description}; "
         f"{dataset.num_classes} classes; examples: {sizes}; {num_steps} steps of batch {batch_size} "
         f"({steps_per_epoch} per epoch) on {mesh.size} device(s)."
     )

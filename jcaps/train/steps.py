@@ -23,13 +23,18 @@ def weighted_mean(values, weight):
     return jnp.sum(values * weight) / jnp.maximum(jnp.sum(weight), 1.0)
 
 
+def model_inputs(batch: dict, family) -> tuple:
+    """The batch arrays the model is called with, in the order of its family's `inputs`."""
+    return tuple(batch[name] for name in family.inputs)
+
+
 def train_step(state: TrainState, batch: dict, *, family, model_config):
     """One optimiser update. The step number is folded into the RNG, so a resumed run draws the
     same dropout masks as an uninterrupted one."""
     rng = jax.random.fold_in(state.rng, state.step)
 
     def loss_fn(params):
-        outputs = state.apply_fn({"params": params}, batch["tokens"], train=True, rngs={"dropout": rng})
+        outputs = state.apply_fn({"params": params}, *model_inputs(batch, family), train=True, rngs={"dropout": rng})
         per_example = family.loss(outputs, batch, model_config)
         return weighted_mean(per_example.astype(jnp.float32), batch["weight"]), outputs
 
@@ -47,7 +52,7 @@ def train_step(state: TrainState, batch: dict, *, family, model_config):
 
 def eval_step(state: TrainState, batch: dict, *, family, model_config, num_classes: int):
     """Sums over the batch: `loss_sum`, `count`, and the confusion matrix [true, predicted]."""
-    outputs = state.apply_fn({"params": state.params}, batch["tokens"], train=False)
+    outputs = state.apply_fn({"params": state.params}, *model_inputs(batch, family), train=False)
     per_example = family.loss(outputs, batch, model_config).astype(jnp.float32)
     weight = batch["weight"]
     sums = {"loss_sum": jnp.sum(per_example * weight), "count": jnp.sum(weight)}

@@ -8,9 +8,8 @@ from __future__ import annotations
 import dataclasses
 import os
 
-
-
-from jcaps.data.pipeline import TextDataset, load_text_dataset, make_text_dataset
+from jcaps.data import datasets
+from jcaps.data.pipeline import ExampleDataset
 from jcaps.models import ModelFamily, build_model, get_family
 from jcaps.train import config as config_lib
 from jcaps.train import loop
@@ -25,14 +24,15 @@ class TrainedModel:
     family: ModelFamily
     model: object
     state: TrainState
-    dataset: TextDataset  # splits are empty unless opened with `with_data=True`
+    dataset: ExampleDataset  # splits are empty unless opened with `with_data=True`
 
     @property
     def params(self):
         return self.state.params
 
-    def apply(self, tokens, **kwargs):
-        return self.model.apply({"params": self.state.params}, tokens, train=False, **kwargs)
+    def apply(self, *inputs, **kwargs):
+        """The model's outputs for `inputs` (the batch arrays named by the family's `inputs`)."""
+        return self.model.apply({"params": self.state.params}, *inputs, train=False, **kwargs)
 
 
 def load_trained(workdir: str, *, with_data: bool = False) -> TrainedModel:
@@ -44,16 +44,14 @@ def load_trained(workdir: str, *, with_data: bool = False) -> TrainedModel:
     with open(path, encoding="utf-8") as f:
         config = config_lib.from_json(f.read())
     checkpoints = Checkpoints(workdir, keep=config.train.keep_checkpoints)
-    saved = checkpoints.load_vocabulary()
-    if saved is None or checkpoints.latest_step() is None:
+    if not datasets.has_metadata(checkpoints.directory) or checkpoints.latest_step() is None:
         raise FileNotFoundError(f"{workdir} has no checkpoint yet: train it first with train.py")
-    vocab, labels = saved
     if with_data:
-        dataset = load_text_dataset(config.data, config.train.seed, vocab, labels)
+        dataset = datasets.load_dataset(config.data, config.train.seed, checkpoints.directory)
     else:
-        dataset = make_text_dataset(config.data, {}, vocab, labels)
+        dataset = datasets.inference_dataset(config.data, checkpoints.directory)
     family = get_family(config.model.name)
-    model = build_model(config.model, len(vocab), len(labels), loop.DTYPES[config.train.dtype])
+    model = build_model(config.model, dataset.model_input_size, dataset.num_classes, loop.DTYPES[config.train.dtype])
     mesh = mesh_lib.data_mesh()
     state = loop.create_train_state(config, model, family.optimizer or loop.default_optimizer, dataset, 1, mesh)
     state, _ = checkpoints.restore(state, with_data=False)

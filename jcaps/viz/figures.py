@@ -63,3 +63,40 @@ def plot_capsule_heatmap(
             )
     figure.savefig(path, format="png", dpi=100)
     return str(path)
+
+
+def plot_saliency_maps(
+    series: np.ndarray,
+    maps: dict[str, np.ndarray],
+    path: str | os.PathLike,
+    title: str = "",
+    box: np.ndarray | None = None,
+) -> str:
+    """Writes one example's input and its saliency maps side by side as a PNG.
+
+    Args:
+      series: [T, N] the (standardised) input, time along the x axis.
+      maps: name -> [T, N] attribution map (absolute values are shown, each on its own scale).
+      path: where to write the PNG.
+      title: figure title (e.g. the true and predicted class).
+      box: optional [T, N] bool mask of the informative cells, outlined on every panel.
+
+    Returns:
+      `path` as a string.
+    """
+    panels = [("input", np.asarray(series), "RdBu_r")] + [(name, np.abs(m), "magma") for name, m in maps.items()]
+    figure = Figure(figsize=(3.2 * len(panels), 3.0), layout="constrained")
+    for k, (name, values, cmap) in enumerate(panels):
+        axes = figure.add_subplot(1, len(panels), k + 1)
+        image = axes.imshow(values.T, aspect="auto", origin="lower", cmap=cmap, interpolation="nearest")
+        figure.colorbar(image, ax=axes, shrink=0.8)
+        if box is not None and box.any():
+            axes.contour(np.asarray(box, float).T, levels=[0.5], colors="cyan", linewidths=0.8)
+        axes.set_title(name, fontsize=9)
+        axes.set_xlabel("time step")
+        if k == 0:
+            axes.set_ylabel("feature")
+    if title:
+        figure.suptitle(title, fontsize=10)
+    figure.savefig(path, format="png", dpi=90)
+    return str(path)

@@ -1,0 +1,111 @@
+"""Speed of the input-cell attention LSTM: the O(T) causal pool against the O(T^2) masked one.
+
+    python benchmarks/input_cell_speed.py --out DIR [--lengths 100,1000,5000] [--batch 50]
+        [--features 100] [--repeats 5] [--max_quadratic_gib 12]
+
+For each length T it compiles the model's forward + backward (gradient of the mean
+cross-entropy with respect to all parameters) with `model.causal_pool='linear'` (the streaming
+scan) and `'quadratic'` (a [B, r, T, T] masked softmax, what a direct implementation of the
+equations computes), checks that the two losses and gradients agree, and writes
+`DIR/results.json`:
+
+    {"<T>": {"linear_s", "quadratic_s", "ratio", "max_abs_diff", "linear_peak_bytes", "quadratic_peak_bytes"}}
+
+Times are medians of `--repeats` device-synchronised runs after a warm-up; peak bytes are XLA's
+memory analysis of the compiled program (arguments + outputs + temporaries). A quadratic
+program whose estimate exceeds `--max_quadratic_gib` is not run: its `quadratic_s`, `ratio` and
+`max_abs_diff` are null and `quadratic_skipped` says why. Needs no data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from jcaps.models.input_cell_lstm import InputCellLSTM
+
+NUM_CLASSES = 2
+
+
+def loss_and_grad_fn(model):
+    def loss(params, series, mask, labels):
+        logits = model.apply({"params": params}, series, mask, train=False)["scores"]
+        return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, labels))
+
+    return jax.jit(jax.value_and_grad(loss))
+
+
+def peak_bytes(compiled) -> int:
+    analysis = compiled.memory_analysis()
+    return int(analysis.argument_size_in_bytes + analysis.output_size_in_bytes + analysis.temp_size_in_bytes)
+
+
+def median_seconds(fn, repeats: int) -> float:
+    jax.block_until_ready(fn())
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(fn())
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def measure(length: int, batch: int, features: int, repeats: int, max_quadratic_bytes: float) -> dict:
+    rng = np.random.default_rng(0)
+    series = jnp.asarray(rng.normal(size=(batch, length, features)).astype(np.float32))
+    mask = jnp.ones((batch, length), bool)
+    labels = jnp.asarray(rng.integers(0, NUM_CLASSES, size=(batch,)), jnp.int32)
+    linear_model = InputCellLSTM(NUM_CLASSES, variant="input_cell", causal_pool="linear")
+    params = linear_model.init(jax.random.key(0), series[:, :4], mask[:, :4])["params"]
+    result = {}
+    outputs = {}
+    for name in ("linear", "quadratic"):
+        model = InputCellLSTM(NUM_CLASSES, variant="input_cell", causal_pool=name)
+        compiled = loss_and_grad_fn(model).lower(params, series, mask, labels).compile()
+        result[f"{name}_peak_bytes"] = peak_bytes(compiled)
+        if name == "quadratic" and result[f"{name}_peak_bytes"] > max_quadratic_bytes:
+            result.update(quadratic_s=None, ratio=None, max_abs_diff=None,
+                          quadratic_skipped=f"needs {result[f'{name}_peak_bytes'] / 2**30:.1f} GiB, over the limit")
+            break
+        result[f"{name}_s"] = median_seconds(lambda run=compiled: run(params, series, mask, labels), repeats)
+        outputs[name] = compiled(params, series, mask, labels)
+    if "quadratic" in outputs:
+        (loss_l, grads_l), (loss_q, grads_q) = outputs["linear"], outputs["quadratic"]
+        diffs = [jnp.max(jnp.abs(a - b)) for a, b in zip(jax.tree.leaves(grads_l), jax.tree.leaves(grads_q))]
+        result["max_abs_diff"] = float(max([jnp.abs(loss_l - loss_q)] + diffs))
+        result["ratio"] = result["quadratic_s"] / result["linear_s"]
+    return result
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--lengths", default="100,1000,5000")
+    parser.add_argument("--batch", type=int, default=50)
+    parser.add_argument("--features", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--max_quadratic_gib", type=float, default=12.0)
+    args = parser.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    results = {}
+    for length in (int(t) for t in args.lengths.split(",")):
+        result = measure(length, args.batch, args.features, args.repeats, args.max_quadratic_gib * 2**30)
+        results[str(length)] = {**result, "batch": args.batch, "features": args.features,
+                                "device": jax.devices()[0].device_kind}
+        print(f"T={length}: {json.dumps(result)}", flush=True)
+        with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
+            json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,152 @@
+"""The input-cell attention paper's saliency benchmark on its synthetic box data (MODELS.md §3).
+
+    python benchmarks/saliency_boxes.py --out DIR [--boxes earlier,middle,...]
+        [--variants lstm,input_cell,...] [--quick]
+
+For every (box, variant) pair it trains `configs/input_cell_boxes.py:BOX,VARIANT` in
+`DIR/runs/BOX/VARIANT` (a finished run is reused, an interrupted one resumes), computes the
+gradient saliency of each test series for its true class, min-max scales its absolute value
+and scores it against the box mask: weighted Jaccard (higher is better), Euclidean distance
+(lower is better) and ROC-AUC, averaged over the test set. It writes
+
+    DIR/results.json   {"<box>": {"<variant>": {"wjac", "euclidean", "auc", "accuracy"}}}
+    DIR/results.md     the paper's Table 1 layout (WJac / Euc / accuracy %), the paper's rows beside
+    DIR/figures/       input and saliency map of a few test series per (box, variant)
+
+`--quick` trains on 500 series for 15 epochs and scores 100 test series: minutes, for the
+README. Needs no files: the data is generated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from ml_collections import config_flags
+
+from jcaps.data.boxes import BOX_NAMES, generate_boxes
+from jcaps.interpret.saliency import box_metrics
+from jcaps.interpret.series_report import attribution_maps, predictions
+from jcaps.models.input_cell_lstm import VARIANTS
+from jcaps.train.loop import quiet_libraries, train_and_evaluate
+from jcaps.train.workdir import load_trained
+from jcaps.viz.figures import plot_saliency_maps
+
+CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs", "input_cell_boxes.py")
+TABLE_BOXES = ("earlier", "middle", "latter", "mixed", "three_earlier", "three_middle")
+PAPER = {  # Ismail et al. 2019, Table 1: WJac / Euclidean / accuracy %
+    "lstm": ("0.000 / 1.006 / 53.4", "0.000 / 1.003 / 98.6", "0.019 / 0.985 / 100", "0.000 / 1.003 / 49.1",
+             "0.000 / 1.003 / 52.2", "0.000 / 1.004 / 51.8"),
+    "lstm_self_attention": ("0.048 / 0.973 / 100", "0.048 / 0.963 / 100", "0.045 / 0.973 / 100",
+                            "0.060 / 0.953 / 100", "0.025 / 0.985 / 100", "0.075 / 0.939 / 99.9"),
+    "input_cell": ("0.103 / 0.914 / 100", "0.124 / 0.891 / 100", "0.110 / 0.903 / 100", "0.104 / 0.912 / 77.6",
+                   "0.108 / 0.903 / 100", "0.106 / 0.905 / 100"),
+}
+FIGURES_PER_RUN = 3
+
+
+def box_config(box: str, variant: str, quick: bool):
+    config = config_flags.config_flags._LoadConfigModule("input_cell_boxes", CONFIG).get_config(f"{box},{variant}")
+    if quick:
+        config.data.box_train_size = 500
+        config.train.num_epochs = 15
+    config.train.progress = "none"
+    return config
+
+
+def score_run(workdir: str, config, limit: int, figures_dir: str) -> dict:
+    """Saliency metrics and accuracy on the first `limit` test series (all when 0)."""
+    trained = load_trained(workdir, with_data=True)
+    data = config.data
+    test_masks = generate_boxes(data.box, "test", data.generator_seed, num_examples=data.box_test_size or None,
+                                time_steps=data.box_time_steps, num_features=data.box_features).masks
+    metrics, correct, count, drawn = [], 0, 0, 0
+    for batch in trained.dataset.eval_batches("test", 100, limit=limit):
+        real = batch["weight"] > 0
+        maps = attribution_maps(trained, batch, "saliency")[real]
+        # Test examples keep the generator's order, so example i's box is mask i.
+        masks = test_masks[batch["index"][real]]
+        metrics.append((box_metrics(maps, masks), int(real.sum())))
+        correct += int((predictions(trained, batch)[real] == batch["label"][real]).sum())
+        count += int(real.sum())
+        for b in np.flatnonzero(real)[: max(0, FIGURES_PER_RUN - drawn)]:
+            index = int(batch["index"][b])
+            plot_saliency_maps(batch["series"][b], {"saliency": maps[b]}, os.path.join(figures_dir, f"test_{index}.png"),
+                               title=f"{data.box}, {config.model.variant}: test {index}, class {batch['label'][b]}",
+                               box=test_masks[index])
+            drawn += 1
+    total = sum(n for _, n in metrics)
+    result = {key: sum(m[key] * n for m, n in metrics) / total for key in ("wjac", "euclidean", "auc")}
+    result["accuracy"] = correct / count
+    return result
+
+
+def markdown_table(results: dict, variants: list[str]) -> str:
+    boxes = [box for box in BOX_NAMES if box in results]
+    lines = [
+        "WJac / Euclidean / test accuracy % (jcaps), with the paper's Table 1 where it has the cell.",
+        "",
+        "| model | " + " | ".join(boxes) + " |",
+        "| --- |" + " --- |" * len(boxes),
+    ]
+    for variant in variants:
+        cells = []
+        for box in boxes:
+            r = results[box].get(variant)
+            cells.append(f"{r['wjac']:.3f} / {r['euclidean']:.3f} / {100 * r['accuracy']:.1f}" if r else "")
+        lines.append(f"| {variant} (jcaps) | " + " | ".join(cells) + " |")
+        if variant in PAPER:
+            paper = dict(zip(TABLE_BOXES, PAPER[variant]))
+            lines.append(f"| {variant} (paper) | " + " | ".join(paper.get(box, "") for box in boxes) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--boxes", default=",".join(BOX_NAMES))
+    parser.add_argument("--variants", default="lstm,lstm_self_attention,input_cell")
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    boxes, variants = args.boxes.split(","), args.variants.split(",")
+    for name in boxes:
+        if name not in BOX_NAMES:
+            parser.error(f"unknown box {name!r}; expected among {', '.join(BOX_NAMES)}")
+    for name in variants:
+        if name not in VARIANTS:
+            parser.error(f"unknown variant {name!r}; expected among {', '.join(VARIANTS)}")
+    quiet_libraries()
+    results_path = os.path.join(args.out, "results.json")
+    results = {}
+    if os.path.isfile(results_path):
+        with open(results_path, encoding="utf-8") as f:
+            results = json.load(f)
+    for box in boxes:
+        for variant in variants:
+            config = box_config(box, variant, args.quick)
+            workdir = os.path.join(args.out, "runs", box, variant)
+            figures = os.path.join(args.out, "figures", box, variant)
+            os.makedirs(figures, exist_ok=True)
+            start = time.perf_counter()
+            train_and_evaluate(config, workdir)
+            result = score_run(workdir, config, 100 if args.quick else 0, figures)
+            result["seconds"] = round(time.perf_counter() - start, 1)
+            results.setdefault(box, {})[variant] = result
+            print(f"{box:>13} {variant:<20} wjac {result['wjac']:.3f} euclidean {result['euclidean']:.3f} "
+                  f"auc {result['auc']:.3f} accuracy {result['accuracy']:.3f} ({result['seconds']} s)", flush=True)
+            with open(results_path, "w", encoding="utf-8") as f:
+                json.dump(results, f, indent=2)
+    table = markdown_table(results, variants)
+    with open(os.path.join(args.out, "results.md"), "w", encoding="utf-8") as f:
+        f.write(table)
+    print(table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+"""Input-cell attention LSTM (Ismail et al. 2019) on the paper's synthetic box data: MODELS.md §3.
+
+Config argument: `BOX[,VARIANT][,smoke]`, e.g. `:earlier,input_cell` or `:middle,lstm`.
+    BOX      earlier | middle | latter | mixed | three_earlier | three_middle | moving
+    VARIANT  input_cell (default) | lstm | lstm_maxpool | lstm_meanpool | lstm_self_attention | bilstm
+    smoke    20 x 20 maps, 128 training series, a few steps: seconds, for tests
+
+    python train.py --config configs/input_cell_boxes.py:earlier,input_cell --workdir /tmp/box
+
+The data is generated (seeded by `data.generator_seed`), so the config runs offline. The
+saliency benchmark `benchmarks/saliency_boxes.py` trains every (box, variant) pair with this
+config and scores the saliency maps against the boxes.
+"""
+
+from jcaps.data.boxes import BOX_NAMES
+from jcaps.models.input_cell_lstm import VARIANTS
+from jcaps.train.config import series_config
+
+
+def get_config(arg: str = "earlier"):
+    names = [name for name in arg.split(",") if name]
+    boxes = [name for name in names if name in BOX_NAMES]
+    variants = [name for name in names if name in VARIANTS]
+    unknown = [name for name in names if name not in BOX_NAMES and name not in VARIANTS and name != "smoke"]
+    if unknown or len(boxes) > 1 or len(variants) > 1:
+        raise ValueError(
+            f"config argument {arg!r}: expected one box ({', '.join(BOX_NAMES)}), optionally one variant "
+            f"({', '.join(VARIANTS)}) and 'smoke', comma-separated"
+        )
+    config = series_config()
+    config.model.name = "input_cell_lstm"
+    config.model.variant = variants[0] if variants else "input_cell"
+    config.model.hidden_dim = 5  # [ref]
+    config.model.num_hops = 20  # [ref] r
+    config.model.attention_dim = 50  # [ref] d_a
+    config.model.dropout_rate = 0.1  # [ref]
+
+    data = config.data
+    data.format = "boxes"
+    data.box = boxes[0] if boxes else "earlier"
+    data.normalize = "time_feature"  # [ref]
+    data.validation_fraction = 0.1
+
+    train = config.train
+    train.batch_size = 50  # [ref]
+    train.learning_rate = 1e-3  # [ref] Adam
+    train.grad_clip_norm = 0.0
+    train.num_epochs = 40  # [decision] 1,000 series: 18 steps an epoch; validation picks the best
+    train.log_every_steps = 50
+
+    if "smoke" in names:
+        data.box_time_steps = data.box_features = 20
+        data.box_train_size, data.box_test_size = 128, 64
+        train.batch_size = 16
+        train.num_epochs = 3
+        train.learning_rate = 1e-2
+        train.log_every_steps = 5
+    return config

@@ -1,0 +1,21 @@
+"""Input-cell attention LSTM on UEA JapaneseVowels (12 LPC channels, 7 to 29 steps, 9 speakers,
+270 train / 370 test series): MODELS.md §3, the paper's defaults.
+
+    python train.py --config configs/input_cell_japanese_vowels.py --workdir /tmp/jv \
+        --config.data.dir=../shared/data/ucr/JapaneseVowels
+    python -m jcaps.interpret --workdir /tmp/jv --out /tmp/jv/saliency   # saliency figures
+
+The series have unequal lengths, so they are standardised per feature (not per step) and
+batched in length buckets; the LSTM reads each series up to its own last step. Config
+arguments as in input_cell_basicmotions.py.
+"""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from input_cell_basicmotions import ts_config
+
+
+def get_config(arg: str = ""):
+    return ts_config(arg, num_epochs=100, validation_fraction=0.1, normalize="feature")

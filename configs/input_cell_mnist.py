@@ -1,0 +1,28 @@
+"""Input-cell attention LSTM on MNIST read as sequences: 28 steps (image rows) x 28 features
+(pixels of a row), 10 classes; the paper's qualitative saliency example (MODELS.md §3).
+
+    python train.py --config configs/input_cell_mnist.py --workdir /tmp/mnist \
+        --config.data.dir=DIR_WITH_IDX_FILES
+    python -m jcaps.interpret --workdir /tmp/mnist --out /tmp/mnist/saliency
+
+`data.dir` holds the idx files (`train-images-idx3-ubyte.gz`, `train-labels-idx1-ubyte.gz`,
+`t10k-images-idx3-ubyte.gz`, `t10k-labels-idx1-ubyte.gz`, from yann.lecun.com or any mirror).
+With the 10,000 test images only (as in ../shared/data/mnist), train on them and hold out a
+test part:
+    --config.data.train_file=t10k --config.data.test_fraction=0.2
+Config arguments as in input_cell_basicmotions.py.
+"""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from input_cell_basicmotions import ts_config
+
+
+def get_config(arg: str = ""):
+    config = ts_config(arg, num_epochs=10, validation_fraction=0.05)
+    if "smoke" not in arg:
+        config.data.format = "idx"
+        config.model.hidden_dim = 32  # [decision] 10 classes of 28-pixel rows: 5 units are too few
+    return config

@@ -1,0 +1,99 @@
+"""Training, evaluating and explaining sequence models through the shared loop (generated box data)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from ml_collections import config_flags
+
+from jcaps.models.input_cell_lstm import VARIANTS
+from jcaps.predict import predict
+from jcaps.train import loop
+from jcaps.train.workdir import load_trained
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def load_config(name: str, arg: str, cache_dir):
+    config = config_flags.config_flags._LoadConfigModule(name, os.path.join(ROOT, "configs", name)).get_config(arg)
+    config.data.cache_dir = str(cache_dir)
+    config.train.progress = "none"
+    return config
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("tfds")
+
+
+@pytest.fixture(scope="module")
+def input_cell_run(tmp_path_factory, cache_dir):
+    workdir = tmp_path_factory.mktemp("input_cell")
+    config = load_config("input_cell_boxes.py", "earlier,input_cell,smoke", cache_dir)
+    config.train.num_epochs = 6
+    return workdir, loop.train_and_evaluate(config, str(workdir))
+
+
+def test_input_cell_learns_the_box_task(input_cell_run):
+    workdir, final = input_cell_run
+    # Two balanced classes told apart by the sign of a box's mean: chance is 0.5.
+    assert final["test"]["accuracy"] > 0.8
+    with open(os.path.join(workdir, "metrics.jsonl"), encoding="utf-8") as f:
+        losses = [m["loss"] for m in map(json.loads, f) if m["split"] == "train"]
+    assert losses[-1] < losses[0]
+    for name in ("labels.json", "series_stats.npz", "num_features.txt"):
+        assert os.path.isfile(os.path.join(workdir, "checkpoints", name)), name
+
+
+@pytest.mark.parametrize("variant", [v for v in VARIANTS if v != "input_cell"])
+def test_every_variant_trains(tmp_path, cache_dir, variant):
+    config = load_config("input_cell_boxes.py", f"middle,{variant},smoke", cache_dir)
+    final = loop.train_and_evaluate(config, str(tmp_path))
+    assert np.isfinite(final["test"]["loss"]) and 0.0 <= final["test"]["accuracy"] <= 1.0
+
+
+def test_interpret_writes_saliency_figures(input_cell_run, tmp_path):
+    workdir, _ = input_cell_run
+    out = tmp_path / "saliency"
+    result = subprocess.run(
+        [sys.executable, "-m", "jcaps.interpret", "--workdir", str(workdir), "--out", str(out), "--limit", "3"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=1"),
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    with open(out / "saliency.json", encoding="utf-8") as f:
+        summary = json.load(f)
+    assert len(summary["examples"]) == 3
+    for example in summary["examples"]:
+        assert (out / example["figure"]).is_file()
+        assert abs(sum(example["saliency_share_by_tenth"]) - 1) < 1e-3
+    assert "saliency figures" in result.stdout
+
+
+def test_trained_series_workdir_refuses_text(input_cell_run):
+    workdir, _ = input_cell_run
+    with pytest.raises(ValueError, match="reads series, not text"):
+        predict(load_trained(str(workdir)), ["some text"])
+
+
+@pytest.mark.parametrize(
+    "name, data_format, normalize",
+    [
+        ("input_cell_basicmotions.py", "ts", "time_feature"),
+        ("input_cell_japanese_vowels.py", "ts", "feature"),
+        ("input_cell_mnist.py", "idx", "time_feature"),
+    ],
+)
+def test_real_data_configs(name, data_format, normalize, tmp_path):
+    config = load_config(name, "", tmp_path)
+    assert (config.data.format, config.data.normalize, config.model.variant) == (data_format, normalize, "input_cell")
+    assert load_config(name, "lstm", tmp_path).model.variant == "lstm"
+    with pytest.raises(ValueError, match="unknown config argument"):
+        load_config(name, "nonsense", tmp_path)
+    smoke = load_config(name, "smoke", tmp_path)
+    assert smoke.data.format == "boxes"  # offline
