@@ -5,7 +5,7 @@
         --config.data.dir=../shared/data/ucr/JapaneseVowels
     python -m jcaps.interpret --workdir /tmp/jv --out /tmp/jv/saliency   # saliency figures
 
-The series have unequal lengths, so they are standardised per feature (not per step) and
+The series have unequal lengths: they are standardised per feature (not per step) and
 batched in length buckets; the LSTM reads each series up to its own last step. Config
 arguments as in input_cell_basicmotions.py.
 """
@@ -18,4 +18,4 @@ from input_cell_basicmotions import ts_config
 
 
 def get_config(arg: str = ""):
-    return ts_config(arg, num_epochs=100, validation_fraction=0.1, normalize="feature")
+    return ts_config(arg, num_epochs=150, validation_fraction=0.1)

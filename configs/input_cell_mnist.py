@@ -24,5 +24,4 @@ def get_config(arg: str = ""):
     config = ts_config(arg, num_epochs=10, validation_fraction=0.05)
     if "smoke" not in arg:
         config.data.format = "idx"
-        config.model.hidden_dim = 32  # [decision] 10 classes of 28-pixel rows: 5 units are too few
     return config

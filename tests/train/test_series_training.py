@@ -84,9 +84,9 @@ def test_trained_series_workdir_refuses_text(input_cell_run):
 @pytest.mark.parametrize(
     "name, data_format, normalize",
     [
-        ("input_cell_basicmotions.py", "ts", "time_feature"),
+        ("input_cell_basicmotions.py", "ts", "feature"),
         ("input_cell_japanese_vowels.py", "ts", "feature"),
-        ("input_cell_mnist.py", "idx", "time_feature"),
+        ("input_cell_mnist.py", "idx", "feature"),
     ],
 )
 def test_real_data_configs(name, data_format, normalize, tmp_path):
