@@ -1,0 +1,94 @@
+"""CCCapsNet training throughput: the BiGRU encoder alone and the whole model, against the
+PyTorch reference's measured step times (PERFORMANCE.md).
+
+    python benchmarks/cccapsnet_speed.py --out DIR [--lengths 64,256] [--batch 32]
+        [--vocab_size 62535] [--repeats 10] [--config configs/cccapsnet_ag_news.py]
+
+For each length it times, after warm-up and synchronised, the median of `--repeats` steps of
+  * the whole model: one optimiser step of the config (random token ids, the harness
+    `benchmarks/throughput.py`), and
+  * the encoder: forward + backward of the 2-layer BiGRU and mean pool alone on random
+    [T, B, 64] embeddings (gradients for its parameters and inputs),
+and writes `DIR/results.json`:
+
+    {"<length>": {"model_train_step_s", "model_train_examples_per_s", "model_compile_s",
+                  "encoder_step_s", "encoder_examples_per_s", "reference_step_s", "target_step_s"}}
+
+Needs no data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from jcaps.models.cccapsnet import Encoder
+from throughput import load_config, measure, median_seconds  # this script's folder is on sys.path
+
+# PERFORMANCE.md: the PyTorch reference's seconds per training step at batch 32, and jcaps' target.
+REFERENCE = {64: (0.216, 0.108), 256: (0.825, 0.41)}
+
+
+def encoder_step_seconds(config, batch: int, length: int, repeats: int) -> float:
+    model = config.model
+    encoder = Encoder(model.hidden_dim, model.num_layers, model.dropout_rate)
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.normal(size=(length, batch, model.embed_dim)).astype(np.float32))
+    mask = jnp.ones((length, batch), bool)
+    params = encoder.init(jax.random.key(0), x[:2], mask[:2], train=False)["params"]
+
+    @jax.jit
+    def forward_backward(params, x, key):
+        def total(params, x):
+            return jnp.sum(encoder.apply({"params": params}, x, mask, train=True, rngs={"dropout": key}))
+
+        return jax.grad(total, argnums=(0, 1))(params, x)
+
+    key = jax.random.key(1)
+    return median_seconds(lambda: forward_backward(params, x, key), repeats)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--config", default=os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                                         "configs", "cccapsnet_ag_news.py"))
+    parser.add_argument("--lengths", default="64,256")
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--vocab_size", type=int, default=62535)
+    parser.add_argument("--repeats", type=int, default=10)
+    args = parser.parse_args()
+    config = load_config(args.config)
+    config.train.batch_size = args.batch
+    os.makedirs(args.out, exist_ok=True)
+    results = {}
+    for length in (int(t) for t in args.lengths.split(",")):
+        model = measure(config, args.vocab_size, 4, length, args.repeats)
+        encoder_s = encoder_step_seconds(config, args.batch, length, args.repeats)
+        reference, target = REFERENCE.get(length, (None, None))
+        results[str(length)] = {
+            "model_train_step_s": model["train_step_s"],
+            "model_train_examples_per_s": model["train_examples_per_s"],
+            "model_compile_s": model["compile_s"],
+            "encoder_step_s": encoder_s,
+            "encoder_examples_per_s": args.batch / encoder_s,
+            "reference_step_s": reference,
+            "target_step_s": target,
+            "batch_size": args.batch,
+            "vocab_size": args.vocab_size,
+            "device": model["device"],
+        }
+        print(f"length {length}: {json.dumps(results[str(length)])}", flush=True)
+        with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
+            json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
