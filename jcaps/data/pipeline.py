@@ -178,10 +178,6 @@ class ExampleDataset:
     def pad_batch(self, examples: Sequence[dict], batch_size: int) -> dict:
         raise NotImplementedError
 
-    def _indexed(self, split: str) -> grain.MapDataset:
-        source = self.splits[split].source
-        return grain.MapDataset.range(len(source)).map(lambda i: self.encode(split, int(i), source[int(i)]))
-
     def balanced_class_weights(self) -> np.ndarray:
         """[J] weights N / (J * N_c) from the training labels: every class weighs the same in the
         loss, as it does in a balanced test set, however skewed the training split is."""
@@ -192,33 +188,46 @@ class ExampleDataset:
         counts = np.bincount(np.asarray(ids, np.int64), minlength=self.num_classes).astype(np.float64)
         return np.where(counts > 0, counts.sum() / (self.num_classes * np.maximum(counts, 1)), 0.0).astype(np.float32)
 
+    def _process_rows(self, batch_size: int) -> slice:
+        """This process's rows of a global batch: the global batches are the same for any number
+        of processes, and process p reads and encodes only rows [p * local, (p + 1) * local)."""
+        local = batch_size // jax.process_count()
+        return slice(jax.process_index() * local, (jax.process_index() + 1) * local)
+
+    def _encode_rows(self, split: str, ids: np.ndarray, rows: slice) -> dict:
+        source = self.splits[split].source
+        examples = [self.encode(split, int(i), source[int(i)]) for i in ids[rows]]
+        return self.pad_batch(examples, rows.stop - rows.start)
+
     def train_iterator(self, batch_size: int, seed: int, class_weights: np.ndarray | None = None) -> grain.DatasetIterator:
-        """Endless batches of this process's shard of train, reshuffled each epoch (seeded).
+        """Endless batches of train, reshuffled each epoch (seeded): this process's rows of each
+        global batch, so the global batches do not depend on the number of processes.
 
         `class_weights` [J] scale each example's `weight` by its class's weight."""
-        local = batch_size // jax.process_count()
-        source = self.splits["train"].source
-        indices = grain.MapDataset.range(len(source))[jax.process_index() :: jax.process_count()]
-        if len(indices) < local:
-            raise ValueError(f"the train split has {len(indices)} examples per process, fewer than one batch of {local}")
+        size = len(self.splits["train"].source)
+        if size < batch_size:
+            raise ValueError(f"the train split has {size} examples, fewer than one batch of {batch_size}")
+        rows = self._process_rows(batch_size)
         dataset = (
-            indices.shuffle(seed=seed)
+            grain.MapDataset.range(size)
+            .shuffle(seed=seed)
             .repeat()
-            .map(lambda i: self.encode("train", int(i), source[int(i)]))
-            .batch(local, drop_remainder=True, batch_fn=lambda examples: self.pad_batch(examples, local))
+            .batch(batch_size, drop_remainder=True)
+            .map(lambda ids: self._encode_rows("train", ids, rows))
         )
         if class_weights is not None:
             dataset = dataset.map(lambda batch: {**batch, "weight": batch["weight"] * class_weights[batch["label"]]})
         return iter(dataset.to_iter_dataset())
 
     def eval_batches(self, split: str, batch_size: int, limit: int = 0) -> Iterator[dict]:
-        """One pass over this process's shard of `split` (the first `limit` examples if > 0)."""
-        local = batch_size // jax.process_count()
-        dataset = self._indexed(split)
-        if limit:
-            dataset = dataset[:limit]
-        dataset = dataset[jax.process_index() :: jax.process_count()]
-        yield from dataset.batch(local, batch_fn=lambda examples: self.pad_batch(examples, local))
+        """One pass over `split` (the first `limit` examples if > 0) in global batches of
+        `batch_size`, of which this process gets its rows; the last batch is filled with
+        weight-0 padding, so every process gets the same number of batches."""
+        size = len(self.splits[split].source)
+        size = min(size, limit) if limit else size
+        rows = self._process_rows(batch_size)
+        for start in range(0, size, batch_size):
+            yield self._encode_rows(split, np.arange(start, min(start + batch_size, size)), rows)
 
     def steps_per_epoch(self, batch_size: int) -> int:
         return max(1, len(self.splits["train"].source) // batch_size)
@@ -276,8 +285,8 @@ class TextDataset(ExampleDataset):
     def pad_batch(self, examples: Sequence[dict], batch_size: int) -> dict:
         """Stacks `examples`, pads tokens to a bucket, and fills up to `batch_size` with weight 0."""
         if self.nested:
-            sentences = max(max(e["tokens"].shape[0] for e in examples), 1)
-            words = max(max(e["tokens"].shape[1] for e in examples), 1)
+            sentences = max((e["tokens"].shape[0] for e in examples), default=1) or 1
+            words = max((e["tokens"].shape[1] for e in examples), default=1) or 1
             sentence_buckets = default_boundaries(self.max_sentences, smallest=4)
             shape = (
                 batch_size,
@@ -285,7 +294,7 @@ class TextDataset(ExampleDataset):
                 bucket_length(words, self.boundaries, self.max_len),
             )
         else:
-            longest = max(max(len(e["tokens"]) for e in examples), 1)
+            longest = max((len(e["tokens"]) for e in examples), default=1) or 1
             shape = (batch_size, bucket_length(longest, self.boundaries, self.max_len))
         tokens = np.zeros(shape, np.int32)
         for i, example in enumerate(examples):

@@ -317,7 +317,7 @@ class SeriesDataset(ExampleDataset):
         return {"series": series, "label": np.int32(example["label"]), "index": np.int32(index)}
 
     def pad_batch(self, examples: Sequence[dict], batch_size: int) -> dict:
-        longest = max(max(len(e["series"]) for e in examples), 1)
+        longest = max((len(e["series"]) for e in examples), default=1) or 1
         steps = bucket_length(longest, self.boundaries, self.max_len or longest)
         series = np.zeros((batch_size, steps, self.num_features), np.float32)
         mask = np.zeros((batch_size, steps), bool)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import jax
 import numpy as np
+from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 
@@ -25,6 +26,36 @@ def check_batch_size(batch_size: int, mesh: Mesh, name: str = "train.batch_size"
 
 
 def global_batch(local_batch: dict, mesh: Mesh) -> dict:
-    """This process's NumPy batch → global jax.Arrays sharded over the 'data' axis."""
+    """This process's NumPy batch → global jax.Arrays sharded over the 'data' axis.
+
+    With several processes, each has padded its rows to its own longest bucket; all first pad
+    to the largest shape any of them has (zeros: PAD tokens, masked steps), which is the
+    bucket a single process would have chosen for the whole global batch."""
+    if jax.process_count() > 1:
+        local_batch = _pad_to_common_shapes(local_batch)
     sharding = batch_sharded(mesh)
     return {k: jax.make_array_from_process_local_data(sharding, v) for k, v in local_batch.items()}
+
+
+def _pad_to_common_shapes(local_batch: dict) -> dict:
+    names = sorted(local_batch)
+    shapes = np.concatenate([np.asarray(local_batch[k].shape, np.int64) for k in names])
+    common = np.max(multihost_utils.process_allgather(shapes), axis=0)
+    padded, offset = {}, 0
+    for name in names:
+        value = local_batch[name]
+        target = common[offset : offset + value.ndim]
+        offset += value.ndim
+        padded[name] = np.pad(value, [(0, int(t) - n) for n, t in zip(value.shape, target)])
+    return padded
+
+
+def initialize_distributed(coordinator_address: str, num_processes: int, process_id: int) -> None:
+    """`jax.distributed.initialize` for a multi-process run (a no-op when `num_processes` <= 1).
+
+    CPU processes exchange collectives through gloo, which JAX bundles."""
+    if num_processes <= 1:
+        return
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(coordinator_address=coordinator_address, num_processes=num_processes,
+                               process_id=process_id)

@@ -1,0 +1,83 @@
+"""Two CPU processes with two devices each train like one process with four, and their checkpoint
+restores in a single-process run (jax.distributed over localhost, gloo collectives)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SMOKE = os.path.join(ROOT, "configs", "fasttext_ag_news.py") + ":smoke"
+
+
+def command(workdir, cache_dir, num_steps: int, *flags):
+    return [sys.executable, os.path.join(ROOT, "train.py"), "--config", SMOKE, "--workdir", str(workdir),
+            f"--config.data.cache_dir={cache_dir}", f"--config.train.num_steps={num_steps}",
+            "--config.train.checkpoint_every_steps=6", "--config.train.log_every_steps=1",
+            "--config.train.progress=none", *flags]
+
+
+def environment(devices: int) -> dict:
+    return dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+def train_losses(workdir) -> dict[int, float]:
+    with open(os.path.join(workdir, "metrics.jsonl"), encoding="utf-8") as f:
+        return {m["step"]: m["loss"] for m in map(json.loads, f) if m["split"] == "train"}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("multiprocess")
+    cache = root / "cache"
+    single = subprocess.run(command(root / "single", cache, 12), env=environment(4), cwd=ROOT,
+                            capture_output=True, text=True, timeout=300)
+    assert single.returncode == 0, single.stdout + single.stderr
+    port = free_port()
+    processes = [
+        subprocess.Popen(
+            command(root / "two", cache, 12, "--num_processes=2", f"--process_id={i}",
+                    f"--coordinator_address=localhost:{port}"),
+            env=environment(2), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        for i in range(2)
+    ]
+    outputs = [p.communicate(timeout=300)[0] for p in processes]
+    for process, output in zip(processes, outputs):
+        assert process.returncode == 0, output
+    return root, outputs
+
+
+def test_two_processes_match_one_process_with_as_many_devices(runs):
+    root, outputs = runs
+    single, two = train_losses(root / "single"), train_losses(root / "two")
+    assert sorted(single) == sorted(two) == list(range(1, 13))
+    assert max(abs(single[step] - two[step]) for step in single) < 1e-5
+    # Only process 0 reports.
+    assert "final test" in outputs[0] and "final test" not in outputs[1]
+
+
+def test_a_two_process_checkpoint_restores_in_one_process(runs):
+    root, _ = runs
+    resumed = subprocess.run(command(root / "two", root / "cache", 18), env=environment(1), cwd=ROOT,
+                             capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "Resuming from step 12" in resumed.stdout
+    assert sorted(train_losses(root / "two")) == list(range(1, 19))
+
+
+def test_num_processes_needs_a_coordinator(tmp_path):
+    result = subprocess.run(command(tmp_path / "w", tmp_path / "cache", 2, "--num_processes=2"), env=environment(1),
+                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0 and "--coordinator_address" in result.stderr
