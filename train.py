@@ -17,8 +17,8 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from jcaps.data.errors import DataError
-from jcaps.train.mesh import initialize_distributed
 from jcaps.train.loop import IncompatibleWorkdir, NonFiniteLoss, TrainingInterrupted, train_and_evaluate
+from jcaps.train.mesh import initialize_distributed
 
 FLAGS = flags.FLAGS
 config_flags.DEFINE_config_file("config", None, "Config file, e.g. configs/fasttext_ag_news.py[:smoke].", lock_config=True)

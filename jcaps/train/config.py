@@ -26,6 +26,7 @@ RESUMABLE_KEYS = (
     "train.progress",
     "train.select_best",
     "train.compilation_cache",
+    "train.profile_steps",
 )
 
 
@@ -84,7 +85,10 @@ def base_config() -> ml_collections.ConfigDict:
     train.select_best = True
     train.select_metric = "accuracy"
     train.dtype = "float32"  # activations; params stay float32
-    train.compilation_cache = ""  # '' = off; a directory enables the persistent cache
+    # JAX's persistent compilation cache: 'auto' = ~/.cache/jcaps/jax (shared by all runs, so a
+    # rerun or a resumed run skips compiling), a directory, or '' (off).
+    train.compilation_cache = "auto"
+    train.profile_steps = 0  # > 0: a profiler trace of that many steps in WORKDIR/profile
     return config
 
 

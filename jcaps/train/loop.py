@@ -157,8 +157,9 @@ def train_and_evaluate(config, workdir: str) -> dict:
     quiet_libraries()
     is_main = jax.process_index() == 0
     log = functools.partial(print, flush=True) if is_main else (lambda *a, **k: None)
-    if config.train.compilation_cache:
-        jax.config.update("jax_compilation_cache_dir", os.path.expanduser(config.train.compilation_cache))
+    cache = compilation_cache_dir(config.train.compilation_cache)
+    if cache:
+        jax.config.update("jax_compilation_cache_dir", cache)
 
     check_workdir(config, workdir)
     if is_main:
@@ -205,6 +206,8 @@ def train_and_evaluate(config, workdir: str) -> dict:
     )
 
     writer = MetricWriter(workdir, enabled=is_main)
+    profiler = _Profiler(config.train.profile_steps, os.path.join(workdir, "profile"), enabled=is_main)
+    first_step = int(state.step)
     progress = Progress(config.train.progress, total=num_steps, initial=int(state.step), enabled=is_main)
     step = int(state.step)
     window: list[dict] = []
@@ -218,7 +221,9 @@ def train_and_evaluate(config, workdir: str) -> dict:
                         checkpoints.save(step, state, train_iterator.get_state())
                     checkpoints.wait()
                     raise TrainingInterrupted(stop.signum, step, checkpoints.directory)
+                profiler.before_step(step - first_step)
                 state, metrics = train_fn(state, mesh_lib.global_batch(next(train_iterator), mesh))
+                profiler.after_step(metrics)
                 step += 1
                 window.append(metrics)
                 due_checkpoint = step % checkpoint_every == 0 or step == num_steps
@@ -251,9 +256,45 @@ def train_and_evaluate(config, workdir: str) -> dict:
                 log(f"final {split}: " + _format(final[split]))
         return final
     finally:
+        profiler.close()
         progress.close()
         writer.close()
         checkpoints.close()
+
+
+def compilation_cache_dir(setting: str) -> str:
+    """The persistent compilation cache directory of `train.compilation_cache` ('' = off)."""
+    if setting == "auto":
+        return os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "jcaps", "jax")
+    return os.path.expanduser(setting)
+
+
+class _Profiler:
+    """A JAX profiler trace of `num_steps` training steps, started after the first step (so the
+    trace holds steady-state steps, not the compile) and written to `directory`."""
+
+    def __init__(self, num_steps: int, directory: str, enabled: bool):
+        self.remaining = num_steps if enabled else 0
+        self.directory = directory
+        self.running = False
+
+    def before_step(self, steps_done_in_run: int) -> None:
+        if self.remaining and not self.running and steps_done_in_run >= 1:
+            jax.profiler.start_trace(self.directory)
+            self.running = True
+
+    def after_step(self, metrics) -> None:
+        if self.running:
+            self.remaining -= 1
+            if not self.remaining:
+                jax.block_until_ready(metrics)
+                jax.profiler.stop_trace()
+                self.running = False
+
+    def close(self) -> None:
+        if self.running:
+            jax.profiler.stop_trace()
+            self.running = False
 
 
 def default_optimizer(config, num_steps):

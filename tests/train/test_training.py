@@ -208,3 +208,40 @@ def test_model_selection_keeps_the_best_validation_parameters():
     assert [s for s, _, _ in checkpoints.saved] == [10, 20]
     train_config.select_best = False
     assert loop._keep_if_best(checkpoints, None, 50, State, {"accuracy": 1.0}, train_config) is None
+
+
+def test_an_epoch_compiles_at_most_one_train_step_per_bucket(cache_dir):
+    from jcaps.data.datasets import load_dataset
+    from jcaps.models import build_model, get_family
+    from jcaps.train import mesh as mesh_lib
+
+    # Batch maxima of the generated texts lie between 42 and 48 tokens.
+    config = smoke_config(cache_dir, data__bucket_boundaries=(44, 46, 48, 64), data__max_len=64)
+    dataset = load_dataset(config.data, config.train.seed)
+    family = get_family(config.model.name)
+    model = build_model(config.model, dataset.model_input_size, dataset.num_classes)
+    mesh = mesh_lib.data_mesh()
+    batch_size = config.train.batch_size
+    state = loop.create_train_state(config, model, loop.default_optimizer, dataset, 100, mesh)
+    train_fn, _ = loop.compile_steps(config, family, dataset, mesh)
+    iterator = dataset.train_iterator(batch_size, config.train.seed)
+    shapes = set()
+    for _ in range(dataset.steps_per_epoch(batch_size)):
+        batch = next(iterator)
+        shapes.add(batch["tokens"].shape)
+        state, _ = train_fn(state, mesh_lib.global_batch(batch, mesh))
+    assert len(shapes) >= 2  # the generated texts span several buckets
+    assert train_fn._cache_size() == len(shapes) <= len(config.data.bucket_boundaries)
+
+
+def test_bfloat16_activations_train(tmp_path, cache_dir):
+    loop.train_and_evaluate(smoke_config(cache_dir, train__dtype="bfloat16", train__num_steps=40), str(tmp_path))
+    losses = train_losses(tmp_path)
+    assert all(np.isfinite(list(losses.values())))
+    assert losses[max(losses)] < 0.8 * losses[min(losses)]
+
+
+def test_profile_steps_write_a_trace(tmp_path, cache_dir):
+    loop.train_and_evaluate(smoke_config(cache_dir, train__num_steps=4, train__profile_steps=2), str(tmp_path))
+    traces = [name for _, _, files in os.walk(tmp_path / "profile") for name in files if name.endswith(".xplane.pb")]
+    assert traces
