@@ -22,16 +22,20 @@ Config arguments (comma-separated, e.g. `:smoke,cc-capsule`), the paper's ablati
     iter1, iter5     1 or 5 routing iterations instead of 3
     k+1, k+2         one or two codewords per codebook more than the smallest K with K^M >= V
 
-Runtime, 2 CPU cores. A training step grows linearly with the padded length: at batch 32,
-0.30 s at T = 64, 0.62 s at T = 128 and 1.15 s at T = 256, measured with
-benchmarks/throughput.py (V = 62,535) on a busy machine whose 2048^2 matmul ran at 35 GFLOP/s,
-a quarter of an idle one. The local train split (10,116 rows once validation is carved out)
-is 316 steps an epoch, padded to 130 tokens on average with the buckets below, so the
-authors' 10 epochs take about 35 minutes at that speed, plus about 2 minutes of compiling
-(six bucket shapes) and evaluation: within an hour, and quicker on an idle machine. The full
-TFDS set (120k rows) is 12x larger, about 40 minutes an epoch at that speed: pass
-`--config.train.num_epochs=1` there to stay within the hour. Accuracy: the paper reports
-92.39 % on the full set; the README results table holds what this config measures locally.
+Recipe. The model is the paper's; the training recipe is not. The authors' (10 epochs, Adam
+1e-3 for the embedding and GRU and 1e-4 for the capsules, x0.1 at 50 % and 70 %, no
+regularisation beyond GRU dropout) overfits the 10k-row local train split: train accuracy
+0.95, test 0.803 (best validation 0.848). This config [decision]: embedding dropout 0.3,
+words seen once dropped (`min_count` 2), balanced class weights (the split is 34/15/16/36 %,
+the test set 25 % a class), both learning rates 2e-3 on a warmup-cosine schedule, 8 epochs,
+texts truncated to 128 tokens (AG News texts are shorter: buckets 64/96/128). Measured with
+it on the local AG News (README results): CWC-Capsule test 0.839, Normal-Linear 0.864.
+`train.*` and `data.*` overrides restore the reference recipe (values marked [ref] below).
+
+Runtime: 2,528 steps of batch 32; 0.8-1.1 steps/s on one core of the 2-core machine with the
+other core busy (49 min), about twice that with both cores free. The full TFDS set (120k
+rows) is 12x larger: pass `--config.train.num_epochs=1` there to stay within the hour. The
+paper reports 92.39 % on the full set.
 """
 
 from jcaps.train.config import base_config
@@ -63,7 +67,7 @@ def get_config(arg: str = ""):
     model.hidden_dim = 128
     model.num_layers = 2
     model.dropout_rate = 0.5
-    model.embedding_dropout = 0.0  # [ref] none
+    model.embedding_dropout = 0.3  # [decision]; 0 [ref]
     model.reference_padding = False  # [decision] True: unmasked pads, as the authors' code
     model.classifier = "capsule"  # capsule | linear
     model.capsule_dim = 8
@@ -78,19 +82,22 @@ def get_config(arg: str = ""):
     config.data.text_keys = ("title", "description")
     config.data.format = "zhang_csv"
     config.data.tokenizer = "zhang"
-    config.data.max_len = 5000  # [ref] AG News texts are far shorter: buckets keep shapes small
-    # A batch of 32 AG News texts mostly peaks between 64 and 192 tokens; these buckets pad it
-    # to 130 steps on average where powers of two pad to 154 (the GRU pays for every step).
-    config.data.bucket_boundaries = (64, 96, 128, 192, 256, 384, 512)
+    config.data.max_len = 128  # [decision]; 5000 [ref] (AG News texts are far shorter)
+    # A batch of 32 AG News texts mostly peaks between 64 and 128 tokens (the GRU pays for
+    # every padded step, so buckets are finer than powers of two).
+    config.data.bucket_boundaries = (64, 96, 128)
+    config.data.min_count = 2  # [decision]; 1 [ref]
 
     train = config.train
     train.batch_size = 32
-    train.num_epochs = 10
-    train.learning_rate = 1e-3  # embedding and GRU
-    train.classifier_learning_rate = 1e-4  # capsule or linear layer
-    train.schedule = "steps"
-    train.decay_boundaries = (0.5, 0.7)
+    train.num_epochs = 8  # [decision]; 10 [ref]
+    train.learning_rate = 2e-3  # embedding and GRU [decision]; 1e-3 [ref]
+    train.classifier_learning_rate = 2e-3  # capsule or linear layer [decision]; 1e-4 [ref]
+    train.schedule = "warmup_cosine"  # [decision]; 'steps' [ref] ...
+    train.warmup_fraction = 0.05
+    train.decay_boundaries = (0.5, 0.7)  # ... [ref] x0.1 at 50 % and 70 % of training
     train.decay_factor = 0.1
+    train.class_weights = "balanced"  # [decision]; none [ref]
     train.grad_clip_norm = 0.0  # [ref] no clipping
     train.log_every_steps = 50
 
