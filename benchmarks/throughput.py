@@ -69,6 +69,11 @@ def median_seconds(fn, repeats: int, warmup: int = 2) -> float:
     return statistics.median(times)
 
 
+def _cost(compiled) -> dict:
+    cost = compiled.cost_analysis()
+    return cost[0] if isinstance(cost, list) else (cost or {})
+
+
 def measure(config, vocab_size: int, num_classes: int, length: int, repeats: int) -> dict:
     """Compile time and median step times of `config` on random batches."""
     family = get_family(config.model.name)
@@ -100,8 +105,13 @@ def measure(config, vocab_size: int, num_classes: int, length: int, repeats: int
 
     train_s = median_seconds(one_train_step, repeats)
     eval_s = median_seconds(lambda: evaluate(holder["state"], batch), repeats)
+    memory = compiled_train.memory_analysis()
     return {
         "compile_s": compile_s,
+        # XLA's cost analysis of the compiled train step; it counts a while loop's body once,
+        # so for scan-based models (GRU, LSTM) this is a lower bound.
+        "flops_per_step": float(_cost(compiled_train).get("flops", 0.0)),
+        "peak_bytes": int(memory.argument_size_in_bytes + memory.output_size_in_bytes + memory.temp_size_in_bytes),
         "train_step_s": train_s,
         "eval_step_s": eval_s,
         "train_examples_per_s": batch_size / train_s,
