@@ -70,7 +70,13 @@ class Checkpoints:
             self._best = ocp.CheckpointManager(
                 self.best_directory,
                 item_names=("params", "record"),
-                options=ocp.CheckpointManagerOptions(max_to_keep=1, create=True),
+                options=ocp.CheckpointManagerOptions(
+                    max_to_keep=1,
+                    create=True,
+                    # Both managers may save the same step (the last one): in a multi-process
+                    # run their barriers must not share names.
+                    multiprocessing_options=ocp.options.MultiprocessingOptions(barrier_sync_key_prefix="best"),
+                ),
             )
         return self._best
 
