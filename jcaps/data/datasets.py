@@ -10,11 +10,15 @@ from __future__ import annotations
 import os
 
 from jcaps.data import series
-from jcaps.data.pipeline import ExampleDataset, default_cache_dir, load_text_dataset, make_text_dataset
+from jcaps.data.pipeline import (
+    LABELS_FILE,
+    VOCAB_FILE,
+    ExampleDataset,
+    default_cache_dir,
+    load_text_dataset,
+    make_text_dataset,
+)
 from jcaps.data.vocab import LabelMap, Vocabulary
-
-LABELS_FILE = "labels.json"
-VOCAB_FILE = "vocab.json"
 
 
 def is_series(data_config) -> bool:

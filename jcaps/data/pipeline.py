@@ -27,6 +27,11 @@ from jcaps.data.tokenizers import get_tokenizer
 from jcaps.data.vocab import LabelMap, Vocabulary
 
 
+# What a workdir keeps to encode new inputs as training did (see `save_metadata`).
+LABELS_FILE = "labels.json"
+VOCAB_FILE = "vocab.json"
+
+
 class Subset:
     """A random-access view of `source` restricted to `indices` (validation carving)."""
 
@@ -327,8 +332,8 @@ class TextDataset(ExampleDataset):
 
     def save_metadata(self, directory: str) -> None:
         """What a workdir needs to encode new text: the vocabulary and the label names."""
-        self.vocab.save(os.path.join(directory, "vocab.json"))
-        self.labels.save(os.path.join(directory, "labels.json"))
+        self.vocab.save(os.path.join(directory, VOCAB_FILE))
+        self.labels.save(os.path.join(directory, LABELS_FILE))
 
 
 def _as_str(value) -> str:

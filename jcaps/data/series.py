@@ -34,7 +34,7 @@ import tensorflow_datasets as tfds
 
 from jcaps.data import boxes, formats
 from jcaps.data.errors import DataError
-from jcaps.data.pipeline import ExampleDataset, Split, bucket_length, carve_validation, default_boundaries
+from jcaps.data.pipeline import LABELS_FILE, ExampleDataset, Split, bucket_length, carve_validation, default_boundaries
 from jcaps.data.vocab import LabelMap
 
 SERIES_FORMATS = ("ts", "idx", "boxes")
@@ -297,7 +297,7 @@ class SeriesDataset(ExampleDataset):
         return np.zeros((1, 4, self.num_features), np.float32), np.ones((1, 4), bool)
 
     def save_metadata(self, directory: str) -> None:
-        self.labels.save(os.path.join(directory, "labels.json"))
+        self.labels.save(os.path.join(directory, LABELS_FILE))
         with open(os.path.join(directory, FEATURES_FILE), "w", encoding="utf-8") as f:
             f.write(str(self.num_features))
         if self.standardizer is not None:
@@ -343,7 +343,8 @@ def prepare(data_config, cache_dir: str) -> SeriesBuilder:
 
 def load_series_dataset(data_config, seed: int, cache_dir: str, saved_dir: str | None = None) -> SeriesDataset:
     """Opens (preparing once) the splits, carves validation (and test, with `data.test_fraction`)
-    from train, and fits the standardisation on the training part, or reads it from `saved_dir`."""
+    from train, and fits the standardisation on the training part, or reads it and the labels
+    from `saved_dir` (a directory that holds saved metadata)."""
     if data_config.format not in SERIES_FORMATS:
         raise ValueError(f"{data_config.format!r} is not a series format ({', '.join(SERIES_FORMATS)})")
     builder = prepare(data_config, cache_dir)
@@ -355,13 +356,12 @@ def load_series_dataset(data_config, seed: int, cache_dir: str, saved_dir: str |
         carved = carve_validation(splits["train"], data_config.test_fraction, seed + 1)
         splits.update(train=carved["train"], test=carved["validation"])
     splits.update(carve_validation(splits["train"], data_config.validation_fraction, seed))
-    names = list(builder.info.features["label"].names)
-    saved_labels = os.path.join(saved_dir, "labels.json") if saved_dir else ""
-    labels = LabelMap.load(saved_labels) if saved_labels and os.path.isfile(saved_labels) else LabelMap(names)
     train = splits["train"].source
-    if saved_labels and os.path.isfile(saved_labels):
+    if saved_dir:
+        labels = LabelMap.load(os.path.join(saved_dir, LABELS_FILE))
         standardizer = Standardizer.load(os.path.join(saved_dir, STATS_FILE))
     else:
+        labels = LabelMap(builder.info.features["label"].names)
         standardizer = Standardizer.fit([train[i]["series"] for i in range(len(train))],
                                         data_config.normalize, splits["train"].path)
     lengths = [len(split.source[i]["series"]) for split in splits.values() for i in range(len(split.source))]
