@@ -27,9 +27,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from jcaps.data.datasets import is_series  # noqa: E402
 from jcaps.models import build_model, get_family  # noqa: E402
+from jcaps.ops.decoding import EOS_ID, NUM_SPECIAL  # noqa: E402
 from jcaps.train import loop  # noqa: E402
 from jcaps.train import mesh as mesh_lib  # noqa: E402
-from jcaps.train.steps import eval_step, train_step  # noqa: E402
+from jcaps.train.steps import eval_step, model_inputs, train_step  # noqa: E402
 
 
 def load_config(spec: str):
@@ -50,12 +51,23 @@ def synthetic_inputs(rng: np.random.Generator, config, batch_size: int, length: 
 
 
 def synthetic_batch(rng: np.random.Generator, config, batch_size: int, length: int, vocab_size: int, num_classes: int):
-    return {
+    batch = {
         **synthetic_inputs(rng, config, batch_size, length, vocab_size),
-        "label": rng.integers(0, num_classes, size=(batch_size,), dtype=np.int32),
         "weight": np.ones((batch_size,), np.float32),
         "index": np.arange(batch_size, dtype=np.int32),
     }
+    if config.data.label_key != "labels":
+        batch["label"] = rng.integers(0, num_classes, size=(batch_size,), dtype=np.int32)
+        return batch
+    # Multi-label: one to three labels an example, as multi-hot targets and as label sequences
+    # (label ids + NUM_SPECIAL, then EOS, then PAD) padded to 8 steps.
+    batch["labels"] = np.zeros((batch_size, num_classes), np.float32)
+    batch["label_sequence"] = np.zeros((batch_size, 8), np.int32)
+    for i in range(batch_size):
+        labels = rng.choice(num_classes, size=int(rng.integers(1, 4)), replace=False)
+        batch["labels"][i, labels] = 1.0
+        batch["label_sequence"][i, : len(labels) + 1] = [*(labels + NUM_SPECIAL), EOS_ID]
+    return batch
 
 
 def median_seconds(fn, repeats: int, warmup: int = 2) -> float:
@@ -84,13 +96,8 @@ def measure(config, vocab_size: int, num_classes: int, length: int, repeats: int
         synthetic_batch(np.random.default_rng(0), config, batch_size, length, vocab_size, num_classes), mesh
     )
 
-    class Shapes:  # what create_train_state needs of a dataset
-        @staticmethod
-        def dummy_inputs():
-            inputs = synthetic_inputs(np.random.default_rng(0), config, 1, 4, vocab_size)
-            return tuple(inputs[name] for name in family.inputs)
-
-    state = loop.create_train_state(config, model, family.optimizer or loop.default_optimizer, Shapes, 1000, mesh)
+    dummy = model_inputs(synthetic_batch(np.random.default_rng(0), config, 1, 4, vocab_size, num_classes), family)
+    state = loop.create_train_state(config, model, family.optimizer or loop.default_optimizer, dummy, 1000, mesh)
     train = jax.jit(functools.partial(train_step, family=family, model_config=config.model))
     evaluate = jax.jit(functools.partial(eval_step, family=family, model_config=config.model, num_classes=num_classes))
 

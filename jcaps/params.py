@@ -13,8 +13,9 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from jcaps.data.datasets import load_dataset
-from jcaps.models import build_model
+from jcaps.models import build_model, get_family
 from jcaps.train import loop
+from jcaps.train.steps import model_inputs
 
 FLAGS = flags.FLAGS
 
@@ -23,7 +24,7 @@ def parameter_counts(config) -> dict:
     """`{"input_size" (vocabulary or features), "inputs", "num_classes", "groups": {name: count}, "total"}` for `config`."""
     dataset = load_dataset(config.data, config.train.seed)
     model = build_model(config.model, dataset.model_input_size, dataset.num_classes, loop.DTYPES[config.train.dtype])
-    inputs = dataset.dummy_inputs()
+    inputs = model_inputs(dataset.dummy_batch(), get_family(config.model.name))
 
     def init():
         key = jax.random.key(config.train.seed)

@@ -4,6 +4,10 @@ Each builder turns a folder of local files into a TFDS dataset cached under `cac
 cache key is a fingerprint of the source files (path, size, modification time), so edited files
 are prepared again. Every example carries the 1-based `line` of the file it came from, so that
 problems found later (an unknown label in the test split) still name the file and line.
+
+Bad rows are errors, unless the builder is made with `drop_bad_rows=True`: then they are left
+out, and how many (with the first problems) is written beside the prepared data, so every later
+run that reads the cache can still say what was dropped (`dropped_rows`).
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import fcntl
 import hashlib
+import json
 import os
 from pathlib import Path
 
@@ -89,19 +94,49 @@ class _LocalBuilder(tfds.core.GeneratorBasedBuilder):
 
     VERSION = tfds.core.Version("1.0.0")
 
-    def __init__(self, *, data_format, directory, train_file="", test_file="", multi_label=False, **kwargs):
+    def __init__(
+        self, *, data_format, directory, train_file="", test_file="", multi_label=False, drop_bad_rows=False, **kwargs
+    ):
         self._files = split_files(data_format, directory, train_file, test_file)
         self._names = class_names(data_format, directory, self._files)
         self._multi_label = multi_label
+        self._drop_bad_rows = drop_bad_rows
+        self._cache_root = os.path.expanduser(kwargs.get("data_dir") or os.path.join("~", "tensorflow_datasets"))
         config = tfds.core.BuilderConfig(
-            name=f"{Path(directory).name or 'data'}-{_fingerprint(self._files)}",
+            name=f"{Path(directory).name or 'data'}-{_fingerprint(self._files)}" + ("-dropbad" if drop_bad_rows else ""),
             description=f"{data_format} files in {os.path.abspath(directory)}",
         )
         super().__init__(config=config, file_format="array_record", **kwargs)
 
     def _split_generators(self, dl_manager):
         del dl_manager
-        return {split: self._generate_examples(files) for split, files in self._files.items()}
+        return {split: self._generate_split(split, files) for split, files in self._files.items()}
+
+    def _dropped_path(self, split: str) -> str:
+        # Outside the folders TFDS manages (it prepares in a temporary folder, then renames).
+        root = os.path.join(self._cache_root, "jcaps_dropped", self.name, self.builder_config.name)
+        return os.path.join(root, f"{self.version}-{split}.json")
+
+    def _generate_split(self, split: str, files: SplitFiles):
+        dropped: list[DataError] | None = [] if self._drop_bad_rows else None
+        yield from self._generate_examples(files, dropped)
+        if dropped is not None:
+            record = {"file": files.text, "count": len(dropped), "first": [str(e) for e in dropped[:5]]}
+            os.makedirs(os.path.dirname(self._dropped_path(split)), exist_ok=True)
+            with open(self._dropped_path(split), "w", encoding="utf-8") as f:
+                json.dump(record, f, indent=1)
+
+    def dropped_rows(self) -> dict[str, dict]:
+        """`{split: {"file", "count", "first": [problems]}}` for the splits that lost bad rows."""
+        out = {}
+        for split in self._files:
+            path = self._dropped_path(split)
+            if os.path.isfile(path):
+                with open(path, encoding="utf-8") as f:
+                    record = json.load(f)
+                if record["count"]:
+                    out[split] = record
+        return out
 
     def _label_feature(self):
         if self._names is not None:
@@ -127,25 +162,27 @@ class _LocalBuilder(tfds.core.GeneratorBasedBuilder):
 class ZhangCsv(_LocalBuilder):
     """`train.csv` / `test.csv` with the class index 1..J first (Zhang et al. 2015)."""
 
-    def _generate_examples(self, files: SplitFiles):
-        for key, example in formats.read_zhang_csv(files.text, num_classes=len(self._names)):
+    def _generate_examples(self, files: SplitFiles, dropped: list[DataError] | None):
+        for key, example in formats.read_zhang_csv(files.text, num_classes=len(self._names), dropped=dropped):
             yield key, {**example, "line": int(key)}
 
 
 class Jsonl(_LocalBuilder):
     """One JSON object a line, with `label` (single-label) or `labels` (multi-label)."""
 
-    def _generate_examples(self, files: SplitFiles):
+    def _generate_examples(self, files: SplitFiles, dropped: list[DataError] | None):
         label_key = "labels" if self._multi_label else "label"
-        for key, example in formats.read_jsonl(files.text, label_key=label_key):
+        for key, example in formats.read_jsonl(files.text, label_key=label_key, dropped=dropped):
             yield key, {"text": example["text"], label_key: example[label_key], "line": int(key)}
 
 
 class TextLabels(_LocalBuilder):
     """Parallel `NAME.text` / `NAME.labels` files, one example a line (SemEval-2018 emoji)."""
 
-    def _generate_examples(self, files: SplitFiles):
-        for key, example in formats.read_text_labels(files.text, files.labels, num_classes=len(self._names)):
+    def _generate_examples(self, files: SplitFiles, dropped: list[DataError] | None):
+        for key, example in formats.read_text_labels(
+            files.text, files.labels, num_classes=len(self._names), dropped=dropped
+        ):
             yield key, {**example, "line": int(key)}
 
 

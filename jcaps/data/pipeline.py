@@ -9,11 +9,15 @@ padding the last batch with zero-weight examples so every batch has the same sha
 A batch is a dict of NumPy arrays: `tokens` [B, L] (or [B, M, L] for the `sentences`
 tokenizer) int32 with PAD 0, `label` [B] int32 (or `labels` [B, J] multi-hot), `weight` [B]
 float32 (0 for padding examples), `index` [B] int32 (example index in its split, -1 for padding).
+Multi-label batches also carry `label_sequence` [B, S] int32: each example's labels as ids of
+the label-sequence vocabulary (PAD 0, UNK 1, BOS 2, EOS 3, then label j as 4 + j), in the order
+`data.label_order` says, then EOS, then PAD; S is the batch's longest rounded up to a power of two.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -25,6 +29,7 @@ import numpy as np
 from jcaps.data import builders, synthetic
 from jcaps.data.tokenizers import get_tokenizer
 from jcaps.data.vocab import LabelMap, Vocabulary
+from jcaps.ops.decoding import EOS_ID, NUM_SPECIAL
 
 
 # What a workdir keeps to encode new inputs as training did (see `save_metadata`).
@@ -48,10 +53,12 @@ class Subset:
 
 @dataclasses.dataclass
 class Split:
-    """One split: a random-access source and the file its examples came from (for errors)."""
+    """One split: a random-access source and the file its examples came from (for errors),
+    with what `data.drop_bad_rows` left out of that file (`{"file", "count", "first"}`)."""
 
     source: Any
     path: str
+    dropped: dict | None = None
 
 
 def default_cache_dir(data_config) -> str:
@@ -95,24 +102,30 @@ def open_splits(data_config, seed: int) -> tuple[dict[str, Split], list[str] | N
         label = builder.info.features[data_config.label_key]
         names = list(label.names) if hasattr(label, "names") else None
     else:
-        directory = data_config.dir
+        directory, data_format = data_config.dir, data_config.format
         if source == "synthetic":
-            directory = synthetic.write_zhang_csv(
+            multi_label = data_config.label_key == "labels"
+            write = synthetic.write_multilabel_jsonl if multi_label else synthetic.write_zhang_csv
+            directory = write(
                 os.path.join(cache_dir, "jcaps_synthetic"),
                 train_size=data_config.synthetic_train_size,
                 test_size=data_config.synthetic_test_size,
                 seed=seed,
             )
+            data_format = "jsonl" if multi_label else "zhang_csv"
         builder = builders.prepare_local(
-            data_config.format if source == "local" else "zhang_csv",
+            data_format,
             directory,
             cache_dir,
-            train_file=data_config.train_file,
-            test_file=data_config.test_file,
+            train_file=data_config.train_file if source == "local" else "",
+            test_file=data_config.test_file if source == "local" else "",
             multi_label=data_config.label_key == "labels",
+            drop_bad_rows=data_config.drop_bad_rows,
         )
+        dropped = builder.dropped_rows()
         splits = {
-            name: Split(builder.as_data_source(split=name), builder.source_path(name)) for name in builder.info.splits
+            name: Split(builder.as_data_source(split=name), builder.source_path(name), dropped.get(name))
+            for name in builder.info.splits
         }
         label = builder.info.features[data_config.label_key]
         names = list(label.names) if hasattr(label, "names") else None
@@ -130,7 +143,7 @@ def carve_validation(train: Split, fraction: float, seed: int) -> dict[str, Spli
     order = np.random.default_rng(seed).permutation(len(train.source))
     num_validation = int(round(fraction * len(order)))
     return {
-        "train": Split(Subset(train.source, np.sort(order[num_validation:])), train.path),
+        "train": Split(Subset(train.source, np.sort(order[num_validation:])), train.path, train.dropped),
         "validation": Split(Subset(train.source, np.sort(order[:num_validation])), train.path),
     }
 
@@ -252,6 +265,31 @@ class TextDataset(ExampleDataset):
     boundaries: tuple[int, ...]
     nested: bool  # True for the 'sentences' tokenizer: tokens are [M, L] per example
     max_sentences: int
+    label_order: str = "frequency"  # multi-label: frequency | alphabetical | given
+
+    LABEL_ORDERS = ("frequency", "alphabetical", "given")
+
+    @functools.cached_property
+    def label_rank(self) -> np.ndarray:
+        """[J] position of each label in the generation order (lower first): by descending
+        frequency in train (ties by name), or by name; label ids are sorted names already."""
+        if self.label_order not in self.LABEL_ORDERS:
+            raise ValueError(f"data.label_order must be one of {', '.join(self.LABEL_ORDERS)}, not {self.label_order!r}")
+        if self.label_order == "frequency" and "train" in self.splits:
+            source = self.splits["train"].source
+            counts = np.zeros((self.num_classes,), np.int64)
+            path = self.splits["train"].path
+            for i in range(len(source)):
+                example = source[i]
+                line = int(example.get("line", i + 1))
+                for name in example[self.label_key]:
+                    counts[self.labels.encode(_as_str(name), path=path, line=line)] += 1
+            order = np.lexsort((np.arange(self.num_classes), -counts))
+        else:
+            order = np.arange(self.num_classes)
+        rank = np.empty((self.num_classes,), np.int64)
+        rank[order] = np.arange(self.num_classes)
+        return rank
 
     @property
     def multi_label(self) -> bool:
@@ -277,10 +315,11 @@ class TextDataset(ExampleDataset):
         raw = example[self.label_key]
         path, line = self.splits[split].path, int(example.get("line", index + 1))
         if self.multi_label:
+            ids = [self.labels.encode(_as_str(name), path=path, line=line) for name in raw]
             hot = np.zeros((self.num_classes,), np.float32)
-            for name in raw:
-                hot[self.labels.encode(_as_str(name), path=path, line=line)] = 1.0
+            hot[ids] = 1.0
             encoded["labels"] = hot
+            encoded["label_ids"] = np.asarray(ids, np.int32)  # as given in the file
         elif isinstance(raw, (bytes, str)):
             encoded["label"] = np.int32(self.labels.encode(_as_str(raw), path=path, line=line))
         else:
@@ -312,10 +351,23 @@ class TextDataset(ExampleDataset):
         if self.multi_label:
             batch["labels"] = np.zeros((batch_size, self.num_classes), np.float32)
             batch["labels"][: len(examples)] = np.stack([e["labels"] for e in examples])
+            batch["label_sequence"] = self._label_sequences(examples, batch_size)
         else:
             batch["label"] = np.zeros((batch_size,), np.int32)
             batch["label"][: len(examples)] = [e["label"] for e in examples]
         return batch
+
+    def _label_sequences(self, examples: Sequence[dict], batch_size: int) -> np.ndarray:
+        """[B, S] the targets of a label-sequence model: ordered label ids + 4, EOS, PAD."""
+        longest = max((len(e["label_ids"]) for e in examples), default=0) + 1
+        sequences = np.zeros((batch_size, max(4, 1 << (longest - 1).bit_length())), np.int32)
+        for i, example in enumerate(examples):
+            ids = example["label_ids"]
+            if self.label_order != "given":
+                ids = ids[np.argsort(self.label_rank[ids], kind="stable")]
+            sequences[i, : len(ids)] = ids + NUM_SPECIAL
+            sequences[i, len(ids)] = EOS_ID
+        return sequences
 
     @property
     def inputs_description(self) -> str:
@@ -326,9 +378,12 @@ class TextDataset(ExampleDataset):
         """What the model's embedding table is sized by: the vocabulary."""
         return len(self.vocab)
 
-    def dummy_inputs(self) -> tuple[np.ndarray, ...]:
-        """A tiny input of the right rank for `model.init` (parameters do not depend on length)."""
-        return (np.ones((1, 4, 16) if self.nested else (1, 16), np.int32),)
+    def dummy_batch(self) -> dict[str, np.ndarray]:
+        """A tiny batch of the right ranks for `model.init` (parameters do not depend on length)."""
+        batch = {"tokens": np.ones((1, 4, 16) if self.nested else (1, 16), np.int32)}
+        if self.multi_label:
+            batch["label_sequence"] = np.full((1, 4), EOS_ID, np.int32)
+        return batch
 
     def save_metadata(self, directory: str) -> None:
         """What a workdir needs to encode new text: the vocabulary and the label names."""
@@ -387,4 +442,5 @@ def make_text_dataset(data_config, splits, vocab, labels, text_keys=("text",)) -
         boundaries=boundaries,
         nested=data_config.tokenizer == "sentences",
         max_sentences=data_config.max_sentences,
+        label_order=data_config.label_order,
     )

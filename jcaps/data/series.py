@@ -293,8 +293,9 @@ class SeriesDataset(ExampleDataset):
     def model_input_size(self) -> int:
         return self.num_features
 
-    def dummy_inputs(self) -> tuple[np.ndarray, ...]:
-        return np.zeros((1, 4, self.num_features), np.float32), np.ones((1, 4), bool)
+    def dummy_batch(self) -> dict[str, np.ndarray]:
+        """A tiny batch of the right ranks for `model.init` (parameters do not depend on length)."""
+        return {"series": np.zeros((1, 4, self.num_features), np.float32), "mask": np.ones((1, 4), bool)}
 
     def save_metadata(self, directory: str) -> None:
         self.labels.save(os.path.join(directory, LABELS_FILE))

@@ -1,14 +1,17 @@
-"""A small, learnable, offline text classification task written as `zhang_csv` files.
+"""A small, learnable, offline text classification task written as `zhang_csv` files
+(single-label) or `jsonl` files with `labels` (multi-label).
 
 Each class owns a few keywords; a document is filler words from a shared pool with two to
-four keywords of its class mixed in, in a few sentences. A bag-of-words model reaches
-near-perfect accuracy, a model that ignores the words stays at chance: that makes it a test
-that training learns, and a quick start that needs no download.
+four keywords of its class mixed in, in a few sentences (multi-label: of each of its one to
+three classes). A bag-of-words model reaches near-perfect accuracy, a model that ignores the
+words stays at chance: that makes it a test that training learns, and a quick start that needs
+no download.
 """
 
 from __future__ import annotations
 
 import csv
+import json
 import os
 
 import numpy as np
@@ -26,17 +29,35 @@ FILLER = (
 ).split()
 
 
+def _document(rng: np.random.Generator, labels: list[int]) -> str:
+    words = list(rng.choice(FILLER, size=int(rng.integers(8, 40))))
+    for label in labels:
+        for keyword in rng.choice(KEYWORDS[CLASSES[label]], size=int(rng.integers(2, 5))):
+            words.insert(int(rng.integers(len(words) + 1)), str(keyword))
+    sentences = [" ".join(words[i : i + 9]) for i in range(0, len(words), 9)]
+    return ". ".join(s.capitalize() for s in sentences) + "."
+
+
 def make_documents(size: int, seed: int) -> list[tuple[int, str]]:
     """`size` (class index 1..J, text) pairs; deterministic in `seed`."""
     rng = np.random.default_rng(seed)
     documents = []
     for _ in range(size):
         label = int(rng.integers(len(CLASSES)))
-        words = list(rng.choice(FILLER, size=int(rng.integers(8, 40))))
-        for keyword in rng.choice(KEYWORDS[CLASSES[label]], size=int(rng.integers(2, 5))):
-            words.insert(int(rng.integers(len(words) + 1)), str(keyword))
-        sentences = [" ".join(words[i : i + 9]) for i in range(0, len(words), 9)]
-        documents.append((label + 1, ". ".join(s.capitalize() for s in sentences) + "."))
+        documents.append((label + 1, _document(rng, [label])))
+    return documents
+
+
+def make_multilabel_documents(size: int, seed: int) -> list[dict]:
+    """`size` `{"text", "labels": [class names]}` records with one to three classes each,
+    the first class more often than the others (so label frequencies differ)."""
+    rng = np.random.default_rng(seed)
+    weights = np.array([4.0, 2.0, 1.5, 1.0]) / 8.5
+    documents = []
+    for _ in range(size):
+        count = int(rng.integers(1, 4))
+        labels = sorted(int(i) for i in rng.choice(len(CLASSES), size=count, replace=False, p=weights))
+        documents.append({"text": _document(rng, labels), "labels": [CLASSES[i] for i in labels]})
     return documents
 
 
@@ -54,4 +75,18 @@ def write_zhang_csv(directory: str, train_size: int, test_size: int, seed: int) 
         os.replace(tmp, os.path.join(folder, f"{split}.csv"))
     with open(os.path.join(folder, "classes.txt"), "w", encoding="utf-8") as f:
         f.write("\n".join(CLASSES) + "\n")
+    return folder
+
+
+def write_multilabel_jsonl(directory: str, train_size: int, test_size: int, seed: int) -> str:
+    """Writes multi-label `train.jsonl` and `test.jsonl` under `directory/<sizes-seed>`; returns it."""
+    folder = os.path.join(directory, f"multilabel-n{train_size}-{test_size}-s{seed}")
+    if os.path.isfile(os.path.join(folder, "test.jsonl")):  # written last
+        return folder
+    os.makedirs(folder, exist_ok=True)
+    for split, size, split_seed in (("train", train_size, seed), ("test", test_size, seed + 1)):
+        tmp = os.path.join(folder, f".{split}.jsonl.tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(record) + "\n" for record in make_multilabel_documents(size, split_seed))
+        os.replace(tmp, os.path.join(folder, f"{split}.jsonl"))
     return folder

@@ -3,7 +3,8 @@
 Every model is a flax.linen module called as `model(*inputs, train=...)` (the batch arrays its
 family names: token ids, or a series and its mask) that returns a dict
 with `scores` [B, J] and whatever explanations it has (attention maps, coupling coefficients).
-Its family says how scores become a per-example loss and class probabilities.
+Its family says how scores become a per-example loss and class probabilities, and, for
+multi-label models, how a batch becomes predicted label sets.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ import jax.numpy as jnp
 import optax
 
 from jcaps.models.cccapsnet import CCCapsNet
+from jcaps.models.dilated_fcn import DilatedFCN
 from jcaps.models.fasttext import FastText
 from jcaps.models.icapsnet import ICapsNetLong, ICapsNetShort
 from jcaps.models.input_cell_lstm import InputCellLSTM
+from jcaps.models.sgm import SGM, BinaryRelevance
 from jcaps.ops import losses
 from jcaps.train.optim import make_optimizer
 
@@ -30,14 +33,17 @@ class ModelFamily:
     module: type
     # (outputs, batch, model_config) -> per-example loss [B]
     loss: Callable
-    # outputs -> [B, J] class probabilities (what predict prints)
-    probabilities: Callable
-    # model_config keys read by `loss`, not passed to the module
+    # outputs -> [B, J] class probabilities (what predict prints); None for models that only
+    # generate label sets
+    probabilities: Callable | None
+    # model_config keys read by the family's functions (loss, predict_labels), not by the module
     loss_keys: tuple[str, ...] = ()
     # (config, num_steps) -> optax transformation, for models with their own optimiser recipe
     optimizer: Callable | None = None
     # the batch arrays the module is called with, positionally: token ids, or series and mask
     inputs: tuple[str, ...] = ("tokens",)
+    # multi-label models: (apply_fn, params, batch, model_config) -> [B, J] predicted sets as 0/1
+    predict_labels: Callable | None = None
 
 
 def softmax_cross_entropy(outputs, batch, model_config):
@@ -104,6 +110,33 @@ def cccapsnet_optimizer(config, num_steps):
     return optimizer
 
 
+def binary_relevance_loss(outputs, batch, model_config):
+    del model_config
+    return losses.sigmoid_binary_cross_entropy(outputs["scores"], batch["labels"])
+
+
+def sigmoid_probabilities(outputs):
+    """Independent per-label probabilities (multi-label: they need not sum to 1)."""
+    return jax.nn.sigmoid(outputs["scores"].astype(jnp.float32))
+
+
+def binary_relevance_labels(apply_fn, params, batch, model_config):
+    """The labels whose probability reaches `model.threshold`."""
+    outputs = apply_fn({"params": params}, batch["tokens"], train=False)
+    return (sigmoid_probabilities(outputs) >= model_config.threshold).astype(jnp.float32)
+
+
+def label_sequence_loss(outputs, batch, model_config):
+    del model_config
+    return losses.sequence_cross_entropy(outputs["logits"], batch["label_sequence"])
+
+
+def decoded_labels(apply_fn, params, batch, model_config):
+    """The label set an SGM model generates (greedy or beam search, per `model.decoding`)."""
+    del model_config
+    return apply_fn({"params": params}, batch["tokens"], method="predict")["labels"]
+
+
 MODELS: dict[str, ModelFamily] = {
     "fasttext": ModelFamily(FastText, softmax_cross_entropy, softmax_probabilities),
     "icapsnet_short": ModelFamily(ICapsNetShort, summed_loss, capsule_probabilities, loss_keys=("loss",)),
@@ -113,6 +146,17 @@ MODELS: dict[str, ModelFamily] = {
     ),
     "input_cell_lstm": ModelFamily(
         InputCellLSTM, softmax_cross_entropy, softmax_probabilities, inputs=("series", "mask")
+    ),
+    "dilated_fcn": ModelFamily(DilatedFCN, softmax_cross_entropy, softmax_probabilities),
+    "br": ModelFamily(
+        BinaryRelevance,
+        binary_relevance_loss,
+        sigmoid_probabilities,
+        loss_keys=("threshold",),
+        predict_labels=binary_relevance_labels,
+    ),
+    "sgm": ModelFamily(
+        SGM, label_sequence_loss, None, inputs=("tokens", "label_sequence"), predict_labels=decoded_labels
     ),
 }
 

@@ -9,6 +9,9 @@ Sections:
   * Head-query attention (iCapsNets).
   * Causal softmax pooling (input-cell attention).
   * Structured self-attention (Lin et al.).
+  * Convolutional-network attention (ITAmoji): simplified, local and dot-product attention
+    blocks of the dilated causal convolution network; which of them are causal.
+  * Additive attention (Bahdanau; SGM).
 
 References:
   Wang, Hu, Ji. iCapsNets: Towards Interpretable Capsule Networks for Text Classification.
@@ -17,10 +20,20 @@ References:
   Saliency of Recurrent Neural Networks. NeurIPS 2019 (Sec. 4, input-cell attention).
   Lin, Feng, Nogueira dos Santos, Yu, Xiang, Zhou, Bengio. A Structured Self-attentive
   Sentence Embedding. ICLR 2017 (Sec. 2, the r-hop attention A = softmax(W_s2 tanh(W_s1 H^T))).
+  Anderson. The dilated causal convolution network of the ITAmoji task, EVALITA 2018 (its
+  attention variants: simplified, local, 1- and 8-head dot-product; MODELS.md Sec. 4).
+  Vaswani, Shazeer, Parmar, Uszkoreit, Jones, Gomez, Kaiser, Polosukhin. Attention Is All You
+  Need. NeurIPS 2017 (Sec. 3.2, scaled dot-product and multi-head attention).
+  Bahdanau, Cho, Bengio. Neural Machine Translation by Jointly Learning to Align and Translate.
+  ICLR 2015 (Appendix A.1.2, the alignment model e = v^T tanh(W_a s + U_a h)).
+  Yang, Sun, Li, Ma, Wu, Wang. SGM: Sequence Generation Model for Multi-label Classification.
+  COLING 2018 (Sec. 2, the same attention over the BiLSTM encoder states).
 """
 
 import jax
 import jax.numpy as jnp
+
+from jcaps.ops.convolution import causal_conv1d
 
 # ---------------------------------------------------------------------------------------------
 # Masked softmax (shared)
@@ -317,3 +330,248 @@ def structured_self_attention(
     logits = jnp.einsum("bta,ar->brt", jnp.tanh(jnp.einsum("bth,ha->bta", hidden, w1)), w2)
     weights = masked_softmax(logits, valid[:, None, :], axis=-1)
     return jnp.einsum("brt,bth->bh", weights, hidden) / w2.shape[-1], weights
+
+
+# ---------------------------------------------------------------------------------------------
+# Convolutional-network attention (ITAmoji)
+# ---------------------------------------------------------------------------------------------
+#
+# The attention blocks of the dilated causal convolution network (MODELS.md Sec. 4), applied to
+# its features x [B, L, C] after ReLU(sum of skips). Each returns y [B, L, C] and its weights;
+# x, y and the weights are zero at padded positions, and a row with no valid position gives
+# zeros (no NaN, in value or gradient).
+#
+#   simplified   y = softmax(Linear(x)) * x                 Linear block-diagonal on G groups
+#   local        y = softmax(CausalConv_3(x)) * x           width-3 conv, block-diagonal likewise
+#   dot          y = MultiHead(x, x, x) W_o                 scaled dot-product, 1 or 8 heads
+#
+# The softmax of simplified / local runs over the C/G channels of each group at one position
+# (axis "channels") or, per channel, over the valid positions (axis "time").
+#
+# Causality (output t depends on no input after t): simplified and local with axis "channels"
+# are causal (the local conv is padded on the left only). Non-causal: dot-product attention
+# always (every position reads every valid key) and any variant with axis "time" (its softmax
+# normalises over the future positions). None of them reads padding: padded keys and time
+# positions get weight 0, so right-padding a sequence does not change its valid outputs.
+
+CONV_ATTENTION_AXES = ("channels", "time")
+
+
+def _valid_positions(x: jax.Array, mask: jax.Array | None) -> jax.Array:
+    """[B, L] bool, all True without a mask."""
+    return jnp.ones(x.shape[:2], bool) if mask is None else jnp.asarray(mask).astype(bool)
+
+
+def _zero_padded_rows(x: jax.Array, valid: jax.Array) -> jax.Array:
+    """x [B, L, ...] with zeros where valid [B, L] is False: whatever padding holds (inf, NaN)
+    cannot reach a product, since 0 weight times inf is still NaN."""
+    valid = valid.reshape(valid.shape + (1,) * (x.ndim - valid.ndim))
+    return jnp.where(valid, x, jnp.zeros_like(x))
+
+
+def _group_size(x: jax.Array, groups: int) -> int:
+    """C/G, after checking that G divides the C channels of x [B, L, C]."""
+    channels = x.shape[-1]
+    if groups < 1 or channels % groups:
+        raise ValueError(f"groups must be a positive divisor of the {channels} channels, got {groups}")
+    return channels // groups
+
+
+def _check_kernel_shape(kernel: jax.Array, expected: tuple, layout: str) -> None:
+    if kernel.shape != expected:
+        raise ValueError(f"kernel must have shape {layout} = {expected}, got {kernel.shape}")
+
+
+def _softmax_gate(x, scores, valid, groups, axis):
+    """weights = softmax(scores) within each channel group (axis "channels") or over the valid
+    positions per channel (axis "time"); returns (weights * x, weights), [B, L, C] each."""
+    if axis not in CONV_ATTENTION_AXES:
+        raise ValueError(f"axis must be one of {CONV_ATTENTION_AXES}, got {axis!r}")
+    batch, length, channels = x.shape
+    grouped = scores.reshape(batch, length, groups, channels // groups)
+    # The mask removes whole padded positions: with axis "channels" their rows become all-zero
+    # weights, with axis "time" they drop out of every channel's normalisation.
+    weights = masked_softmax(grouped, valid[:, :, None, None], axis=-1 if axis == "channels" else 1)
+    weights = weights.reshape(batch, length, channels)
+    return weights * x, weights
+
+
+def _add_group_bias(scores: jax.Array, bias: jax.Array | None) -> jax.Array:
+    """scores [B, L, C] + bias [G, C/G] (flattened group-major, as the channels are)."""
+    if bias is None:
+        return scores
+    return scores + jnp.broadcast_to(bias.reshape(-1).astype(scores.dtype), scores.shape)
+
+
+def simplified_attention(
+    x: jax.Array,
+    kernel: jax.Array,
+    bias: jax.Array | None,
+    mask: jax.Array | None,
+    groups: int = 1,
+    axis: str = "channels",
+) -> tuple[jax.Array, jax.Array]:
+    """Simplified attention, y = softmax(Linear(x)) * x, on G channel groups.
+
+      x_t = [x_t^1, ..., x_t^G]                      G groups of C/G channels
+      s_t^g = W_g x_t^g + b_g                        a block-diagonal Linear
+      a = softmax(s)    axis "channels": over the C/G channels of s_t^g, per position and group
+                        axis "time":     over the valid positions t, per channel
+      y_t = a_t * x_t
+
+    Causal with axis "channels" (y_t reads x_t only); not causal with axis "time".
+
+    Args:
+      x: [B, L, C].
+      kernel: [G, C/G, C/G], W_g^T of each group.
+      bias: optional [G, C/G].
+      mask: [B, L] bool, True at real positions (None: all real).
+      groups: G (1 or 8 in the network).
+      axis: "channels" or "time".
+
+    Returns:
+      y: [B, L, C]; zero at padded positions.
+      weights: [B, L, C] attention a; zero at padded positions.
+    """
+    batch, length, channels = x.shape
+    group_size = _group_size(x, groups)
+    _check_kernel_shape(kernel, (groups, group_size, group_size), "[G, C/G, C/G]")
+    valid = _valid_positions(x, mask)
+    x = _zero_padded_rows(x, valid)
+    grouped = x.reshape(batch, length, groups, group_size)
+    scores = jnp.einsum("blgi,gio->blgo", grouped, kernel.astype(x.dtype)).reshape(batch, length, channels)
+    return _softmax_gate(x, _add_group_bias(scores, bias), valid, groups, axis)
+
+
+def local_attention(
+    x: jax.Array,
+    kernel: jax.Array,
+    bias: jax.Array | None,
+    mask: jax.Array | None,
+    groups: int = 1,
+    axis: str = "channels",
+) -> tuple[jax.Array, jax.Array]:
+    """Local attention, y = softmax(CausalConv(x)) * x, on G channel groups.
+
+      s_t^g = b_g + sum_{k=0}^{W-1} K_{g,k} x_{t-(W-1-k)}^g       a causal, block-diagonal conv
+      a = softmax(s) over channel groups or valid positions, y_t = a_t * x_t
+                                                                  (as `simplified_attention`)
+
+    The conv (width W = 3 in the network) is padded on the left only
+    (`jcaps.ops.convolution.causal_conv1d`), so with axis "channels" y_t reads x_{t-W+1..t} and
+    the network stays causal; with axis "time" it is not causal.
+
+    Args:
+      x: [B, L, C].
+      kernel: [G, W, C/G, C/G], the conv kernel of each group (width first, then in, out).
+      bias: optional [G, C/G].
+      mask: [B, L] bool, True at real positions (None: all real).
+      groups: G (1 or 8 in the network).
+      axis: "channels" or "time".
+
+    Returns:
+      y: [B, L, C]; zero at padded positions.
+      weights: [B, L, C] attention a; zero at padded positions.
+    """
+    channels = x.shape[-1]
+    group_size = _group_size(x, groups)
+    width = kernel.shape[1] if kernel.ndim == 4 else 3
+    _check_kernel_shape(kernel, (groups, width, group_size, group_size), "[G, W, C/G, C/G]")
+    valid = _valid_positions(x, mask)
+    x = _zero_padded_rows(x, valid)
+    # [G, W, C/G, C/G] -> [W, C/G, G C/G]: lax's grouped-conv layout, whose output channel
+    # g C/G + j reads only input group g, matching the group-major channel order.
+    conv_kernel = jnp.transpose(kernel, (1, 2, 0, 3)).reshape(width, group_size, channels)
+    scores = causal_conv1d(x, conv_kernel.astype(x.dtype), groups=groups)
+    return _softmax_gate(x, _add_group_bias(scores, bias), valid, groups, axis)
+
+
+def dot_product_attention(
+    x: jax.Array,
+    query_kernel: jax.Array,
+    key_kernel: jax.Array,
+    value_kernel: jax.Array,
+    output_kernel: jax.Array,
+    mask: jax.Array | None,
+    num_heads: int = 1,
+) -> tuple[jax.Array, jax.Array]:
+    """Multi-head scaled dot-product self-attention over the valid positions (Vaswani et al.).
+
+      q_t, k_t, v_t = W_q x_t, W_k x_t, W_v x_t         split into H heads of D/H
+      A[h, t, s] = softmax_s(<q_t^h, k_s^h> / sqrt(D/H))    over the valid s only
+      y_t = W_o [sum_s A[1, t, s] v_s^1, ..., sum_s A[H, t, s] v_s^H]
+
+    Not causal: position t reads every valid position, before and after it. No biases.
+
+    Args:
+      x: [B, L, C].
+      query_kernel, key_kernel, value_kernel: [C, D], D divisible by `num_heads`.
+      output_kernel: [D, C_out].
+      mask: [B, L] bool, True at real positions (None: all real).
+      num_heads: H (1 or 8 in the network).
+
+    Returns:
+      y: [B, L, C_out]; zero at padded positions.
+      weights: [B, H, L, L] attention A (query t, key s); zero rows at padded queries, zero
+        columns at padded keys.
+    """
+    batch, length, _ = x.shape
+    width = query_kernel.shape[-1]
+    if num_heads < 1 or width % num_heads:
+        raise ValueError(f"num_heads must be a positive divisor of the {width} projection features, got {num_heads}")
+    valid = _valid_positions(x, mask)
+    x = _zero_padded_rows(x, valid)
+
+    def heads(kernel):
+        return jnp.einsum("blc,cd->bld", x, kernel.astype(x.dtype)).reshape(batch, length, num_heads, -1)
+
+    queries, keys, values = heads(query_kernel), heads(key_kernel), heads(value_kernel)
+    logits = jnp.einsum("bthd,bshd->bhts", queries, keys) * (width // num_heads) ** -0.5
+    weights = masked_softmax(logits, valid[:, None, :, None] & valid[:, None, None, :], axis=-1)
+    pooled = jnp.einsum("bhts,bshd->bthd", weights, values).reshape(batch, length, width)
+    y = jnp.einsum("bld,dc->blc", pooled, output_kernel.astype(x.dtype))
+    return _zero_padded_rows(y, valid), weights
+
+
+# ---------------------------------------------------------------------------------------------
+# Additive attention (Bahdanau; SGM)
+# ---------------------------------------------------------------------------------------------
+
+
+def additive_attention(
+    query: jax.Array,
+    keys: jax.Array,
+    projected_keys: jax.Array,
+    query_kernel: jax.Array,
+    score_vector: jax.Array,
+    mask: jax.Array,
+) -> tuple[jax.Array, jax.Array]:
+    """Additive (Bahdanau) attention of one query per example over a sequence of keys.
+
+      e_i = v^T tanh(W_a s + U_a h_i)       [B, L]; padded i get weight 0
+      a   = softmax_i(e)
+      c   = sum_i a_i h_i
+
+    `projected_keys` = U_a h_i (+ any bias) does not depend on the query, so a decoder computes
+    it once per sequence and this op, called at every step, only projects the query. Biases on
+    W_a s and on v add nothing: the first is absorbed by the bias of U_a h_i, the second shifts
+    every e_i equally and cancels in the softmax.
+
+    Args:
+      query: [B, Dq] the query s (a decoder state).
+      keys: [B, L, Dk] the states h_i that are pooled (values are the keys).
+      projected_keys: [B, L, A] U_a h_i.
+      query_kernel: [Dq, A] W_a^T.
+      score_vector: [A] v.
+      mask: [B, L], True (or 1) at real positions.
+
+    Returns:
+      context: [B, Dk] c; zero for a row with no real position.
+      weights: [B, L] a; sums to 1 (0 if fully padded).
+    """
+    valid = jnp.asarray(mask).astype(bool)
+    hidden = jnp.tanh(projected_keys + (query @ query_kernel)[:, None, :])
+    weights = masked_softmax(jnp.einsum("bla,a->bl", hidden, score_vector), valid)
+    # Zeroed pads: a non-finite value there would turn its 0 weight into NaN in the sum.
+    keys = jnp.where(valid[..., None], keys, jnp.zeros_like(keys))
+    return jnp.einsum("bl,bld->bd", weights, keys), weights

@@ -100,3 +100,25 @@ def sigmoid_binary_cross_entropy(logits: jax.Array, multi_hot: jax.Array) -> jax
     """
     multi_hot = jnp.asarray(multi_hot).astype(logits.dtype)
     return jnp.sum(jax.nn.softplus(logits) - multi_hot * logits, axis=-1)
+
+
+def sequence_cross_entropy(logits: jax.Array, targets: jax.Array, pad_id: int = 0) -> jax.Array:
+    """Token cross-entropy of a generated sequence, averaged over its non-padding targets.
+
+        L = sum_t [y_t != pad] -log softmax(logits_t)[y_t] / max(sum_t [y_t != pad], 1)
+
+    The end-of-sequence target counts as a token (the model must learn where to stop). Padded
+    steps add nothing to the value or the gradient, whatever their logits hold (finite).
+
+    Args:
+        logits: [..., S, V] per-step logits.
+        targets: [..., S] int target ids; `pad_id` marks padding.
+        pad_id: the padding id.
+
+    Returns:
+        [...] per-example loss; 0 for a sequence of padding only.
+    """
+    valid = jnp.asarray(targets) != pad_id
+    per_token = cross_entropy(logits, targets)
+    total = jnp.sum(jnp.where(valid, per_token, jnp.zeros_like(per_token)), axis=-1)
+    return total / jnp.maximum(jnp.sum(valid, axis=-1), 1).astype(per_token.dtype)

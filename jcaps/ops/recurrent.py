@@ -265,6 +265,60 @@ def bidirectional_gru(
 # ---------------------------------------------------------------------------------------------
 
 
+def _lstm_update(pre_activations: jax.Array, c: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The LSTM gate math from the summed pre-activations [..., 4H] (i, f, g, o) and c_{t-1}
+    [..., H] -> (h_t, c_t); the one place it is written, for the scans and `lstm_cell`."""
+    in_gate, forget_gate, cell_gate, out_gate = jnp.split(pre_activations, 4, axis=-1)
+    new_c = jax.nn.sigmoid(forget_gate) * c + jax.nn.sigmoid(in_gate) * jnp.tanh(cell_gate)
+    return jax.nn.sigmoid(out_gate) * jnp.tanh(new_c), new_c
+
+
+def lstm_cell(
+    input_gates: jax.Array,
+    h: jax.Array,
+    c: jax.Array,
+    hidden_kernel: jax.Array,
+    hidden_bias: jax.Array,
+) -> tuple[jax.Array, jax.Array]:
+    """One LSTM step (the equations of `lstm_scan`), for loops that build x_t from the
+    previous step's outputs (decoders) and so cannot project all inputs beforehand.
+
+    Args:
+        input_gates: [..., 4H] = x_t W_i + b_i, gates in the order (i, f, g, o).
+        h: [..., H] h_{t-1}.
+        c: [..., H] c_{t-1}.
+        hidden_kernel: [H, 4H] = W_h.
+        hidden_bias: [4H] = b_h.
+
+    Returns:
+        (h_t, c_t), [..., H] each.
+    """
+    pre_activations = input_gates + h @ hidden_kernel
+    return _lstm_update(pre_activations + jnp.broadcast_to(hidden_bias, pre_activations.shape), c)
+
+
+def _lstm_states(input_gates, hidden_kernels, hidden_biases, masks):
+    """G independent LSTMs advanced by one loop (tuples of G arrays each).
+
+    input_gates [T, B, 4H], hidden_kernels [H, 4H], hidden_biases [4H], masks [T, B] per LSTM
+    -> hidden states [T, B, H] per LSTM; a padded step keeps h and c.
+    """
+    # b_h only adds to the gate pre-activations, so it is added once for all steps.
+    gates = tuple(g + jnp.broadcast_to(b, g.shape) for g, b in zip(input_gates, hidden_biases))
+
+    def step(carries, inputs):
+        new_carries, outputs = [], []
+        for (h, c), kernel, (step_gates, valid) in zip(carries, hidden_kernels, inputs):
+            new_h, new_c = _lstm_update(step_gates + h @ kernel, c)
+            valid = valid[..., None]
+            new_carries.append((jnp.where(valid, new_h, h), jnp.where(valid, new_c, c)))
+            outputs.append(new_h)
+        return tuple(new_carries), tuple(outputs)
+
+    initial = tuple((jnp.zeros(g.shape[1:2] + k.shape[:1], g.dtype),) * 2 for g, k in zip(gates, hidden_kernels))
+    return jax.lax.scan(step, initial, tuple(zip(gates, masks)))[1]
+
+
 def lstm_scan(
     input_gates: jax.Array,
     hidden_kernel: jax.Array,
@@ -292,21 +346,50 @@ def lstm_scan(
         [T, B, H] hidden states h_1..h_T (zero at padded steps).
     """
     valid = _all_valid(input_gates) if mask is None else mask
-    # b_h only adds to the gate pre-activations, so it is added once for all steps.
-    gates = input_gates + jnp.broadcast_to(hidden_bias, input_gates.shape)
-
-    def step(carry, inputs):
-        h, c = carry
-        step_gates, step_valid = inputs
-        in_gate, forget_gate, cell_gate, out_gate = jnp.split(step_gates + h @ hidden_kernel, 4, axis=-1)
-        new_c = jax.nn.sigmoid(forget_gate) * c + jax.nn.sigmoid(in_gate) * jnp.tanh(cell_gate)
-        new_h = jax.nn.sigmoid(out_gate) * jnp.tanh(new_c)
-        step_valid = step_valid[..., None]
-        return (jnp.where(step_valid, new_h, h), jnp.where(step_valid, new_c, c)), new_h
-
-    initial = jnp.zeros(gates.shape[1:2] + hidden_kernel.shape[:1], gates.dtype)
-    states = jax.lax.scan(step, (initial, initial), (gates, valid))[1]
+    [states] = _lstm_states((input_gates,), (hidden_kernel,), (hidden_bias,), (valid,))
     return _zero_padding(states, mask)
+
+
+def bidirectional_lstm(
+    x: jax.Array,
+    input_kernel: jax.Array,
+    input_bias: jax.Array,
+    hidden_kernel: jax.Array,
+    hidden_bias: jax.Array,
+    mask: jax.Array | None = None,
+) -> jax.Array:
+    """One bidirectional LSTM layer: a forward and a backward `lstm_scan`, advanced by one loop.
+
+    Laid out as `bidirectional_gru`: the input projections of both directions are one
+    [T B, D] x [D, 8H] matmul, the backward half is reversed in time (equal to projecting the
+    reversed inputs), and both directions share one `lax.scan`. With a mask, the backward LSTM
+    first crosses the trailing pads with its state held at zero, so it starts at each
+    sequence's own last token.
+
+    Args:
+        x: [T, B, D] inputs, time-major.
+        input_kernel: [2, D, 4H] W_i of the (forward, backward) directions, gates (i, f, g, o).
+        input_bias: [2, 4H].
+        hidden_kernel: [2, H, 4H].
+        hidden_bias: [2, 4H].
+        mask: optional [T, B] bool.
+
+    Returns:
+        [T, B, 2, H]: forward and backward hidden states at each step (zero at padded steps);
+        a reshape to [T, B, 2H] is PyTorch's concatenated output.
+    """
+    num_directions, num_inputs, num_gates = input_kernel.shape
+    both_kernels = jnp.moveaxis(input_kernel, 0, 1).reshape(num_inputs, num_directions * num_gates)
+    gates = _matmul_2d(x, both_kernels)
+    gates = gates + jnp.broadcast_to(input_bias.reshape(-1), gates.shape)
+    valid = _all_valid(x) if mask is None else mask
+    forward, backward = _lstm_states(
+        (gates[..., :num_gates], jnp.flip(gates[..., num_gates:], axis=0)),
+        (hidden_kernel[0], hidden_kernel[1]),
+        (hidden_bias[0], hidden_bias[1]),
+        (valid, jnp.flip(valid, axis=0)),
+    )
+    return _zero_padding(jnp.stack([forward, jnp.flip(backward, axis=0)], axis=2), mask)
 
 
 def last_valid_state(states: jax.Array, mask: jax.Array | None = None) -> jax.Array:

@@ -57,6 +57,12 @@ def base_config() -> ml_collections.ConfigDict:
     data.max_size = 0  # 0: no limit
     data.validation_fraction = 0.05
     data.bucket_boundaries = ()  # () = powers of two from 16 up to max_len
+    # Bad rows (an empty text, a malformed line) are errors; True leaves them out instead, and
+    # the count dropped per file is printed and kept in WORKDIR/dropped_rows.json.
+    data.drop_bad_rows = False
+    # Multi-label sequence models: the order in which an example's labels are generated,
+    # frequency (most frequent in train first) | alphabetical | given (as in the file).
+    data.label_order = "frequency"
     data.synthetic_train_size = 512  # 'synthetic' source only
     data.synthetic_test_size = 128
 

@@ -24,12 +24,13 @@ from jcaps.models import build_model, get_family
 from jcaps.train import config as config_lib
 from jcaps.train import mesh as mesh_lib
 from jcaps.train.checkpoints import Checkpoints
-from jcaps.train.metrics import MetricWriter, classification_metrics
+from jcaps.train.metrics import MetricWriter, evaluation_metrics
 from jcaps.train.optim import make_optimizer
 from jcaps.train.progress import Progress
-from jcaps.train.steps import TrainState, eval_step, train_step
+from jcaps.train.steps import TrainState, eval_step, model_inputs, train_step
 
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+DROPPED_ROWS_FILE = "dropped_rows.json"
 
 
 class TrainingInterrupted(RuntimeError):
@@ -72,16 +73,33 @@ def check_workdir(config, workdir: str) -> None:
             )
 
 
-def create_train_state(config, model, family_optimizer, dataset: ExampleDataset, num_steps: int, mesh) -> TrainState:
-    """Parameters are born replicated: `jit(init, out_shardings=...)`."""
+def create_train_state(config, model, family_optimizer, dummy_inputs: tuple, num_steps: int, mesh) -> TrainState:
+    """Parameters are born replicated: `jit(init, out_shardings=...)`. `dummy_inputs`: the
+    model's inputs for a tiny batch (`model_inputs(dataset.dummy_batch(), family)`)."""
     init_rng, state_rng = jax.random.split(jax.random.PRNGKey(config.train.seed))
     tx = family_optimizer(config, num_steps)
 
     def init(rng):
-        params = model.init({"params": rng, "dropout": rng}, *dataset.dummy_inputs(), train=False)["params"]
+        params = model.init({"params": rng, "dropout": rng}, *dummy_inputs, train=False)["params"]
         return TrainState.create(apply_fn=model.apply, params=params, tx=tx, rng=state_rng)
 
     return jax.jit(init, out_shardings=mesh_lib.replicated(mesh))(init_rng)
+
+
+def report_dropped_rows(dataset: ExampleDataset, workdir: str, log) -> None:
+    """Says which files lost bad rows to `data.drop_bad_rows`, and keeps it in
+    WORKDIR/dropped_rows.json (`{file: {"count", "first": [problems]}}`)."""
+    dropped = {
+        split.dropped["file"]: {"count": split.dropped["count"], "first": split.dropped["first"]}
+        for split in dataset.splits.values()
+        if split.dropped
+    }
+    if not dropped or log is None:
+        return
+    for path, record in dropped.items():
+        log(f"data.drop_bad_rows: dropped {record['count']} bad rows of {path} (first: {record['first'][0]})")
+    with open(os.path.join(workdir, DROPPED_ROWS_FILE), "w", encoding="utf-8") as f:
+        json.dump(dropped, f, indent=1)
 
 
 def parameter_count(params) -> int:
@@ -113,7 +131,7 @@ def evaluate_split(eval_fn, state, dataset: ExampleDataset, split: str, batch_si
         totals = sums if totals is None else jax.tree.map(jnp.add, totals, sums)
     if totals is None:
         raise ValueError(f"the {split} split is empty")
-    return classification_metrics(jax.device_get(totals))
+    return evaluation_metrics(jax.device_get(totals))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -186,7 +204,9 @@ def train_and_evaluate(config, workdir: str) -> dict:
     num_steps = config.train.num_steps or config.train.num_epochs * steps_per_epoch
     eval_every = config.train.eval_every_steps or steps_per_epoch
     checkpoint_every = config.train.checkpoint_every_steps or steps_per_epoch
-    state = create_train_state(config, model, family.optimizer or default_optimizer, dataset, num_steps, mesh)
+    state = create_train_state(
+        config, model, family.optimizer or default_optimizer, model_inputs(dataset.dummy_batch(), family), num_steps, mesh
+    )
     train_fn, eval_fn = compile_steps(config, family, dataset, mesh)
 
     if config.train.class_weights not in ("none", "balanced"):
@@ -199,6 +219,7 @@ def train_and_evaluate(config, workdir: str) -> dict:
         train_iterator.set_state(data_state)
         log(f"Resuming from step {int(state.step)} (checkpoint in {checkpoints.directory}).")
     sizes = ", ".join(f"{name} {len(split.source)}" for name, split in dataset.splits.items())
+    report_dropped_rows(dataset, workdir, log if is_main else None)
     log(
         f"{config.model.name}: {parameter_count(state.params):,} parameters; {dataset.inputs_description}; "
         f"{dataset.num_classes} classes; examples: {sizes}; {num_steps} steps of batch {batch_size} "

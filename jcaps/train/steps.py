@@ -12,6 +12,8 @@ import jax.numpy as jnp
 import optax
 from flax.training import train_state
 
+from jcaps.train.metrics import multilabel_sums
+
 
 class TrainState(train_state.TrainState):
     """Flax's TrainState (step, params, optimiser state) with the run's base RNG key."""
@@ -51,7 +53,8 @@ def train_step(state: TrainState, batch: dict, *, family, model_config):
 
 
 def eval_step(state: TrainState, batch: dict, *, family, model_config, num_classes: int):
-    """Sums over the batch: `loss_sum`, `count`, and the confusion matrix [true, predicted]."""
+    """Sums over the batch: `loss_sum`, `count`, and the confusion matrix [true, predicted]
+    (single-label) or the counts of `multilabel_sums` (multi-label)."""
     outputs = state.apply_fn({"params": state.params}, *model_inputs(batch, family), train=False)
     per_example = family.loss(outputs, batch, model_config).astype(jnp.float32)
     weight = batch["weight"]
@@ -60,4 +63,7 @@ def eval_step(state: TrainState, batch: dict, *, family, model_config, num_class
         predicted = jnp.argmax(outputs["scores"], axis=-1)
         pairs = jax.nn.one_hot(batch["label"], num_classes)[:, :, None] * jax.nn.one_hot(predicted, num_classes)[:, None, :]
         sums["confusion"] = jnp.einsum("bij,b->ij", pairs, weight)
+    if "labels" in batch:
+        predicted = family.predict_labels(state.apply_fn, state.params, batch, model_config)
+        sums.update(multilabel_sums(predicted, batch["labels"], weight))
     return sums

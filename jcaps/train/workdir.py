@@ -15,7 +15,7 @@ from jcaps.train import config as config_lib
 from jcaps.train import loop
 from jcaps.train import mesh as mesh_lib
 from jcaps.train.checkpoints import Checkpoints
-from jcaps.train.steps import TrainState
+from jcaps.train.steps import TrainState, model_inputs
 
 
 @dataclasses.dataclass
@@ -53,7 +53,8 @@ def load_trained(workdir: str, *, with_data: bool = False) -> TrainedModel:
     family = get_family(config.model.name)
     model = build_model(config.model, dataset.model_input_size, dataset.num_classes, loop.DTYPES[config.train.dtype])
     mesh = mesh_lib.data_mesh()
-    state = loop.create_train_state(config, model, family.optimizer or loop.default_optimizer, dataset, 1, mesh)
+    inputs = model_inputs(dataset.dummy_batch(), family)
+    state = loop.create_train_state(config, model, family.optimizer or loop.default_optimizer, inputs, 1, mesh)
     state, _ = checkpoints.restore(state, with_data=False)
     if config.train.select_best and checkpoints.best_record() is not None:
         # The model that training reported as final: the best on validation.

@@ -214,6 +214,7 @@ def test_an_epoch_compiles_at_most_one_train_step_per_bucket(cache_dir):
     from jcaps.data.datasets import load_dataset
     from jcaps.models import build_model, get_family
     from jcaps.train import mesh as mesh_lib
+    from jcaps.train.steps import model_inputs
 
     # Batch maxima of the generated texts lie between 42 and 48 tokens.
     config = smoke_config(cache_dir, data__bucket_boundaries=(44, 46, 48, 64), data__max_len=64)
@@ -222,7 +223,8 @@ def test_an_epoch_compiles_at_most_one_train_step_per_bucket(cache_dir):
     model = build_model(config.model, dataset.model_input_size, dataset.num_classes)
     mesh = mesh_lib.data_mesh()
     batch_size = config.train.batch_size
-    state = loop.create_train_state(config, model, loop.default_optimizer, dataset, 100, mesh)
+    inputs = model_inputs(dataset.dummy_batch(), family)
+    state = loop.create_train_state(config, model, loop.default_optimizer, inputs, 100, mesh)
     train_fn, _ = loop.compile_steps(config, family, dataset, mesh)
     iterator = dataset.train_iterator(batch_size, config.train.seed)
     shapes = set()

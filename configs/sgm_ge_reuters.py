@@ -1,0 +1,19 @@
+"""SGM with the global embedding (Yang et al., COLING 2018, Sec. 2.3) on Reuters-21578 ModApte:
+the decoder's input is a gate between the embedding of the previous label and the embeddings
+of all labels weighted by the previous output distribution, so one early mistake does not
+derail the rest. Everything else as in `sgm_reuters.py`.
+
+    python train.py --config configs/sgm_ge_reuters.py --workdir /tmp/sgm_ge \
+        --config.data.dir=../shared/data/reuters21578
+    python train.py --config configs/sgm_ge_reuters.py:smoke --workdir /tmp/sgm_ge_smoke
+"""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sgm_reuters import sgm_config
+
+
+def get_config(arg: str = ""):
+    return sgm_config(arg, global_embedding=True)

@@ -1,0 +1,492 @@
+"""SGM (Yang et al., COLING 2018): multi-label classification as label-sequence generation, and
+the binary-relevance baseline on the same encoder.
+
+Label ids (`jcaps.ops.decoding`): PAD 0, UNK 1, BOS 2, EOS 3, then the J labels (V = J + 4).
+An example's labels, sorted by training-set frequency and closed by EOS, are the target.
+
+Encoder (`BiLSTMEncoder`, shared by both models; E = encoder_dim per direction):
+
+    tokens [B, L] -> embedding, dropout                           mask = tokens != 0
+      -> num_layers BiLSTM layers, dropout between them           `bidirectional_lstm`
+      -> h_i = [fwd_i; bwd_i]  [B, L, 2E]
+
+Decoder step t (`SGM._step`; N rows = B examples, or B K beams):
+
+    e      = E_lab[token_{t-1}]                                   label embedding, previous token
+    g      = e,  or with the global embedding (Sec. 2.3):
+             ebar = sum_l y_{t-1}[l] E_lab[l],  H = sigmoid(W1 e + b1 + W2 ebar),
+             g = (1 - H) * e + H * ebar
+    s_t    = LSTM_stack(s_{t-1}, [g; c_{t-1}])                    input feeding, `lstm_cell`
+    c_t    = sum_i a_ti h_i,  a_t = softmax_i(v^T tanh(W_a s_t + U_a h_i + b_a))
+                                                                  `additive_attention`
+    o_t    = W_o tanh(W_d s_t + V_d c_t + b_d) + b_o              [N, V]
+    y_t    = softmax(label_mask_logits(o_t, emitted_t))           PAD/UNK/BOS and emitted labels
+                                                                  masked (`label_mask_logits`)
+
+s_t is the top layer's hidden state. Initial state: every decoder layer starts from the hidden
+state tanh(W_init [fwd_last; bwd_first] + b_init) (the top encoder layer's forward state at the
+last token and backward state at the first token; one Linear to num_layers x decoder_dim) and
+a zero cell state; the context c_0 = 0 (nothing attended yet); token_0 = BOS and
+y_0 = one_hot(BOS). The reference implementation hands the encoder LSTM's final (h, c) of each
+layer to the decoder instead, which needs decoder_dim = 2 encoder_dim and as many decoder as
+encoder layers; the learned map lifts both constraints (Bahdanau et al. 2015 likewise start
+from s_0 = tanh(W_s h_1 backward)).
+
+Training is teacher-forced: one `lax.scan` of the same `_step` over the decoder inputs BOS,
+l_1, ..., l_{S-1} (the targets shifted right), with the emitted set of each step = the labels
+of the gold prefix, and, for the global embedding, e = the gold previous label's embedding and
+ebar from the model's own masked y_{t-1} (what the reference does). Inference runs `_step` in
+`greedy_decode` or `beam_search`, whose carry holds each row's own emitted set and y_{t-1};
+so a teacher-forced pass over a decoded sequence reproduces the decoder's distributions.
+
+Dropout (`dropout_rate`, 0.5): on the word embeddings, between encoder layers, between decoder layers and
+on tanh(W_d s_t + V_d c_t) before W_o; never in `predict`.
+
+`BinaryRelevance`: the same encoder, a masked max (or mean) over time of h, dropout, and one
+logit per label (independent sigmoids, in the loss).
+
+Initialisation follows PyTorch: embeddings N(0, 1), LSTMs U(-1/sqrt(H), 1/sqrt(H)), linear maps
+U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for kernels and biases.
+
+References:
+    Yang, Sun, Li, Ma, Wu, Wang. SGM: Sequence Generation Model for Multi-label Classification.
+        COLING 2018 (Sec. 2.2 encoder, attention, decoder and mask; Sec. 2.3 global embedding).
+    Bahdanau, Cho, Bengio. Neural Machine Translation by Jointly Learning to Align and
+        Translate. ICLR 2015 (additive attention, decoder initial state).
+    Luong, Pham, Manning. Effective Approaches to Attention-based Neural Machine Translation.
+        EMNLP 2015 (Sec. 3.3, input feeding).
+"""
+
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from jcaps.ops.attention import additive_attention
+from jcaps.ops.decoding import (
+    BOS_ID,
+    NUM_SPECIAL,
+    PAD_ID,
+    beam_search,
+    emitted_to_multi_hot,
+    greedy_decode,
+    label_mask_logits,
+)
+from jcaps.ops.recurrent import (
+    bidirectional_lstm,
+    last_valid_state,
+    lstm_cell,
+    masked_max_over_time,
+    masked_mean_over_time,
+)
+
+DECODINGS = ("beam", "greedy")
+POOLS = {"max": masked_max_over_time, "mean": masked_mean_over_time}
+
+
+def _torch_uniform(bound: float):
+    """U(-bound, bound): PyTorch's initialisation of recurrent layers (bound = 1/sqrt(H)) and
+    of linear biases (bound = 1/sqrt(fan_in))."""
+
+    def init(key, shape, dtype=jnp.float32):
+        return jax.random.uniform(key, shape, dtype, -bound, bound)
+
+    return init
+
+
+# U(-1/sqrt(fan_in), 1/sqrt(fan_in)), PyTorch's nn.Linear weight initialisation.
+_linear_kernel_init = nn.initializers.variance_scaling(1 / 3, "fan_in", "uniform")
+_embedding_init = nn.initializers.normal(1.0)
+
+
+def _dropout(x: jax.Array, rate: float, key: jax.Array | None) -> jax.Array:
+    """Inverted dropout drawn from `key`; the identity without a key (evaluation).
+
+    The decoder step runs inside `lax.scan` / `lax.while_loop`, where flax's `nn.Dropout` (a
+    module drawing from the module's RNG) cannot be called, so keys are passed in."""
+    if key is None or rate == 0:
+        return x
+    keep = jax.random.bernoulli(key, 1 - rate, x.shape)
+    return jnp.where(keep, x / (1 - rate), jnp.zeros_like(x))
+
+
+def _add_bias(x: jax.Array, bias: jax.Array) -> jax.Array:
+    return x + jnp.broadcast_to(bias, x.shape)
+
+
+class BidirectionalLSTM(nn.Module):
+    """One bidirectional LSTM layer with PyTorch's parameters and initialisation.
+
+    Parameters carry the direction on a leading axis (forward, backward) and the gates in the
+    order (i, f, g, o): input_kernel [2, D, 4H], input_bias [2, 4H], hidden_kernel [2, H, 4H],
+    hidden_bias [2, 4H].
+    """
+
+    hidden_dim: int
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, x: jax.Array, mask: jax.Array | None) -> jax.Array:
+        """x [T, B, D], mask [T, B] bool or None -> [T, B, 2, H]."""
+        init = _torch_uniform(self.hidden_dim**-0.5)
+        gates = 4 * self.hidden_dim
+        weights = [
+            self.param("input_kernel", init, (2, x.shape[-1], gates)),
+            self.param("input_bias", init, (2, gates)),
+            self.param("hidden_kernel", init, (2, self.hidden_dim, gates)),
+            self.param("hidden_bias", init, (2, gates)),
+        ]
+        return bidirectional_lstm(x.astype(self.dtype), *(w.astype(self.dtype) for w in weights), mask=mask)
+
+
+class BiLSTMEncoder(nn.Module):
+    """Word embedding -> dropout -> stacked BiLSTM layers (dropout between them).
+
+    Attributes:
+        vocab_size: word vocabulary size; id 0 is padding.
+        embedding_dim: word vector size.
+        hidden_dim: E, LSTM size per direction.
+        num_layers: BiLSTM layers.
+        dropout_rate: on the embeddings and between layers.
+        dtype: activation dtype; parameters are float32.
+    """
+
+    vocab_size: int
+    embedding_dim: int = 512
+    hidden_dim: int = 256
+    num_layers: int = 2
+    dropout_rate: float = 0.5
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, tokens: jax.Array, train: bool = False) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """tokens [B, L] int (0 = padding) -> (h [B, L, 2E] (zero at pads), mask [B, L] bool,
+        summary [B, 2E] = [forward state at the last token; backward state at the first])."""
+        mask = tokens != PAD_ID
+        table = self.param("embedding", _embedding_init, (self.vocab_size, self.embedding_dim))
+        x = jnp.take(table, tokens.T, axis=0).astype(self.dtype)  # time-major [L, B, D]
+        time_mask = mask.T
+        for layer in range(self.num_layers):
+            # Dropout on the embeddings, then (PyTorch's nn.LSTM dropout) on every layer's
+            # output but the last; a layer reads both directions of the one below concatenated.
+            x = nn.Dropout(self.dropout_rate, deterministic=not train)(x)
+            states = BidirectionalLSTM(self.hidden_dim, self.dtype, name=f"layer_{layer}")(x, time_mask)
+            x = states.reshape(states.shape[:2] + (-1,))
+        # The backward state at the first valid step is the last valid one in reversed time.
+        first_backward = last_valid_state(jnp.flip(states[:, :, 1], axis=0), jnp.flip(time_mask, axis=0))
+        summary = jnp.concatenate([last_valid_state(states[:, :, 0], time_mask), first_backward], axis=-1)
+        return jnp.swapaxes(x, 0, 1), mask, summary
+
+
+class SGM(nn.Module):
+    """Sequence generation model with optional global embedding (module docstring).
+
+    Attributes:
+        vocab_size: word vocabulary size (id 0 = padding).
+        num_classes: J real labels; the decoder's vocabulary is V = J + NUM_SPECIAL.
+        embedding_dim: word vector size.
+        encoder_dim: E, encoder LSTM size per direction.
+        decoder_dim: decoder LSTM size (also the size of tanh(W_d s + V_d c)).
+        label_embedding_dim: label vector size; 0 = embedding_dim.
+        attention_dim: A, size of the attention's hidden layer; 0 = decoder_dim.
+        num_layers: LSTM layers of the encoder and of the decoder.
+        dropout_rate: dropout in encoder and decoder (module docstring).
+        global_embedding: feed g = (1 - H) e + H ebar instead of e (adds W1, b1, W2).
+        decoding: "beam" or "greedy" (`predict`).
+        beam_size: K.
+        max_steps: most decoded tokens per example, EOS included.
+        length_penalty: exponent of the length normalisation of the final beam choice.
+        dtype: activation dtype; parameters are float32, masked logits float32.
+    """
+
+    vocab_size: int
+    num_classes: int
+    embedding_dim: int = 512
+    encoder_dim: int = 256
+    decoder_dim: int = 512
+    label_embedding_dim: int = 0
+    attention_dim: int = 0
+    num_layers: int = 2
+    dropout_rate: float = 0.5
+    global_embedding: bool = False
+    decoding: str = "beam"
+    beam_size: int = 5
+    max_steps: int = 30
+    length_penalty: float = 0.0
+    dtype: Any = jnp.float32
+
+    def __post_init__(self):
+        if self.decoding not in DECODINGS:
+            raise ValueError(f"decoding must be one of {DECODINGS}, got {self.decoding!r}")
+        super().__post_init__()
+
+    @property
+    def num_tokens(self) -> int:
+        """V, the decoder's vocabulary: the special ids, then the J labels."""
+        return self.num_classes + NUM_SPECIAL
+
+    def setup(self):
+        self.encoder = BiLSTMEncoder(
+            self.vocab_size,
+            self.embedding_dim,
+            self.encoder_dim,
+            self.num_layers,
+            self.dropout_rate,
+            self.dtype,
+            name="encoder",
+        )
+        label_dim = self.label_embedding_dim or self.embedding_dim
+        attention_dim = self.attention_dim or self.decoder_dim
+        keys_dim, decoder_dim = 2 * self.encoder_dim, self.decoder_dim
+
+        def linear(name, fan_in, fan_out, bias=True):
+            kernel = self.param(f"{name}_kernel", _linear_kernel_init, (fan_in, fan_out))
+            if not bias:
+                return kernel
+            return kernel, self.param(f"{name}_bias", _torch_uniform(fan_in**-0.5), (fan_out,))
+
+        params = {"label_embedding": self.param("label_embedding", _embedding_init, (self.num_tokens, label_dim))}
+        if self.global_embedding:
+            # One bias: b1 and a bias on W2 ebar would only add up.
+            params["ge_w1"], params["ge_b1"] = linear("ge_w1", label_dim, label_dim)
+            params["ge_w2"] = linear("ge_w2", label_dim, label_dim, bias=False)
+        params["init_kernel"], params["init_bias"] = linear("init", keys_dim, self.num_layers * decoder_dim)
+        lstm_init = _torch_uniform(decoder_dim**-0.5)
+        layers = []
+        for layer in range(self.num_layers):
+            num_inputs = label_dim + keys_dim if layer == 0 else decoder_dim
+            layers.append(
+                {
+                    "input_kernel": self.param(
+                        f"decoder_{layer}_input_kernel", lstm_init, (num_inputs, 4 * decoder_dim)
+                    ),
+                    "input_bias": self.param(f"decoder_{layer}_input_bias", lstm_init, (4 * decoder_dim,)),
+                    "hidden_kernel": self.param(
+                        f"decoder_{layer}_hidden_kernel", lstm_init, (decoder_dim, 4 * decoder_dim)
+                    ),
+                    "hidden_bias": self.param(f"decoder_{layer}_hidden_bias", lstm_init, (4 * decoder_dim,)),
+                }
+            )
+        params["decoder"] = layers
+        # U_a h_i + b_a (the only attention bias that matters, see `additive_attention`).
+        params["attention_key_kernel"], params["attention_key_bias"] = linear("attention_key", keys_dim, attention_dim)
+        params["attention_query_kernel"] = linear("attention_query", decoder_dim, attention_dim, bias=False)
+        params["attention_vector"] = self.param(
+            "attention_vector", _torch_uniform(attention_dim**-0.5), (attention_dim,)
+        )
+        params["readout_state_kernel"], params["readout_bias"] = linear("readout_state", decoder_dim, decoder_dim)
+        params["readout_context_kernel"] = linear("readout_context", keys_dim, decoder_dim, bias=False)
+        params["output_kernel"], params["output_bias"] = linear("output", decoder_dim, self.num_tokens)
+        self.decoder_params = params
+
+    def _params(self) -> dict:
+        """The decoder parameters, cast to the activation dtype (plain arrays, usable inside the
+        decoding loops)."""
+        return jax.tree.map(lambda p: p.astype(self.dtype), self.decoder_params)
+
+    def _initial_state(self, params: dict, keys: jax.Array, mask: jax.Array, summary: jax.Array) -> dict:
+        """The decoder state after the encoder; every leaf has the batch as leading dim.
+
+        keys [B, L, 2E], mask [B, L], summary [B, 2E] -> {hidden, cell [B, layers, Dd],
+        context [B, 2E], keys, projected_keys [B, L, A], mask}.
+        """
+        hidden = jnp.tanh(_add_bias(summary @ params["init_kernel"], params["init_bias"]))
+        hidden = hidden.reshape(hidden.shape[0], self.num_layers, self.decoder_dim)
+        projected_keys = jnp.einsum("bld,da->bla", keys, params["attention_key_kernel"])
+        return {
+            "hidden": hidden,
+            "cell": jnp.zeros_like(hidden),
+            "context": jnp.zeros_like(summary),
+            "keys": keys,
+            "projected_keys": _add_bias(projected_keys, params["attention_key_bias"]),
+            "mask": mask,
+        }
+
+    def _step(
+        self,
+        params: dict,
+        state: dict,
+        previous_token: jax.Array,
+        previous_probs: jax.Array,
+        dropout_key: jax.Array | None = None,
+    ) -> tuple[jax.Array, dict, jax.Array]:
+        """One decoder step (module docstring), the same for teacher forcing and decoding.
+
+        Args:
+            params: `_params()`.
+            state: `_initial_state` layout, leading dim N.
+            previous_token: [N] int32 y_{t-1} (BOS at the first step).
+            previous_probs: [N, V] float32 masked softmax y_{t-1} (one_hot(BOS) at the first step).
+            dropout_key: a PRNG key in training, None otherwise.
+
+        Returns:
+            logits [N, V] float32 o_t (unmasked), the new state, attention weights [N, L].
+        """
+        table = params["label_embedding"]
+        embedded = jnp.take(table, previous_token, axis=0)
+        if self.global_embedding:
+            average = previous_probs.astype(table.dtype) @ table
+            gate = jax.nn.sigmoid(_add_bias(embedded @ params["ge_w1"], params["ge_b1"]) + average @ params["ge_w2"])
+            embedded = (1 - gate) * embedded + gate * average
+        keys = [None] * self.num_layers if dropout_key is None else list(jax.random.split(dropout_key, self.num_layers))
+        x = jnp.concatenate([embedded, state["context"]], axis=-1)
+        hidden, cell = [], []
+        for layer, weights in enumerate(params["decoder"]):
+            if layer:
+                x = _dropout(x, self.dropout_rate, keys[layer - 1])
+            h, c = lstm_cell(
+                _add_bias(x @ weights["input_kernel"], weights["input_bias"]),
+                state["hidden"][:, layer],
+                state["cell"][:, layer],
+                weights["hidden_kernel"],
+                weights["hidden_bias"],
+            )
+            hidden.append(h)
+            cell.append(c)
+            x = h
+        context, attention = additive_attention(
+            x,
+            state["keys"],
+            state["projected_keys"],
+            params["attention_query_kernel"],
+            params["attention_vector"],
+            state["mask"],
+        )
+        readout = x @ params["readout_state_kernel"] + context @ params["readout_context_kernel"]
+        readout = _dropout(jnp.tanh(_add_bias(readout, params["readout_bias"])), self.dropout_rate, keys[-1])
+        logits = _add_bias(readout @ params["output_kernel"], params["output_bias"]).astype(jnp.float32)
+        new_state = dict(state, hidden=jnp.stack(hidden, axis=1), cell=jnp.stack(cell, axis=1), context=context)
+        return logits, new_state, attention
+
+    def __call__(self, tokens: jax.Array, label_sequence: jax.Array, train: bool = False) -> dict:
+        """Teacher-forced pass.
+
+        Args:
+            tokens: [B, L] int word ids, 0 = padding.
+            label_sequence: [B, S] int targets l_1..l_n, EOS, PAD...; the decoder reads BOS and
+                the targets shifted right.
+            train: dropout on.
+
+        Returns:
+            logits [B, S, V] float32, masked (`label_mask_logits`, finite) logits of each target
+            step (`jcaps.ops.losses.sequence_cross_entropy` scores them); attention [B, S, L].
+        """
+        keys, mask, summary = self.encoder(tokens, train=train)
+        params = self._params()
+        state = self._initial_state(params, keys, mask, summary)
+        batch, steps = label_sequence.shape
+        label_sequence = label_sequence.astype(jnp.int32)
+        previous = jnp.concatenate([jnp.full((batch, 1), BOS_ID, jnp.int32), label_sequence[:, :-1]], axis=1)
+        dropout_keys = None
+        if train and self.dropout_rate > 0:
+            dropout_keys = jax.random.split(self.make_rng("dropout"), steps)
+        ids = jnp.arange(self.num_tokens)[None, :]
+
+        def body(carry, inputs):
+            state, emitted, previous_probs = carry
+            previous_token, dropout_key = inputs
+            # The labels of the gold prefix; special ids (BOS, EOS, PAD) are never "emitted".
+            emitted = emitted | ((ids == previous_token[:, None]) & (previous_token >= NUM_SPECIAL)[:, None])
+            logits, state, attention = self._step(params, state, previous_token, previous_probs, dropout_key)
+            masked = label_mask_logits(logits, emitted)
+            # y_t as the decoders compute it (exp of the masked log-softmax).
+            probs = jnp.exp(jax.nn.log_softmax(masked, axis=-1))
+            return (state, emitted, probs), (masked, attention)
+
+        initial = (
+            state,
+            jnp.zeros((batch, self.num_tokens), bool),
+            jax.nn.one_hot(jnp.full((batch,), BOS_ID), self.num_tokens, dtype=jnp.float32),
+        )
+        _, (logits, attention) = jax.lax.scan(body, initial, (previous.T, dropout_keys))
+        return {"logits": jnp.swapaxes(logits, 0, 1), "attention": jnp.swapaxes(attention, 0, 1)}
+
+    def predict(self, tokens: jax.Array) -> dict:
+        """Decodes the label set of each example (`self.decoding`; no dropout).
+
+        Args:
+            tokens: [B, L] int word ids, 0 = padding.
+
+        Returns:
+            labels [B, J] float32 multi-hot of the labels before the first EOS; sequence
+            [B, max_steps] int32 decoded ids (labels, EOS, then PAD); length [B] int32 number
+            of labels; log_prob [B] float32 the sequence's log probability.
+        """
+        keys, mask, summary = self.encoder(tokens, train=False)
+        params = self._params()
+        state = self._initial_state(params, keys, mask, summary)
+
+        def step_fn(state, previous_token, previous_probs):
+            logits, state, _ = self._step(params, state, previous_token, previous_probs)
+            return logits, state
+
+        if self.decoding == "greedy":
+            result = greedy_decode(step_fn, state, num_tokens=self.num_tokens, max_steps=self.max_steps)
+        else:
+            result = beam_search(
+                step_fn,
+                state,
+                num_tokens=self.num_tokens,
+                beam_size=self.beam_size,
+                max_steps=self.max_steps,
+                length_penalty=self.length_penalty,
+            )
+        return {
+            "labels": emitted_to_multi_hot(result.emitted),
+            "sequence": result.tokens,
+            "length": result.length,
+            "log_prob": result.log_prob,
+        }
+
+
+class BinaryRelevance(nn.Module):
+    """Binary relevance baseline: the SGM encoder, pooled over time, one logit per label.
+
+    Attributes:
+        vocab_size: word vocabulary size (id 0 = padding).
+        num_classes: J.
+        embedding_dim: word vector size.
+        encoder_dim: E, LSTM size per direction.
+        num_layers: BiLSTM layers.
+        dropout_rate: dropout in the encoder and on the pooled vector.
+        pool: "max" or "mean" over the valid steps.
+        dtype: activation dtype; parameters are float32.
+    """
+
+    vocab_size: int
+    num_classes: int
+    embedding_dim: int = 512
+    encoder_dim: int = 256
+    num_layers: int = 2
+    dropout_rate: float = 0.5
+    pool: str = "max"
+    dtype: Any = jnp.float32
+
+    def __post_init__(self):
+        if self.pool not in POOLS:
+            raise ValueError(f"pool must be one of {tuple(POOLS)}, got {self.pool!r}")
+        super().__post_init__()
+
+    @nn.compact
+    def __call__(self, tokens: jax.Array, train: bool = False) -> dict:
+        """tokens [B, L] int (0 = padding) -> {"scores": [B, J] logits}."""
+        states, mask, _ = BiLSTMEncoder(
+            self.vocab_size,
+            self.embedding_dim,
+            self.encoder_dim,
+            self.num_layers,
+            self.dropout_rate,
+            self.dtype,
+            name="encoder",
+        )(tokens, train=train)
+        features = POOLS[self.pool](jnp.swapaxes(states, 0, 1), mask.T)
+        features = nn.Dropout(self.dropout_rate, deterministic=not train)(features)
+        readout = nn.Dense(
+            self.num_classes,
+            kernel_init=_linear_kernel_init,
+            bias_init=_torch_uniform(features.shape[-1] ** -0.5),
+            dtype=self.dtype,
+            name="readout",
+        )
+        return {"scores": readout(features)}
