@@ -4,8 +4,9 @@
         [--variants none,dot,...] [--quick] [--jobs 2]
 
 Trains `configs/dilated_fcn_emoji.py:VARIANT` for each of the seven attention variants with the
-same budget (the config's epochs; `--quick`: `--steps` steps, default 1,200, about a third of
-the config's budget) in `DIR/runs/VARIANT` through `train.py` (a finished run is reused, an
+same budget (the config's epochs; `--quick`: `--steps` steps, default 600, and the test metrics
+on the first `--test_size` tweets of us_test, default 10,000, read from a copy in
+`DIR/quick_data`) in `DIR/runs/VARIANT` through `train.py` (a finished run is reused, an
 interrupted one resumes), then writes
 
     DIR/results.json   {"<variant>": {"macro_f1", "micro_f1", "accuracy", "seconds", "steps"}}
@@ -29,7 +30,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from jcaps.models.dilated_fcn import ATTENTION_VARIANTS  # noqa: E402
+from jcaps.models.dilated_fcn import ATTENTION_VARIANTS
 
 CONFIG = os.path.join(ROOT, "configs", "dilated_fcn_emoji.py")
 PAPER = {  # Anderson 2018 (ITAmoji, 25 emoji, Italian), Table 3: macro-F1, micro-F1
@@ -61,8 +62,27 @@ def final_test_metrics(workdir: str) -> dict | None:
     return finals[-1] if finals else None
 
 
+def quick_data(args) -> str:
+    """`DIR/quick_data`: the training files as they are, us_test cut to `--test_size` tweets."""
+    folder = os.path.join(args.out, "quick_data")
+    os.makedirs(folder, exist_ok=True)
+    for name in os.listdir(args.data_dir):
+        source, target = os.path.join(args.data_dir, name), os.path.join(folder, name)
+        if os.path.exists(target):
+            continue
+        if name in ("us_test.text", "us_test.labels"):
+            with open(source, encoding="utf-8") as f:
+                lines = [line for _, line in zip(range(args.test_size), f)]
+            with open(target, "w", encoding="utf-8") as f:
+                f.writelines(lines)
+        else:
+            shutil.copyfile(source, target)
+    return folder
+
+
 def command(variant: str, workdir: str, args) -> list[str]:
-    flags = [f"--config={CONFIG}:{variant}", f"--workdir={workdir}", f"--config.data.dir={args.data_dir}",
+    data_dir = args.quick_dir if args.quick else args.data_dir
+    flags = [f"--config={CONFIG}:{variant}", f"--workdir={workdir}", f"--config.data.dir={data_dir}",
              "--config.train.progress=lines"]
     if args.cache_dir:
         flags.append(f"--config.data.cache_dir={args.cache_dir}")
@@ -85,10 +105,10 @@ def run_all(variants: list[str], args) -> dict[str, float]:
             cmd = command(variant, workdir, args)
             if args.jobs > 1 and shutil.which("taskset"):
                 cmd = ["taskset", "-c", str(core), *cmd]
-            log = open(os.path.join(workdir, "train.log"), "a", encoding="utf-8")
             print(f"training {variant} (log: {workdir}/train.log)", flush=True)
-            running.append((variant, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT),
-                            time.perf_counter(), core))
+            with open(os.path.join(workdir, "train.log"), "a", encoding="utf-8") as log:  # the child keeps its copy
+                process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+            running.append((variant, process, time.perf_counter(), core))
         time.sleep(2)
         for item in list(running):
             variant, process, start, core = item
@@ -113,7 +133,8 @@ def markdown_table(results: dict) -> str:
         lines.append(f"| {PAPER_NAMES[variant]} (`{variant}`) | {r['macro_f1']:.3f} | {r['micro_f1']:.3f} | "
                      f"{r['accuracy']:.3f} | {paper_macro:.3f} | {paper_micro:.3f} |")
     lines.append("")
-    lines.append("jcaps: SemEval-2018 Task 2 English (20 emoji), trained on us_trial, tested on us_test; "
+    lines.append("jcaps: SemEval-2018 Task 2 English (20 emoji), trained on us_trial, tested on us_test "
+                 "(`--quick`: its first 10,000 tweets, after 600 steps); "
                  "ITAmoji: the paper's Table 3 (25 emoji, Italian tweets; not public). Single-label: "
                  "micro-F1 equals accuracy.")
     return "\n".join(lines) + "\n"
@@ -125,7 +146,8 @@ def main():
     parser.add_argument("--out", required=True)
     parser.add_argument("--variants", default=",".join(ATTENTION_VARIANTS))
     parser.add_argument("--quick", action="store_true", help="train --steps steps per variant")
-    parser.add_argument("--steps", type=int, default=1200)
+    parser.add_argument("--steps", type=int, default=600)
+    parser.add_argument("--test_size", type=int, default=10000, help="--quick: test tweets scored")
     parser.add_argument("--jobs", type=int, default=1, help="trainings at once (each pinned to a core)")
     parser.add_argument("--cache_dir", default="", help="prepared-data cache (default ~/tensorflow_datasets)")
     args = parser.parse_args()
@@ -134,6 +156,7 @@ def main():
     if unknown:
         parser.error(f"unknown variants {unknown}; known: {', '.join(ATTENTION_VARIANTS)}")
     os.makedirs(args.out, exist_ok=True)
+    args.quick_dir = quick_data(args) if args.quick else ""
     previous = {}
     results_path = os.path.join(args.out, "results.json")
     if os.path.isfile(results_path):

@@ -46,7 +46,10 @@ def get_config(arg: str = ""):
     model.filters = 128  # [ref]
     model.width = 7  # [ref]
     model.num_layers = 9  # [ref] dilations 1, 2, ..., 256
-    model.activation = "none"  # [decision] the paper names no activation inside residual layers
+    # [decision] The paper names no activation inside the residual layers (MODELS.md's default
+    # 'none' keeps them linear); ReLU makes the stack a deep network at no cost. With 'none' and
+    # Adam 1e-3 the loss was still at the label prior's entropy after 350 steps (measured).
+    model.activation = "relu"
     model.attention = variants[0] if variants else "none"
     model.attention_axis = "channels"  # [decision]
     model.dropout_rate = 0.0
@@ -65,13 +68,16 @@ def get_config(arg: str = ""):
 
     train = config.train
     train.batch_size = 64
-    train.num_epochs = 3  # about 45 minutes on one CPU core
+    train.num_epochs = 2  # about 45 minutes on one CPU core shared with another run
     train.optimizer = "adam"
-    train.learning_rate = 1e-3
-    train.schedule = "cosine"
+    train.learning_rate = 2e-3
+    train.schedule = "warmup_cosine"
+    train.warmup_fraction = 0.03
     train.grad_clip_norm = 5.0
     train.select_metric = "macro_f1"
-    train.class_weights = "none"
+    # Red heart is 21.5 % of the tweets, the rarest emoji 2.4 %: square-root balanced weights
+    # lift the rare classes (macro-F1) without giving up the frequent ones (accuracy).
+    train.class_weights = "sqrt_balanced"
     train.eval_every_steps = 352  # half an epoch of the local split
     train.log_every_steps = 100
 

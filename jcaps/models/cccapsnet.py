@@ -21,7 +21,14 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jcaps.ops.capsules import capsule_length, dynamic_routing, kmeans_routing, shared_prediction_vectors, unshared_prediction_vectors
+from jcaps.models.initializers import uniform
+from jcaps.ops.capsules import (
+    capsule_length,
+    dynamic_routing,
+    kmeans_routing,
+    shared_prediction_vectors,
+    unshared_prediction_vectors,
+)
 from jcaps.ops.embeddings import cc_embedding, cwc_embedding, num_codewords
 from jcaps.ops.recurrent import bidirectional_gru, masked_mean_over_time
 
@@ -32,15 +39,6 @@ _CC_SAMPLINGS = ("straight_through", "repeated_argmax")
 _CLASSIFIERS = ("capsule", "linear")
 _ROUTINGS = ("kmeans", "dynamic")
 _SIMILARITIES = ("cosine", "dot")
-
-
-def _torch_uniform(bound: float):
-    """U(-bound, bound), PyTorch's initialisation of recurrent layers (bound = 1/sqrt(H))."""
-
-    def init(key, shape, dtype=jnp.float32):
-        return jax.random.uniform(key, shape, dtype, -bound, bound)
-
-    return init
 
 
 class Embedding(nn.Module):
@@ -95,7 +93,7 @@ class BidirectionalGRU(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array, mask: jax.Array | None) -> jax.Array:
         """x [T, B, D], mask [T, B] bool or None -> [T, B, 2, H]."""
-        init = _torch_uniform(self.hidden_dim**-0.5)
+        init = uniform(self.hidden_dim**-0.5)
         gates = 3 * self.hidden_dim
         weights = [
             self.param("input_kernel", init, (2, x.shape[-1], gates)),

@@ -37,6 +37,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from jcaps.models.initializers import uniform
 from jcaps.ops.attention import CONV_ATTENTION_AXES, dot_product_attention, local_attention, simplified_attention
 from jcaps.ops.convolution import ACTIVATIONS, causal_conv1d, dilated_residual_stack, pointwise_conv
 from jcaps.ops.recurrent import masked_max_over_time
@@ -66,18 +67,9 @@ def is_causal(attention: str, attention_axis: str = "channels") -> bool:
     return not attention.startswith("dot") and attention_axis == "channels"
 
 
-def _uniform(bound: float):
-    """U(-bound, bound)."""
-
-    def init(key, shape, dtype=jnp.float32):
-        return jax.random.uniform(key, shape, dtype, -bound, bound)
-
-    return init
-
-
 # Keras' defaults: U(-0.05, 0.05) embeddings, Glorot-uniform kernels (fans include the conv
 # width), zero biases.
-_embedding_init = _uniform(0.05)
+_embedding_init = uniform(0.05)
 _kernel_init = nn.initializers.glorot_uniform()
 # Per-layer (or per-group) kernels stacked on a leading axis: the fans exclude it.
 _stacked_kernel_init = nn.initializers.glorot_uniform(batch_axis=(0,))

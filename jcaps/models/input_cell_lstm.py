@@ -37,25 +37,12 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from jcaps.models.initializers import torch_linear_kernel, uniform
 from jcaps.ops.attention import causal_softmax_pool, causal_softmax_pool_quadratic, structured_self_attention
 from jcaps.ops.recurrent import last_valid_state, lstm_scan, masked_max_over_time, masked_mean_over_time
 
 CAUSAL_POOLS = {"linear": causal_softmax_pool, "quadratic": causal_softmax_pool_quadratic}
 VARIANTS = ("input_cell", "lstm", "lstm_maxpool", "lstm_meanpool", "lstm_self_attention", "bilstm")
-
-
-def _torch_uniform(bound: float):
-    """U(-bound, bound): PyTorch's initialisation of recurrent layers (bound = 1/sqrt(H)) and
-    of linear biases (bound = 1/sqrt(fan_in))."""
-
-    def init(key, shape, dtype=jnp.float32):
-        return jax.random.uniform(key, shape, dtype, -bound, bound)
-
-    return init
-
-
-# U(-1/sqrt(fan_in), 1/sqrt(fan_in)), PyTorch's nn.Linear weight initialisation.
-_linear_kernel_init = nn.initializers.variance_scaling(1 / 3, "fan_in", "uniform")
 
 
 class LSTM(nn.Module):
@@ -74,7 +61,7 @@ class LSTM(nn.Module):
     def __call__(self, x: jax.Array, mask: jax.Array | None) -> jax.Array:
         """x [T, B, D] time-major, mask [T, B] bool or None -> [K, T, B, H] states of each
         direction, in input time order (zero at padded steps)."""
-        init = _torch_uniform(self.hidden_dim**-0.5)
+        init = uniform(self.hidden_dim**-0.5)
         gates, directions = 4 * self.hidden_dim, self.num_directions
         input_kernel = self.param("input_kernel", init, (directions, x.shape[-1], gates)).astype(self.dtype)
         input_bias = self.param("input_bias", init, (directions, gates)).astype(self.dtype)
@@ -168,16 +155,16 @@ class InputCellLSTM(nn.Module):
             first_backward = last_valid_state(jnp.flip(states[1], axis=0), reversed_mask)
             features = jnp.concatenate([last_valid_state(forward, time_mask), first_backward], axis=-1)
         else:
-            w1 = self.param("attention_w1", _linear_kernel_init, (self.hidden_dim, self.attention_dim))
-            w2 = self.param("attention_w2", _linear_kernel_init, (self.attention_dim, self.num_hops))
+            w1 = self.param("attention_w1", torch_linear_kernel, (self.hidden_dim, self.attention_dim))
+            w2 = self.param("attention_w2", torch_linear_kernel, (self.attention_dim, self.num_hops))
             features, outputs["attention"] = structured_self_attention(
                 jnp.swapaxes(forward, 0, 1), w1.astype(self.dtype), w2.astype(self.dtype), mask
             )
         features = nn.Dropout(self.dropout_rate, deterministic=not train)(features)
         readout = nn.Dense(
             self.num_classes,
-            kernel_init=_linear_kernel_init,
-            bias_init=_torch_uniform(features.shape[-1] ** -0.5),
+            kernel_init=torch_linear_kernel,
+            bias_init=uniform(features.shape[-1] ** -0.5),
             dtype=self.dtype,
             name="readout",
         )
@@ -185,9 +172,9 @@ class InputCellLSTM(nn.Module):
 
     def _attention_scores(self, series: jax.Array) -> jax.Array:
         """S = W2 tanh(W1 x_j + b1) + b2: series [B, T, N] -> [B, T, r]."""
-        w1 = self.param("attention_w1", _linear_kernel_init, (series.shape[-1], self.attention_dim))
+        w1 = self.param("attention_w1", torch_linear_kernel, (series.shape[-1], self.attention_dim))
         b1 = self.param("attention_b1", nn.initializers.zeros, (self.attention_dim,))
-        w2 = self.param("attention_w2", _linear_kernel_init, (self.attention_dim, self.num_hops))
+        w2 = self.param("attention_w2", torch_linear_kernel, (self.attention_dim, self.num_hops))
         b2 = self.param("attention_b2", nn.initializers.zeros, (self.num_hops,))
         hidden = jnp.tanh(jnp.einsum("btn,na->bta", series, w1.astype(self.dtype)) + b1.astype(self.dtype)[None, None])
         return jnp.einsum("bta,ar->btr", hidden, w2.astype(self.dtype)) + b2.astype(self.dtype)[None, None]

@@ -246,12 +246,19 @@ def bidirectional_gru(
         [T, B, 2, H]: forward and backward hidden states at each step (zero at padded steps);
         a reshape to [T, B, 2H] is PyTorch's concatenated output.
     """
+    return _bidirectional(_gru_states, x, input_kernel, input_bias, hidden_kernel, hidden_bias, mask)
+
+
+def _bidirectional(states_fn, x, input_kernel, input_bias, hidden_kernel, hidden_bias, mask):
+    """Both directions of a recurrent layer through `states_fn` (`_gru_states` or `_lstm_states`,
+    which advance several recurrences in one loop): one input-projection matmul for both, the
+    backward half reversed in time, states [T, B, 2, H] zero at padded steps."""
     num_directions, num_inputs, num_gates = input_kernel.shape
     both_kernels = jnp.moveaxis(input_kernel, 0, 1).reshape(num_inputs, num_directions * num_gates)
     gates = _matmul_2d(x, both_kernels)
     gates = gates + jnp.broadcast_to(input_bias.reshape(-1), gates.shape)
     valid = _all_valid(x) if mask is None else mask
-    forward, backward = _gru_states(
+    forward, backward = states_fn(
         (gates[..., :num_gates], jnp.flip(gates[..., num_gates:], axis=0)),
         (hidden_kernel[0], hidden_kernel[1]),
         (hidden_bias[0], hidden_bias[1]),
@@ -378,18 +385,7 @@ def bidirectional_lstm(
         [T, B, 2, H]: forward and backward hidden states at each step (zero at padded steps);
         a reshape to [T, B, 2H] is PyTorch's concatenated output.
     """
-    num_directions, num_inputs, num_gates = input_kernel.shape
-    both_kernels = jnp.moveaxis(input_kernel, 0, 1).reshape(num_inputs, num_directions * num_gates)
-    gates = _matmul_2d(x, both_kernels)
-    gates = gates + jnp.broadcast_to(input_bias.reshape(-1), gates.shape)
-    valid = _all_valid(x) if mask is None else mask
-    forward, backward = _lstm_states(
-        (gates[..., :num_gates], jnp.flip(gates[..., num_gates:], axis=0)),
-        (hidden_kernel[0], hidden_kernel[1]),
-        (hidden_bias[0], hidden_bias[1]),
-        (valid, jnp.flip(valid, axis=0)),
-    )
-    return _zero_padding(jnp.stack([forward, jnp.flip(backward, axis=0)], axis=2), mask)
+    return _bidirectional(_lstm_states, x, input_kernel, input_bias, hidden_kernel, hidden_bias, mask)
 
 
 def last_valid_state(states: jax.Array, mask: jax.Array | None = None) -> jax.Array:

@@ -80,7 +80,9 @@ def base_config() -> ml_collections.ConfigDict:
     train.decay_boundaries = ()  # 'steps' schedule: fractions of training ...
     train.decay_factor = 0.1  # ... at which the learning rate is multiplied by this
     train.grad_clip_norm = 5.0  # 0: no clipping
-    train.class_weights = "none"  # none | balanced (each class weighs the same in the loss)
+    # none | balanced (each class weighs the same in the loss) | sqrt_balanced (half-way, in
+    # the exponent: weights (N / (J N_c)) ** 0.5)
+    train.class_weights = "none"
     train.eval_every_steps = 0  # 0: at the end of each epoch
     train.checkpoint_every_steps = 0  # 0: at the end of each epoch
     train.keep_checkpoints = 3

@@ -209,9 +209,11 @@ def train_and_evaluate(config, workdir: str) -> dict:
     )
     train_fn, eval_fn = compile_steps(config, family, dataset, mesh)
 
-    if config.train.class_weights not in ("none", "balanced"):
-        raise ValueError(f"train.class_weights must be none or balanced, not {config.train.class_weights!r}")
-    class_weights = dataset.balanced_class_weights() if config.train.class_weights == "balanced" else None
+    powers = {"none": None, "balanced": 1.0, "sqrt_balanced": 0.5}
+    if config.train.class_weights not in powers:
+        raise ValueError(f"train.class_weights must be one of {', '.join(powers)}, not {config.train.class_weights!r}")
+    power = powers[config.train.class_weights]
+    class_weights = None if power is None else dataset.balanced_class_weights(power)
     train_iterator = dataset.train_iterator(batch_size, config.train.seed, class_weights)
     last_saved = checkpoints.latest_step()
     if last_saved is not None:

@@ -83,3 +83,18 @@ def test_unknown_test_label_is_an_error_naming_file_and_line(multilabel_dir, tmp
     dataset, _ = sequences(multilabel_dir, tmp_path, "frequency")
     with pytest.raises(DataError, match=r"test.jsonl:2: unknown label 'zz'"):
         list(dataset.eval_batches("test", 4))
+
+
+def test_a_label_seen_only_in_the_carved_validation_part_is_still_a_label(tmp_path):
+    folder = tmp_path / "rare"
+    folder.mkdir()
+    records = [{"text": f"doc {i}", "labels": ["common"]} for i in range(20)]
+    records[7]["labels"] = ["common", "rare"]
+    write_jsonl(folder / "train.jsonl", records)
+    write_jsonl(folder / "test.jsonl", [{"text": "x", "labels": ["rare"]}])
+    for seed in range(4):  # whichever part the rare example lands in
+        config = data_config(folder, tmp_path / "cache", format="jsonl", label_key="labels", validation_fraction=0.5)
+        dataset = pipeline.load_text_dataset(config, seed=seed)
+        assert dataset.labels.names == ("common", "rare")
+        for split in ("train", "validation", "test"):
+            list(dataset.eval_batches(split, 8))

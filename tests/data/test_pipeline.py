@@ -204,3 +204,16 @@ def test_balanced_class_weights_equalise_the_classes(tmp_path):
     batch = next(dataset.train_iterator(batch_size=8, seed=0, class_weights=weights))
     per_class = [batch["weight"][batch["label"] == c].sum() for c in (0, 1)]
     np.testing.assert_allclose(per_class, [4.0, 4.0])
+
+
+def test_square_root_class_weights_sit_between_none_and_balanced(tmp_path):
+    folder = tmp_path / "skewed"
+    folder.mkdir()
+    write(folder / "train.csv", "".join(f'{1 if i < 6 else 2},"w{i}"\n' for i in range(8)))  # 6 vs 2
+    write(folder / "test.csv", '1,"a"\n')
+    dataset = pipeline.load_text_dataset(data_config(folder, tmp_path / "cache", validation_fraction=0.0), seed=0)
+    weights = dataset.balanced_class_weights(power=0.5)
+    # (8 / 12) ** 0.5 and (8 / 4) ** 0.5, scaled so that the 8 examples weigh 8 in all.
+    raw = np.array([(8 / 12) ** 0.5, 2**0.5])
+    np.testing.assert_allclose(weights, raw * 8 / (6 * raw[0] + 2 * raw[1]), rtol=1e-6)
+    assert weights[1] / weights[0] == pytest.approx(3**0.5, rel=1e-6)  # balanced: 3

@@ -263,3 +263,13 @@ def test_binary_relevance_shapes_and_padding_invariance(pool, batch):
     np.testing.assert_allclose(apply(variables, longer)["scores"], scores, rtol=1e-5, atol=1e-5)
     # Examples are independent of each other.
     np.testing.assert_allclose(apply(variables, tokens[::-1])["scores"], scores[::-1], rtol=1e-5, atol=1e-5)
+
+
+def test_binary_relevance_starts_every_label_at_probability_one_over_j(batch):
+    tokens, _ = batch
+    model = BinaryRelevance(VOCAB, J, embedding_dim=8, encoder_dim=8, num_layers=1)
+    shapes = jax.eval_shape(model.init, jax.random.key(0), tokens)
+    bias = model.init(jax.random.key(0), tokens[:1, :2])["params"]["readout"]["bias"]
+    chex.assert_shape(bias, shapes["params"]["readout"]["bias"].shape)
+    # sigmoid(-log J) = 1 / (1 + J)
+    np.testing.assert_allclose(jax.nn.sigmoid(bias), np.full(J, 1 / (1 + J)), rtol=1e-5)

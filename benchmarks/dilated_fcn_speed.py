@@ -1,0 +1,54 @@
+"""Dilated causal convolution network throughput over input length (characters per second).
+
+    python benchmarks/dilated_fcn_speed.py --out DIR [--lengths 64,256,1024,4096] [--batch 32]
+        [--attention none] [--repeats 3]
+
+For each length it times, through the harness (`benchmarks/throughput.py`: compile measured
+separately, warm-up, `block_until_ready`, median of `--repeats`), one optimiser step and one
+evaluation step of `configs/dilated_fcn_emoji.py` on random character ids, and writes
+
+    DIR/results.json  {"<length>": {"train_chars_per_s", "eval_chars_per_s", "train_step_s",
+                       "eval_step_s", "compile_s", "peak_bytes", ...}}
+
+The network has no fixed input size: every length compiles once and runs. Needs no data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from throughput import load_config, measure  # this script's folder is on sys.path
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--lengths", default="64,256,1024,4096")
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--attention", default="none")
+    parser.add_argument("--vocab_size", type=int, default=500)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    config = load_config(os.path.join(ROOT, "configs", "dilated_fcn_emoji.py") + f":{args.attention}")
+    config.train.batch_size = args.batch
+    os.makedirs(args.out, exist_ok=True)
+    results = {}
+    for length in (int(t) for t in args.lengths.split(",")):
+        row = measure(config, args.vocab_size, 20, length, args.repeats)
+        row["train_chars_per_s"] = args.batch * length / row["train_step_s"]
+        row["eval_chars_per_s"] = args.batch * length / row["eval_step_s"]
+        row.update(batch_size=args.batch, length=length, attention=args.attention)
+        results[str(length)] = row
+        print(f"length {length}: {json.dumps(row)}", flush=True)
+        with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
+            json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

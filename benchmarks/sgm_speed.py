@@ -1,0 +1,102 @@
+"""SGM and binary relevance throughput: training steps and label-set decoding (greedy vs beam 5).
+
+    python benchmarks/sgm_speed.py --out DIR [--batch 64] [--length 200] [--vocab_size 50000]
+        [--sizes reference|config] [--repeats 5]
+
+For SGM without and with the global embedding, and for BR, it times through the harness
+(`benchmarks/throughput.py`: compile separately, warm-up, `block_until_ready`, median of
+`--repeats`) one optimiser step on random batches of `--batch` examples of `--length` tokens
+(SGM: label sequences of up to 3 labels + EOS, padded to 8 steps), and, for SGM, `predict` with
+greedy decoding and with beam search (beam 5, at most 30 label steps). `--sizes reference`
+uses PERFORMANCE.md's reference shape (3-layer 512 BiLSTM encoder, 3-layer 512 decoder,
+vocabulary 50k, 90 labels + 4 specials); `config` uses `configs/sgm_reuters.py`'s sizes. Writes
+
+    DIR/results.json  {"<model>": {"train_step_s", "train_examples_per_s", "compile_s",
+                       "greedy_s", "greedy_examples_per_s", "beam_s", "beam_examples_per_s", ...}}
+
+with the PyTorch reference's step times (PERFORMANCE.md) beside. Needs no data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import jax
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from throughput import load_config, measure, median_seconds  # this script's folder is on sys.path
+
+from jcaps.models import build_model
+from jcaps.ops.decoding import EOS_ID
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# PERFORMANCE.md, reference shape, batch 64, source 200: seconds per training step (6 label
+# steps) and per greedy decoding of 30 steps.
+REFERENCE = {"train_step_s": 10.2, "greedy_s": 3.72}
+NUM_LABELS = 90
+
+
+def sized(config, sizes: str):
+    if sizes == "reference":
+        model = config.model
+        if model.name == "sgm":
+            model.embedding_dim, model.encoder_dim, model.decoder_dim, model.num_layers = 512, 512, 512, 3
+        else:
+            model.embedding_dim, model.encoder_dim, model.num_layers = 512, 512, 3
+    return config
+
+
+def decode_seconds(config, vocab_size: int, batch: int, length: int, decoding: str, repeats: int) -> dict:
+    config.model.decoding = decoding
+    model = build_model(config.model, vocab_size, NUM_LABELS)
+    tokens = np.random.default_rng(0).integers(2, vocab_size, size=(batch, length), dtype=np.int32)
+    params = model.init({"params": jax.random.key(0), "dropout": jax.random.key(0)}, tokens[:1, :4],
+                        np.full((1, 4), EOS_ID, np.int32))["params"]
+    predict = jax.jit(lambda params, tokens: model.apply({"params": params}, tokens, method="predict"))
+    start = time.perf_counter()
+    compiled = predict.lower(params, tokens).compile()
+    compile_s = time.perf_counter() - start
+    seconds = median_seconds(lambda: compiled(params, tokens), repeats)
+    lengths = np.asarray(compiled(params, tokens)["length"])
+    return {f"{decoding}_s": seconds, f"{decoding}_examples_per_s": batch / seconds,
+            f"{decoding}_compile_s": compile_s, f"{decoding}_mean_labels": float(lengths.mean())}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--length", type=int, default=200)
+    parser.add_argument("--vocab_size", type=int, default=50000)
+    parser.add_argument("--sizes", choices=("reference", "config"), default="config")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--models", default="sgm,sgm_ge,br")
+    args = parser.parse_args()
+    files = {"sgm": "sgm_reuters.py", "sgm_ge": "sgm_ge_reuters.py", "br": "br_reuters.py"}
+    os.makedirs(args.out, exist_ok=True)
+    results = {}
+    for name in args.models.split(","):
+        config = sized(load_config(os.path.join(ROOT, "configs", files[name])), args.sizes)
+        config.train.batch_size = args.batch
+        train = measure(config, args.vocab_size, NUM_LABELS, args.length, args.repeats)
+        row = {key: train[key] for key in ("train_step_s", "train_examples_per_s", "compile_s", "device")}
+        if config.model.name == "sgm":
+            for decoding in ("greedy", "beam"):
+                row.update(decode_seconds(config, args.vocab_size, args.batch, args.length, decoding, args.repeats))
+        row.update(batch_size=args.batch, length=args.length, vocab_size=args.vocab_size, sizes=args.sizes,
+                   beam_size=config.model.beam_size, max_steps=config.model.max_steps)
+        if args.sizes == "reference" and name == "sgm":
+            row["reference"] = REFERENCE
+        results[name] = row
+        print(f"{name}: {json.dumps(row)}", flush=True)
+        with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
+            json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
