@@ -31,7 +31,6 @@ from jcaps.data.tokenizers import get_tokenizer
 from jcaps.data.vocab import LabelMap, Vocabulary
 from jcaps.ops.decoding import EOS_ID, NUM_SPECIAL
 
-
 # What a workdir keeps to encode new inputs as training did (see `save_metadata`).
 LABELS_FILE = "labels.json"
 VOCAB_FILE = "vocab.json"

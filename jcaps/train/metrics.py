@@ -94,7 +94,7 @@ def multilabel_metrics(sums: dict) -> dict:
         "macro_recall": macro(per_label_r),
         "example_f1": float(sums["example_f1_sum"]) / count,
         "subset_accuracy": float(sums["exact_match_sum"]) / count,
-        "count": int(round(float(sums["count"]))),
+        "count": round(float(sums["count"])),
     })
     return metrics
 

@@ -16,7 +16,10 @@ def learning_rate_schedule(train_config, num_steps: int) -> optax.Schedule:
     elif kind == "linear":
         schedule = optax.linear_schedule(lr, 0.0, max(num_steps, 1))
     elif kind == "warmup_cosine":
-        return optax.warmup_cosine_decay_schedule(0.0, lr, max(warmup, 1), max(num_steps, warmup + 1))
+        # At least one warm-up and one decay step, so that a state built for loading (1 step)
+        # has a valid schedule too.
+        warmup = max(warmup, 1)
+        return optax.warmup_cosine_decay_schedule(0.0, lr, warmup, max(num_steps, warmup + 1))
     elif kind == "steps":
         boundaries = {int(f * num_steps): train_config.decay_factor for f in train_config.decay_boundaries}
         schedule = optax.piecewise_constant_schedule(lr, boundaries)

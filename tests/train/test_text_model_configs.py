@@ -69,9 +69,9 @@ def test_dilated_fcn_epoch_compiles_at_most_one_step_per_bucket(cache_dir):
     from jcaps.train import mesh as mesh_lib
     from jcaps.train.steps import model_inputs
 
-    # Generated documents are 60 to 330 characters: batch maxima fall in several buckets.
+    # Generated documents are 50 to 250 characters; batch maxima of 16 lie between 200 and 250.
     config = load_config("dilated_fcn_emoji.py", "smoke", cache_dir)
-    config.data.max_len, config.data.bucket_boundaries = 512, (256, 288, 320, 352, 512)
+    config.data.max_len, config.data.bucket_boundaries = 256, (216, 224, 232, 240, 256)
     dataset = load_dataset(config.data, config.train.seed)
     family = get_family(config.model.name)
     model = build_model(config.model, dataset.model_input_size, dataset.num_classes)
@@ -142,7 +142,7 @@ def test_cli_predict_prints_a_label_set(multilabel_runs):
     workdir = str(multilabel_runs["sgm_reuters.py"][0])
     out = subprocess.run(
         [sys.executable, "-m", "jcaps.predict", "--workdir", workdir, "--text", "shares profit investors"],
-        capture_output=True, text=True, cwd=ROOT, timeout=300, env=dict(os.environ, JAX_PLATFORMS="cpu"),
+        capture_output=True, text=True, cwd=ROOT, timeout=300, env=dict(os.environ, JAX_PLATFORMS="cpu"), check=False,
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert isinstance(json.loads(out.stdout.strip().splitlines()[-1])["labels"], list)
