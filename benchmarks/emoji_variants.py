@@ -123,7 +123,7 @@ def run_all(variants: list[str], args) -> dict[str, float]:
     return seconds
 
 
-def markdown_table(results: dict) -> str:
+def markdown_table(results: dict, args) -> str:
     lines = [
         "| model | macro-F1 | micro-F1 | accuracy | ITAmoji macro-F1 | ITAmoji micro-F1 |",
         "| --- | --- | --- | --- | --- | --- |",
@@ -133,8 +133,9 @@ def markdown_table(results: dict) -> str:
         lines.append(f"| {PAPER_NAMES[variant]} (`{variant}`) | {r['macro_f1']:.3f} | {r['micro_f1']:.3f} | "
                      f"{r['accuracy']:.3f} | {paper_macro:.3f} | {paper_micro:.3f} |")
     lines.append("")
-    lines.append("jcaps: SemEval-2018 Task 2 English (20 emoji), trained on us_trial, tested on us_test "
-                 "(`--quick`: its first 10,000 tweets, after 600 steps); "
+    budget = (f"its first {args.test_size:,} tweets, after {args.steps} training steps" if args.quick
+              else "the config's training budget")
+    lines.append(f"jcaps: SemEval-2018 Task 2 English (20 emoji), trained on us_trial, tested on us_test ({budget}); "
                  "ITAmoji: the paper's Table 3 (25 emoji, Italian tweets; not public). Single-label: "
                  "micro-F1 equals accuracy.")
     return "\n".join(lines) + "\n"
@@ -176,8 +177,8 @@ def main():
     with open(results_path, "w", encoding="utf-8") as f:
         json.dump(results, f, indent=2)
     with open(os.path.join(args.out, "results.md"), "w", encoding="utf-8") as f:
-        f.write(markdown_table(results))
-    print(markdown_table(results))
+        f.write(markdown_table(results, args))
+    print(markdown_table(results, args))
 
 
 if __name__ == "__main__":

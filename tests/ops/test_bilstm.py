@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from jcaps.ops import recurrent
+from tests.ops.test_recurrent import np_bidirectional as np_bidirectional_loop
 
 T, B, D, H = 6, 3, 4, 5
 LENGTHS = np.array([6, 3, 1])  # a full, a padded and a one-token sequence
@@ -43,15 +44,7 @@ def np_lstm(x, w_i, b_i, w_h, b_h):
 
 
 def np_bidirectional(x, mask, params):
-    """Each sequence run on its own valid steps only; [T, B, 2, H] with zeros at pads."""
-    w_i, b_i, w_h, b_h = (np.asarray(p, np.float64) for p in params)
-    out = np.zeros((x.shape[0], x.shape[1], 2, H))
-    for b in range(x.shape[1]):
-        n = int(mask[:, b].sum())
-        seq = np.asarray(x[:n, b], np.float64)
-        out[:n, b, 0] = np_lstm(seq, w_i[0], b_i[0], w_h[0], b_h[0])
-        out[:n, b, 1] = np_lstm(seq[::-1], w_i[1], b_i[1], w_h[1], b_h[1])[::-1]
-    return out
+    return np_bidirectional_loop(x, mask, params, cell=np_lstm)
 
 
 _bidirectional = jax.jit(recurrent.bidirectional_lstm)

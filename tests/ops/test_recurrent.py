@@ -49,15 +49,16 @@ def np_gru(x, w_i, b_i, w_h, b_h):
     return np.stack(outputs)
 
 
-def np_bidirectional(x, mask, params):
-    """Each sequence run on its own valid steps only; [T, B, 2, H] with zeros at pads."""
+def np_bidirectional(x, mask, params, cell=np_gru):
+    """Each sequence run on its own valid steps only by `cell` (a NumPy loop over one sequence);
+    [T, B, 2, H] with zeros at pads."""
     w_i, b_i, w_h, b_h = (np.asarray(p, np.float64) for p in params)
-    out = np.zeros((x.shape[0], x.shape[1], 2, H))
+    out = np.zeros((x.shape[0], x.shape[1], 2, w_h.shape[1]))
     for b in range(x.shape[1]):
         n = int(mask[:, b].sum())
         seq = np.asarray(x[:n, b], np.float64)
-        out[:n, b, 0] = np_gru(seq, w_i[0], b_i[0], w_h[0], b_h[0])
-        out[:n, b, 1] = np_gru(seq[::-1], w_i[1], b_i[1], w_h[1], b_h[1])[::-1]
+        out[:n, b, 0] = cell(seq, w_i[0], b_i[0], w_h[0], b_h[0])
+        out[:n, b, 1] = cell(seq[::-1], w_i[1], b_i[1], w_h[1], b_h[1])[::-1]
     return out
 
 
