@@ -79,7 +79,11 @@ def main():
     args = parser.parse_args()
     files = {"sgm": "sgm_reuters.py", "sgm_ge": "sgm_ge_reuters.py", "br": "br_reuters.py"}
     os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, "results.json")
     results = {}
+    if os.path.isfile(path):  # models measured by an earlier call with other --models stay
+        with open(path, encoding="utf-8") as f:
+            results = json.load(f)
     for name in args.models.split(","):
         config = sized(load_config(os.path.join(ROOT, "configs", files[name])), args.sizes)
         config.train.batch_size = args.batch
@@ -88,13 +92,14 @@ def main():
         if config.model.name == "sgm":
             for decoding in ("greedy", "beam"):
                 row.update(decode_seconds(config, args.vocab_size, args.batch, args.length, decoding, args.repeats))
-        row.update(batch_size=args.batch, length=args.length, vocab_size=args.vocab_size, sizes=args.sizes,
-                   beam_size=config.model.beam_size, max_steps=config.model.max_steps)
+        row.update(batch_size=args.batch, length=args.length, vocab_size=args.vocab_size, sizes=args.sizes)
+        if config.model.name == "sgm":
+            row.update(beam_size=config.model.beam_size, max_steps=config.model.max_steps)
         if args.sizes == "reference" and name == "sgm":
             row["reference"] = REFERENCE
         results[name] = row
         print(f"{name}: {json.dumps(row)}", flush=True)
-        with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
+        with open(path, "w", encoding="utf-8") as f:
             json.dump(results, f, indent=2)
 
 
