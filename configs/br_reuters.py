@@ -7,6 +7,9 @@ ModApte: the plain multi-label baseline of MODELS.md §5, same data keys as `sgm
     python train.py --config configs/br_reuters.py:smoke --workdir /tmp/br_smoke
 
 A label is predicted when its probability reaches `model.threshold` (0.5).
+
+Measured on 2 CPU cores (one core, the other busy): 26 min 55 s, test micro-F1 0.833, hamming
+loss 0.0042.
 """
 
 import os

@@ -17,6 +17,9 @@ many (WORKDIR/dropped_rows.json). Labels are generated most frequent first (`dat
 [decision] Sizes are smaller than the paper's defaults (embedding 512, encoder 256, decoder
 512, 2 layers): 7,770 documents do not need them and 2 CPU cores could not train them in an
 hour. Decoding is beam search (beam 5); validation micro-F1 selects the model.
+
+Measured on 2 CPU cores (one core, the other busy): 31 min 35 s, test micro-F1 0.844, hamming
+loss 0.0041 (TF-IDF + one-vs-rest linear SVM on the same split: 0.837 / 0.0040).
 """
 
 
