@@ -1,4 +1,5 @@
-"""GRU scans against a NumPy loop with PyTorch's GRU equations, padding, gradients, pooling."""
+"""GRU and bidirectional LSTM scans against NumPy loops with PyTorch's equations, padding,
+gradients, pooling."""
 
 import chex
 import jax
@@ -12,20 +13,25 @@ T, B, D, H = 6, 3, 4, 5
 LENGTHS = np.array([6, 3, 1])  # a full, a padded and a one-token sequence
 
 
-def _params(rng, num_inputs):
-    """(input_kernel [2, D, 3H], input_bias [2, 3H], hidden_kernel [2, H, 3H], hidden_bias [2, 3H])."""
-    shapes = [(2, num_inputs, 3 * H), (2, 3 * H), (2, H, 3 * H), (2, 3 * H)]
+def _params(rng, num_inputs, num_gates=3):
+    """(input_kernel [2, D, GH], input_bias [2, GH], hidden_kernel [2, H, GH], hidden_bias [2, GH]),
+    G = 3 gates for a GRU, 4 for an LSTM."""
+    shapes = [(2, num_inputs, num_gates * H), (2, num_gates * H), (2, H, num_gates * H), (2, num_gates * H)]
     return tuple(rng.normal(scale=0.5, size=s).astype(np.float32) for s in shapes)
 
 
-@pytest.fixture(scope="module")
-def data():
+def _padded_batch(num_gates=3):
     rng = np.random.default_rng(0)
     x = rng.normal(size=(T, B, D)).astype(np.float32)
     mask = np.arange(T)[:, None] < LENGTHS[None, :]
     # Garbage in the padded steps must not matter.
     x[~mask] = 1e3
-    return x, mask, _params(rng, D)
+    return x, mask, _params(rng, D, num_gates)
+
+
+@pytest.fixture(scope="module")
+def data():
+    return _padded_batch()
 
 
 # --- NumPy reference ---------------------------------------------------------------------------
@@ -49,6 +55,19 @@ def np_gru(x, w_i, b_i, w_h, b_h):
     return np.stack(outputs)
 
 
+def np_lstm(x, w_i, b_i, w_h, b_h):
+    """PyTorch nn.LSTM, one direction, one sequence: x [n, D] -> [n, H] (float64 loop)."""
+    h, c = np.zeros(w_h.shape[0]), np.zeros(w_h.shape[0])
+    outputs = []
+    for x_t in x:
+        a = x_t @ w_i + b_i + h @ w_h + b_h
+        i, f, g, o = (a[k * H : (k + 1) * H] for k in range(4))
+        c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
+        h = _sigmoid(o) * np.tanh(c)
+        outputs.append(h)
+    return np.stack(outputs)
+
+
 def np_bidirectional(x, mask, params, cell=np_gru):
     """Each sequence run on its own valid steps only by `cell` (a NumPy loop over one sequence);
     [T, B, 2, H] with zeros at pads."""
@@ -65,38 +84,47 @@ def np_bidirectional(x, mask, params, cell=np_gru):
 # --- forward -----------------------------------------------------------------------------------
 
 
-_bidirectional = jax.jit(recurrent.bidirectional_gru)
+# Each bidirectional layer with its NumPy cell and gate count.
+BIDIRECTIONAL = {"gru": (recurrent.bidirectional_gru, np_gru, 3), "lstm": (recurrent.bidirectional_lstm, np_lstm, 4)}
 
 
-def test_bidirectional_gru_matches_numpy_loop_on_padded_batch(data):
-    x, mask, params = data
-    out = _bidirectional(x, *params, mask=mask)
+@pytest.fixture(scope="module", params=sorted(BIDIRECTIONAL))
+def bidirectional(request):
+    """(jitted layer, NumPy cell, x, mask, params) for a GRU and an LSTM."""
+    layer, cell, num_gates = BIDIRECTIONAL[request.param]
+    return (jax.jit(layer), cell, *_padded_batch(num_gates))
+
+
+def test_bidirectional_layers_match_numpy_loops_on_padded_batch(bidirectional):
+    layer, cell, x, mask, params = bidirectional
+    out = layer(x, *params, mask=mask)
     chex.assert_shape(out, (T, B, 2, H))
-    np.testing.assert_allclose(out, np_bidirectional(x, mask, params), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out, np_bidirectional(x, mask, params, cell), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(np.asarray(out)[~mask], 0.0)
     # The backward direction starts at each sequence's own last token: its output there is one
-    # GRU step from the zero state.
+    # step from the zero state.
     w_i, b_i, w_h, b_h = (np.asarray(p, np.float64) for p in params)
     for b, n in enumerate(LENGTHS):
-        first_step = np_gru(np.asarray(x[n - 1 : n, b], np.float64), w_i[1], b_i[1], w_h[1], b_h[1])[0]
+        first_step = cell(np.asarray(x[n - 1 : n, b], np.float64), w_i[1], b_i[1], w_h[1], b_h[1])[0]
         np.testing.assert_allclose(out[n - 1, b, 1], first_step, rtol=1e-5, atol=1e-6)
 
 
-def test_extra_padding_changes_no_valid_output(data):
-    x, mask, params = data
-    out = _bidirectional(x, *params, mask=mask)
+def test_extra_padding_changes_no_valid_output(bidirectional):
+    layer, _, x, mask, params = bidirectional
+    out = layer(x, *params, mask=mask)
     longer_x = np.concatenate([x, np.full((3, B, D), -7.0, np.float32)])
     longer_mask = np.concatenate([mask, np.zeros((3, B), bool)])
-    longer = _bidirectional(longer_x, *params, mask=longer_mask)
+    longer = layer(longer_x, *params, mask=longer_mask)
     np.testing.assert_allclose(longer[:T], out, rtol=1e-6, atol=1e-6)
     np.testing.assert_array_equal(longer[T:], 0.0)
 
 
-def test_without_mask_pads_are_ordinary_steps(data):
-    x, mask, params = data
+def test_without_mask_pads_are_ordinary_steps(bidirectional):
+    layer, cell, x, mask, params = bidirectional
     x = np.where(mask[..., None], x, np.float32(-0.5))
-    out = _bidirectional(x, *params)
+    out = layer(x, *params)
     everything = np.ones((T, B), bool)
-    np.testing.assert_allclose(out, np_bidirectional(x, everything, params), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out, np_bidirectional(x, everything, params, cell), rtol=1e-5, atol=1e-5)
 
 
 # --- gradients ---------------------------------------------------------------------------------
@@ -137,11 +165,13 @@ def test_gru_scan_gradients_match_autodiff_of_the_plain_scan(data):
     assert np.all(np.asarray(ours[0])[~mask] == 0.0)
 
 
-def test_bidirectional_gradients_are_finite_and_skip_padding(data):
-    x, mask, params = data
+@pytest.mark.parametrize("kind", sorted(BIDIRECTIONAL))
+def test_bidirectional_gradients_are_finite_and_skip_padding(kind):
+    layer, _, num_gates = BIDIRECTIONAL[kind]
+    x, mask, params = _padded_batch(num_gates)
 
     def loss(x, params):
-        return jnp.sum(jnp.square(recurrent.bidirectional_gru(x, *params, mask=mask)))
+        return jnp.sum(jnp.square(layer(x, *params, mask=mask)))
 
     dx, dparams = jax.jit(jax.grad(loss, argnums=(0, 1)))(x, params)
     chex.assert_tree_all_finite((dx, dparams))
