@@ -170,6 +170,19 @@ class BiLSTMEncoder(nn.Module):
         return jnp.swapaxes(x, 0, 1), mask, summary
 
 
+def _encoder(model) -> BiLSTMEncoder:
+    """The encoder of an SGM or BR model, from the fields they share."""
+    return BiLSTMEncoder(
+        model.vocab_size,
+        model.embedding_dim,
+        model.encoder_dim,
+        model.num_layers,
+        model.dropout_rate,
+        model.dtype,
+        name="encoder",
+    )
+
+
 class SGM(nn.Module):
     """Sequence generation model with optional global embedding (module docstring).
 
@@ -218,15 +231,7 @@ class SGM(nn.Module):
         return self.num_classes + NUM_SPECIAL
 
     def setup(self):
-        self.encoder = BiLSTMEncoder(
-            self.vocab_size,
-            self.embedding_dim,
-            self.encoder_dim,
-            self.num_layers,
-            self.dropout_rate,
-            self.dtype,
-            name="encoder",
-        )
+        self.encoder = _encoder(self)
         label_dim = self.label_embedding_dim or self.embedding_dim
         attention_dim = self.attention_dim or self.decoder_dim
         keys_dim, decoder_dim = 2 * self.encoder_dim, self.decoder_dim
@@ -462,15 +467,7 @@ class BinaryRelevance(nn.Module):
     @nn.compact
     def __call__(self, tokens: jax.Array, train: bool = False) -> dict:
         """tokens [B, L] int (0 = padding) -> {"scores": [B, J] logits}."""
-        states, mask, _ = BiLSTMEncoder(
-            self.vocab_size,
-            self.embedding_dim,
-            self.encoder_dim,
-            self.num_layers,
-            self.dropout_rate,
-            self.dtype,
-            name="encoder",
-        )(tokens, train=train)
+        states, mask, _ = _encoder(self)(tokens, train=train)
         features = POOLS[self.pool](jnp.swapaxes(states, 0, 1), mask.T)
         features = nn.Dropout(self.dropout_rate, deterministic=not train)(features)
         readout = nn.Dense(
