@@ -17,6 +17,7 @@ import fcntl
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -193,18 +194,25 @@ def prepare_local(data_format: str, directory: str, cache_dir: str, **kwargs) ->
     """Prepares (once) and returns the builder of a local dataset."""
     if data_format not in BUILDERS:
         raise ValueError(f"unknown data.format {data_format!r}; expected one of {', '.join(FORMATS)}")
-    builder = BUILDERS[data_format](data_format=data_format, directory=directory, data_dir=cache_dir, **kwargs)
-    return prepared_once(builder, cache_dir)
+    builder_class = BUILDERS[data_format]
+    return prepared_once(
+        lambda: builder_class(data_format=data_format, directory=directory, data_dir=cache_dir, **kwargs),
+        cache_dir,
+    )
 
 
-def prepared_once(builder: tfds.core.DatasetBuilder, cache_dir: str) -> tfds.core.DatasetBuilder:
-    """`builder` after `download_and_prepare`, serialised across processes by a file lock."""
+def prepared_once(make_builder: Callable[[], tfds.core.DatasetBuilder], cache_dir: str) -> tfds.core.DatasetBuilder:
+    """A builder from `make_builder()` after `download_and_prepare`, serialised across processes
+    by a file lock."""
     # Several runs started at once on the same files (an ablation sweep) would race to rename
     # the same prepared folder into place; one prepares while the others wait, then reuse it.
+    # The builder is made under the lock: one made before another process finished preparing
+    # would keep the unprepared (split-less) info it read at construction.
     os.makedirs(cache_dir, exist_ok=True)
     with open(os.path.join(cache_dir, ".prepare.lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
+            builder = make_builder()
             builder.download_and_prepare()
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)

@@ -339,7 +339,7 @@ def prepare(data_config, cache_dir: str) -> SeriesBuilder:
     """Prepares (once) and returns the TFDS builder of a series dataset."""
     from jcaps.data.builders import prepared_once
 
-    return prepared_once(SeriesBuilder(data_config=data_config, data_dir=cache_dir), cache_dir)
+    return prepared_once(lambda: SeriesBuilder(data_config=data_config, data_dir=cache_dir), cache_dir)
 
 
 def load_series_dataset(data_config, seed: int, cache_dir: str, saved_dir: str | None = None) -> SeriesDataset:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import ml_collections
 import numpy as np
@@ -160,6 +161,28 @@ def test_builder_cache_follows_file_changes(zhang_dir, tmp_path):
     second = builders.prepare_local("zhang_csv", str(zhang_dir), str(cache))
     assert first.builder_config.name != second.builder_config.name
     assert len(second.as_data_source(split="test")) == 1
+
+
+def test_a_run_waiting_on_another_runs_preparation_reads_the_prepared_splits(zhang_dir, tmp_path):
+    # Two runs started together on the same files: the second waits on the cache lock while the
+    # first prepares, then must see the prepared splits, not the empty info of before.
+    import fcntl
+    import threading
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    result = {}
+    with open(cache / ".prepare.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        waiting = threading.Thread(
+            target=lambda: result.update(builder=builders.prepare_local("zhang_csv", str(zhang_dir), str(cache)))
+        )
+        waiting.start()
+        time.sleep(0.5)  # let it reach the lock
+        builders.BUILDERS["zhang_csv"](data_format="zhang_csv", directory=str(zhang_dir), data_dir=str(cache)).download_and_prepare()
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    waiting.join(timeout=60)
+    assert set(result["builder"].info.splits) == {"train", "test"}
 
 
 def test_catalogue_datasets_pass_through_tfds_data_source(tmp_path):
