@@ -219,25 +219,60 @@ class ExampleDataset:
         examples = [self.encode(split, int(i), source[int(i)]) for i in ids[rows]]
         return self.pad_batch(examples, rows.stop - rows.start)
 
-    def train_iterator(self, batch_size: int, seed: int, class_weights: np.ndarray | None = None) -> grain.DatasetIterator:
+    def train_iterator(
+        self, batch_size: int, seed: int, class_weights: np.ndarray | None = None, length_window: int = 0
+    ) -> grain.DatasetIterator:
         """Endless batches of train, reshuffled each epoch (seeded): this process's rows of each
         global batch, so the global batches do not depend on the number of processes.
 
-        `class_weights` [J] scale each example's `weight` by its class's weight."""
+        `class_weights` [J] scale each example's `weight` by its class's weight.
+        `length_window` > 0 groups examples of similar length (`_length_grouped_batches`)."""
         size = len(self.splits["train"].source)
         if size < batch_size:
             raise ValueError(f"the train split has {size} examples, fewer than one batch of {batch_size}")
+        if length_window < 0:
+            raise ValueError(f"data.length_grouping must be >= 0 (batches per sorting window), not {length_window}")
         rows = self._process_rows(batch_size)
-        dataset = (
-            grain.MapDataset.range(size)
-            .shuffle(seed=seed)
-            .repeat()
-            .batch(batch_size, drop_remainder=True)
-            .map(lambda ids: self._encode_rows("train", ids, rows))
-        )
+        if length_window:
+            batch_ids = self._length_grouped_batches(batch_size, seed, length_window)
+        else:
+            batch_ids = grain.MapDataset.range(size).shuffle(seed=seed).repeat().batch(batch_size, drop_remainder=True)
+        dataset = batch_ids.map(lambda ids: self._encode_rows("train", ids, rows))
         if class_weights is not None:
             dataset = dataset.map(lambda batch: {**batch, "weight": batch["weight"] * class_weights[batch["label"]]})
         return iter(dataset.to_iter_dataset())
+
+    def _length_grouped_batches(self, batch_size: int, seed: int, window: int) -> grain.MapDataset:
+        """Endless [batch_size] example ids: each epoch's seeded permutation is cut into windows
+        of `window` batches, each window sorted by example length and cut into batches, and the
+        epoch's batches shuffled.
+
+        A batch pads to the bucket of its own longest example, so with lengths alike it pads
+        little: a random batch of short texts pads to its rare long one. Each example is still
+        seen once an epoch; the batches' order and their mixes change with the epoch."""
+        size = len(self.splits["train"].source)
+        steps = size // batch_size
+        lengths = self.example_lengths("train")
+
+        @functools.lru_cache(maxsize=2)
+        def epoch_batches(epoch: int) -> np.ndarray:
+            rng = np.random.default_rng([seed, epoch])
+            order = rng.permutation(size)[: steps * batch_size]
+            span = window * batch_size
+            for start in range(0, len(order), span):
+                part = order[start : start + span]
+                order[start : start + span] = part[np.argsort(lengths[part], kind="stable")]
+            return order.reshape(steps, batch_size)[rng.permutation(steps)]
+
+        return grain.MapDataset.range(steps).repeat().map_with_index(lambda i, _: epoch_batches(i // steps)[i % steps])
+
+    def example_lengths(self, split: str) -> np.ndarray:
+        """[N] the padded size each example of `split` asks for (what length grouping sorts by)."""
+        source = self.splits[split].source
+        return np.array([self.example_length(self.encode(split, i, source[i])) for i in range(len(source))], np.int64)
+
+    def example_length(self, encoded: dict) -> int:
+        raise NotImplementedError
 
     def eval_batches(self, split: str, batch_size: int, limit: int = 0) -> Iterator[dict]:
         """One pass over `split` (the first `limit` examples if > 0) in global batches of
@@ -327,6 +362,10 @@ class TextDataset(ExampleDataset):
         else:
             encoded["label"] = np.int32(raw)
         return encoded
+
+    def example_length(self, encoded: dict) -> int:
+        """Tokens (sentences x words for the 'sentences' tokenizer)."""
+        return int(encoded["tokens"].size)
 
     def pad_batch(self, examples: Sequence[dict], batch_size: int) -> dict:
         """Stacks `examples`, pads tokens to a bucket, and fills up to `batch_size` with weight 0."""

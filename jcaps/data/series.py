@@ -317,6 +317,9 @@ class SeriesDataset(ExampleDataset):
         series = self.encode_series(example["series"], path, int(example.get("line", index + 1)))
         return {"series": series, "label": np.int32(example["label"]), "index": np.int32(index)}
 
+    def example_length(self, encoded: dict) -> int:
+        return len(encoded["series"])
+
     def pad_batch(self, examples: Sequence[dict], batch_size: int) -> dict:
         longest = max((len(e["series"]) for e in examples), default=1) or 1
         steps = bucket_length(longest, self.boundaries, self.max_len or longest)

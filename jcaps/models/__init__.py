@@ -85,20 +85,25 @@ def cccapsnet_probabilities(outputs):
 
 
 def cccapsnet_parameter_groups(params):
-    """'classifier' for the classifier's leaves, 'features' for the embedding and encoder."""
+    """'embedding', 'classifier', or 'encoder' for each leaf, by its top-level module."""
     return jax.tree_util.tree_map_with_path(
-        lambda path, _: "classifier" if path[0].key == "classifier" else "features", params
+        lambda path, _: path[0].key if path[0].key in ("embedding", "classifier") else "encoder", params
     )
 
 
 def cccapsnet_optimizer(config, num_steps):
-    """`train.optimizer` per parameter group, clipped once over all gradients: the
-    `classifier` at `train.classifier_learning_rate`, the embedding and encoder at
-    `train.learning_rate`, both on the same `train.schedule` [ref: 1e-3 and 1e-4, x0.1 at 50 %
-    and 70 % of training]."""
+    """`train.optimizer` per parameter group, clipped once over all gradients: the encoder at
+    `train.learning_rate`, the embedding at `train.embedding_learning_rate` (0: the encoder's),
+    the classifier at `train.classifier_learning_rate`, all on the same `train.schedule` [ref:
+    1e-3, 1e-3 and 1e-4, x0.1 at 50 % and 70 % of training]."""
     train = config.train
     groups = {}
-    for group, learning_rate in (("features", train.learning_rate), ("classifier", train.classifier_learning_rate)):
+    rates = {
+        "embedding": train.get("embedding_learning_rate") or train.learning_rate,
+        "encoder": train.learning_rate,
+        "classifier": train.classifier_learning_rate,
+    }
+    for group, learning_rate in rates.items():
         group_config = train.copy_and_resolve_references()
         group_config.learning_rate = learning_rate
         # Clipping is by the norm of all gradients together, so it is applied once, below.

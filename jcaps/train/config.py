@@ -57,6 +57,9 @@ def base_config() -> ml_collections.ConfigDict:
     data.max_size = 0  # 0: no limit
     data.validation_fraction = 0.05
     data.bucket_boundaries = ()  # () = powers of two from 16 up to max_len
+    # Training batches of similar lengths: each epoch's shuffled order is sorted by length in
+    # windows of this many batches (0: off, batches are plain random samples). Pads less.
+    data.length_grouping = 0
     # Bad rows (an empty text, a malformed line) are errors; True leaves them out instead, and
     # the count dropped per file is printed and kept in WORKDIR/dropped_rows.json.
     data.drop_bad_rows = False

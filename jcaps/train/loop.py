@@ -214,7 +214,7 @@ def train_and_evaluate(config, workdir: str) -> dict:
         raise ValueError(f"train.class_weights must be one of {', '.join(powers)}, not {config.train.class_weights!r}")
     power = powers[config.train.class_weights]
     class_weights = None if power is None else dataset.balanced_class_weights(power)
-    train_iterator = dataset.train_iterator(batch_size, config.train.seed, class_weights)
+    train_iterator = dataset.train_iterator(batch_size, config.train.seed, class_weights, config.data.length_grouping)
     last_saved = checkpoints.latest_step()
     if last_saved is not None:
         state, data_state = checkpoints.restore(state)

@@ -97,6 +97,59 @@ def test_train_iterator_reshuffles_each_epoch_and_resumes_from_its_state(zhang_d
     np.testing.assert_array_equal(next(restored)["index"], following[0])
 
 
+@pytest.fixture
+def varied_lengths_dir(tmp_path):
+    folder = tmp_path / "varied"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    rows = [f'{1 + i % 2},"t","{" ".join(["w"] * int(n))}"' for i, n in enumerate(rng.integers(1, 60, 96))]
+    write(folder / "train.csv", "\n".join(rows) + "\n")
+    write(folder / "test.csv", '1,"t","w"\n')
+    write(folder / "classes.txt", "first\nsecond\n")
+    return folder
+
+
+def test_length_grouping_pads_less_and_still_sees_each_example_once_an_epoch(varied_lengths_dir, tmp_path):
+    config = data_config(varied_lengths_dir, tmp_path / "cache", validation_fraction=0.0, bucket_boundaries=(8, 16, 24, 32, 48))
+    dataset = pipeline.load_text_dataset(config, seed=0)
+    lengths = dataset.example_lengths("train")
+
+    def epochs(window, seed=3):
+        iterator = dataset.train_iterator(batch_size=8, seed=seed, length_window=window)
+        return [[next(iterator) for _ in range(12)] for _ in range(2)]
+
+    plain, grouped = epochs(0), epochs(4)
+    for epoch in grouped:
+        assert sorted(np.concatenate([b["index"] for b in epoch]).tolist()) == list(range(96))
+    # A grouped batch holds neighbouring lengths of its window of 4 batches, so batches pad to
+    # far fewer positions than random batches do.
+    def spread(run):
+        return np.mean([np.ptp(lengths[b["index"]]) for epoch in run for b in epoch])
+
+    assert spread(grouped) < 0.5 * spread(plain)
+    padded = {name: sum(b["tokens"].size for b in run[0]) for name, run in (("plain", plain), ("grouped", grouped))}
+    assert padded["grouped"] < 0.8 * padded["plain"]
+    # Epochs differ, and a seed gives the same batches again.
+    assert [b["index"].tolist() for b in grouped[0]] != [b["index"].tolist() for b in grouped[1]]
+    assert [b["index"].tolist() for b in epochs(4)[1]] == [b["index"].tolist() for b in grouped[1]]
+
+
+def test_length_grouped_iterator_resumes_from_its_state(varied_lengths_dir, tmp_path):
+    config = data_config(varied_lengths_dir, tmp_path / "cache", validation_fraction=0.0)
+    dataset = pipeline.load_text_dataset(config, seed=0)
+    iterator = dataset.train_iterator(batch_size=8, seed=1, length_window=3)
+    for _ in range(17):  # into the second epoch
+        next(iterator)
+    state = json.loads(json.dumps(iterator.get_state()))
+    following = [next(iterator)["index"] for _ in range(3)]
+    restored = dataset.train_iterator(batch_size=8, seed=1, length_window=3)
+    restored.set_state(state)
+    for expected in following:
+        np.testing.assert_array_equal(next(restored)["index"], expected)
+    with pytest.raises(ValueError, match="length_grouping"):
+        dataset.train_iterator(batch_size=8, seed=1, length_window=-1)
+
+
 def test_bad_row_error_names_file_and_line_through_the_builder(zhang_dir, tmp_path):
     write(zhang_dir / "test.csv", '1,"ok","fine"\nx,"bad","label"\n')
     with pytest.raises(DataError, match=r"test\.csv:2: .*integer"):

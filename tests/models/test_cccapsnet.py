@@ -204,7 +204,9 @@ def _update_sizes(tx, num_updates, grad=1.0):
 
 def reference_recipe(config):
     """The authors' optimiser settings (the config's defaults differ, see its docstring)."""
-    config.train.update(learning_rate=1e-3, classifier_learning_rate=1e-4, schedule="steps")
+    config.train.update(
+        learning_rate=1e-3, embedding_learning_rate=0.0, classifier_learning_rate=1e-4, schedule="steps"
+    )
     return config
 
 
@@ -215,6 +217,13 @@ def test_optimizer_learning_rates_per_group_and_step_decay():
     sizes = _update_sizes(MODELS["cccapsnet"].optimizer(config, 10), 10)
     decay = np.array([1.0] * 5 + [0.1] * 2 + [0.01] * 3)[:, None]
     np.testing.assert_allclose(sizes, decay * np.array([[1e-3, 1e-3, 1e-4]]), rtol=1e-4)
+
+
+def test_optimizer_gives_the_embedding_its_own_learning_rate():
+    config = reference_recipe(load_config())
+    config.train.embedding_learning_rate = 2e-2
+    sizes = _update_sizes(MODELS["cccapsnet"].optimizer(config, 10), 1)
+    np.testing.assert_allclose(sizes[0], [2e-2, 1e-3, 1e-4], rtol=1e-4)
 
 
 def test_optimizer_clips_the_norm_of_all_gradients_together():
