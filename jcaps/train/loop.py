@@ -8,10 +8,13 @@ checkpoint, and saves a checkpoint before exiting on SIGINT/SIGTERM.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import json
 import os
 import signal
+import socket
 
 import jax
 from absl import logging
@@ -49,9 +52,40 @@ class IncompatibleWorkdir(ValueError):
     pass
 
 
+class WorkdirInUse(RuntimeError):
+    pass
+
+
 # ---------------------------------------------------------------------------------------------
 # Set-up: workdir, data, model, state.
 # ---------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def exclusive_workdir(workdir: str, is_main: bool):
+    """Holds WORKDIR/.lock for the length of a training run: a second run started on the same
+    workdir would interleave its checkpoints and metrics with the first's, so it stops at once."""
+    if not is_main:
+        yield
+        return
+    with open(os.path.join(workdir, ".lock"), "a+", encoding="utf-8") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip() or "another process"
+            raise WorkdirInUse(
+                f"{workdir} is in use by a training run ({holder}); wait for it or stop it (it resumes "
+                "from its last checkpoint), or pass another --workdir"
+            ) from None
+        lock.seek(0)
+        lock.truncate()
+        lock.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
+        lock.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def check_workdir(config, workdir: str) -> None:
@@ -169,9 +203,15 @@ def quiet_libraries() -> None:
 
 
 def train_and_evaluate(config, workdir: str) -> dict:
-    """Trains `config` in `workdir` (resuming if it holds checkpoints); returns the final metrics."""
+    """Trains `config` in `workdir` (resuming if it holds checkpoints); returns the final metrics.
+    One run at a time in a workdir (`exclusive_workdir`)."""
     workdir = os.path.abspath(workdir)
     os.makedirs(workdir, exist_ok=True)
+    with exclusive_workdir(workdir, jax.process_index() == 0):
+        return _train_and_evaluate(config, workdir)
+
+
+def _train_and_evaluate(config, workdir: str) -> dict:
     quiet_libraries()
     is_main = jax.process_index() == 0
     log = functools.partial(print, flush=True) if is_main else (lambda *a, **k: None)

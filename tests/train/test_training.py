@@ -171,6 +171,23 @@ def test_incompatible_config_is_refused(tmp_path, cache_dir):
     assert max(train_losses(workdir)) == 4
 
 
+def test_a_second_run_on_a_busy_workdir_stops_before_touching_it(tmp_path, cache_dir):
+    import fcntl
+
+    workdir = tmp_path / "busy"
+    workdir.mkdir()
+    with open(workdir / ".lock", "w") as lock:  # a run in progress holds the lock
+        lock.write("pid 12345 on host\n")
+        lock.flush()
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with pytest.raises(loop.WorkdirInUse, match="pid 12345 on host"):
+            loop.train_and_evaluate(smoke_config(cache_dir, train__num_steps=2), str(workdir))
+    assert sorted(os.listdir(workdir)) == [".lock"]
+    # Once it is released, the workdir trains (and the lock names the new holder while it runs).
+    loop.train_and_evaluate(smoke_config(cache_dir, train__num_steps=2), str(workdir))
+    assert max(train_losses(workdir)) == 2
+
+
 def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, cache_dir):
     workdir = str(tmp_path / "nan")
     config = smoke_config(
