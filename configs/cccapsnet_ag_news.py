@@ -27,15 +27,17 @@ Recipe. The model is the paper's; the training recipe is not. The authors' (10 e
 regularisation beyond GRU dropout) overfits the 10k-row local train split: train accuracy
 0.95, test 0.803 (best validation 0.848). This config [decision]: embedding dropout 0.3,
 words seen once dropped (`min_count` 2), balanced class weights (the split is 34/15/16/36 %,
-the test set 25 % a class), both learning rates 2e-3 on a warmup-cosine schedule, 8 epochs,
-texts truncated to 128 tokens (AG News texts are shorter: buckets 64/96/128). Measured with
-it on the local AG News (README results): CWC-Capsule test 0.839, Normal-Linear 0.864.
+the test set 25 % a class), learning rates 2e-3 for the GRU and the classifier and 1e-2 for
+the embedding on a warmup-cosine schedule, 8 epochs, texts truncated to 128 tokens, batches
+grouped by length. Measured with it on the local AG News (README results): CWC-Capsule test
+0.864 in 14 min 25 s. With the embedding at the GRU's 2e-3 (and random batches) it was 0.839,
+at 3e-2 0.859.
 `train.*` and `data.*` overrides restore the reference recipe (values marked [ref] below).
 
-Runtime: 2,528 steps of batch 32; 0.8-1.1 steps/s on one core of the 2-core machine with the
-other core busy (49 min), about twice that with both cores free. The full TFDS set (120k
-rows) is 12x larger: pass `--config.train.num_epochs=1` there to stay within the hour. The
-paper reports 92.39 % on the full set.
+Runtime: 2,528 steps of batch 32; about 2.7 steps/s on one core of the 2-core machine with
+the other core busy (14-15 min with evaluations). The full TFDS set (120k rows) is 12x
+larger: pass `--config.train.num_epochs=1` there to stay within the hour. The paper reports
+92.39 % on the full set.
 """
 
 from jcaps.train.config import base_config
@@ -83,16 +85,21 @@ def get_config(arg: str = ""):
     config.data.format = "zhang_csv"
     config.data.tokenizer = "zhang"
     config.data.max_len = 128  # [decision]; 5000 [ref] (AG News texts are far shorter)
-    # A batch of 32 AG News texts mostly peaks between 64 and 128 tokens (the GRU pays for
-    # every padded step, so buckets are finer than powers of two).
-    config.data.bucket_boundaries = (64, 96, 128)
+    # The GRU pays for every padded step: batches of similar lengths (windows of 32 batches
+    # sorted by length) in fine buckets pad to 58 tokens on average instead of 114 for random
+    # batches in buckets (64, 96, 128), which halves the step time.
+    config.data.length_grouping = 32
+    config.data.bucket_boundaries = (32, 48, 64, 80, 96, 128)
     config.data.min_count = 2  # [decision]; 1 [ref]
 
     train = config.train
     train.batch_size = 32
     train.num_epochs = 8  # [decision]; 10 [ref]
     train.learning_rate = 2e-3  # GRU [decision]; 1e-3 [ref]
-    train.embedding_learning_rate = 0.0  # 0: the GRU's [ref]
+    # [decision] 1e-3 [ref] (the GRU's). The embedding needs a larger step than the GRU here:
+    # at 2e-3 CWC's code logits end training where N(0, 1) put them (std 1.003, a word's largest
+    # code weight 0.52 on average, as at initialisation), and test accuracy was 0.839.
+    train.embedding_learning_rate = 1e-2
     train.classifier_learning_rate = 2e-3  # capsule or linear layer [decision]; 1e-4 [ref]
     train.schedule = "warmup_cosine"  # [decision]; 'steps' [ref] ...
     train.warmup_fraction = 0.05
