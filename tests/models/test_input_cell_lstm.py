@@ -10,6 +10,7 @@ import optax
 import pytest
 
 from jcaps.models.input_cell_lstm import VARIANTS, InputCellLSTM
+from tests.ops.test_recurrent import np_lstm as np_lstm_loop
 
 B, T, N, C = 3, 7, 4, 2
 LENGTHS = np.array([7, 4, 1])
@@ -58,25 +59,10 @@ def _random_params(model, series, mask, seed=0):
 # --- NumPy reference ---------------------------------------------------------------------------
 
 
-def _sigmoid(a):
-    return 1 / (1 + np.exp(-a))
-
-
 def np_lstm(x, p, direction=0):
-    """PyTorch nn.LSTM, gates (i, f, g, o), one direction of the `lstm` parameters: x [n, D] ->
-    [n, H] (float64 loop)."""
+    """PyTorch nn.LSTM, one direction of the `lstm` parameters: x [n, D] -> [n, H] (float64)."""
     names = ("input_kernel", "input_bias", "hidden_kernel", "hidden_bias")
-    w_i, b_i, w_h, b_h = (np.asarray(p[name][direction], np.float64) for name in names)
-    hidden = w_h.shape[0]
-    h, c = np.zeros(hidden), np.zeros(hidden)
-    states = []
-    for x_t in x:
-        a = x_t @ w_i + b_i + h @ w_h + b_h
-        i, f, g, o = (a[k * hidden : (k + 1) * hidden] for k in range(4))
-        c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
-        h = _sigmoid(o) * np.tanh(c)
-        states.append(h)
-    return np.stack(states)
+    return np_lstm_loop(x, *(np.asarray(p[name][direction], np.float64) for name in names))
 
 
 def np_causal_pool(scores, x):

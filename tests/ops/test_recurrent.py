@@ -57,11 +57,12 @@ def np_gru(x, w_i, b_i, w_h, b_h):
 
 def np_lstm(x, w_i, b_i, w_h, b_h):
     """PyTorch nn.LSTM, one direction, one sequence: x [n, D] -> [n, H] (float64 loop)."""
-    h, c = np.zeros(w_h.shape[0]), np.zeros(w_h.shape[0])
+    hidden = w_h.shape[0]
+    h, c = np.zeros(hidden), np.zeros(hidden)
     outputs = []
     for x_t in x:
         a = x_t @ w_i + b_i + h @ w_h + b_h
-        i, f, g, o = (a[k * H : (k + 1) * H] for k in range(4))
+        i, f, g, o = (a[k * hidden : (k + 1) * hidden] for k in range(4))
         c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
         h = _sigmoid(o) * np.tanh(c)
         outputs.append(h)
