@@ -1,4 +1,4 @@
-"""Tokenisers: text → tokens (`zhang`, `chars`) or sentences of tokens (`sentences`).
+"""Tokenisers: text → tokens (`zhang`, `chars`, `lowercase_chars`) or sentences of tokens (`sentences`).
 
 `zhang` follows the preprocessing described for CCCapsNet (Ren & Lu, PRL 2022) on the Zhang et
 al. (2015) datasets; `sentences` feeds iCapsNets-Long, which attends within and across
@@ -43,6 +43,12 @@ def chars(text: str, max_len: int | None = None) -> list[str]:
     return list(text[:max_len])
 
 
+def lowercase_chars(text: str, max_len: int | None = None) -> list[str]:
+    """`chars` of the lowercased text: "Love" and "love" share their tokens, which spares a
+    character model learning each spelling apart on small data."""
+    return chars(text.lower(), max_len)
+
+
 def sentences(
     text: str, max_sentences: int | None = None, max_words: int | None = None
 ) -> list[list[str]]:
@@ -69,6 +75,7 @@ def sentences(
 TOKENIZERS: dict[str, Callable[..., list]] = {
     "zhang": zhang,
     "chars": chars,
+    "lowercase_chars": lowercase_chars,
     "sentences": sentences,
 }
 

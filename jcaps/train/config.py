@@ -50,7 +50,7 @@ def base_config() -> ml_collections.ConfigDict:
     data.test_file = ""
     data.text_keys = ("text",)  # catalogue datasets: features joined into the text
     data.label_key = "label"
-    data.tokenizer = "zhang"
+    data.tokenizer = "zhang"  # zhang | chars | lowercase_chars | sentences (jcaps.data.tokenizers)
     data.max_len = 400
     data.max_sentences = 30  # 'sentences' tokenizer only
     data.min_count = 1

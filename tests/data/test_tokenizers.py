@@ -2,7 +2,7 @@
 import pytest
 
 from jcaps.data import tokenizers
-from jcaps.data.tokenizers import chars, get_tokenizer, sentences, zhang
+from jcaps.data.tokenizers import chars, get_tokenizer, lowercase_chars, sentences, zhang
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -29,6 +29,13 @@ def test_zhang_truncates_to_max_len():
 def test_chars_are_code_points():
     assert chars("Hé 🔥!") == ["H", "é", " ", "🔥", "!"]
     assert chars("abcdef", max_len=4) == ["a", "b", "c", "d"]
+
+
+def test_lowercase_chars_lowercase_before_truncating():
+    assert lowercase_chars("Hé LOVE 🔥") == ["h", "é", " ", "l", "o", "v", "e", " ", "🔥"]
+    # "İ" lowercases to two code points; the limit counts the lowercased text's.
+    assert lowercase_chars("İA", max_len=2) == ["i", "\u0307"]
+    assert lowercase_chars("ABC", max_len=2) == ["a", "b"]
 
 
 def test_sentences_split_on_terminators_and_newlines():
@@ -62,7 +69,7 @@ def test_non_positive_limits_are_rejected(call):
 
 def test_get_tokenizer():
     assert {name: get_tokenizer(name) for name in tokenizers.TOKENIZERS} == {
-        "zhang": zhang, "chars": chars, "sentences": sentences}
+        "zhang": zhang, "chars": chars, "lowercase_chars": lowercase_chars, "sentences": sentences}
     with pytest.raises(ValueError, match=r"unknown tokenizer 'words'; valid names: "
-                                         r"chars, sentences, zhang"):
+                                         r"chars, lowercase_chars, sentences, zhang"):
         get_tokenizer("words")
