@@ -75,7 +75,8 @@ def get_config(arg: str = ""):
 
     train = config.train
     train.batch_size = 64
-    train.num_epochs = 8  # validation macro-F1 still rose at every epoch end; 8 fit in the hour on 2 cores
+    # Validation macro-F1 rose to epoch 7 and dipped at 8; 8 epochs take 59 min 43 s on 2 cores.
+    train.num_epochs = 8
     train.optimizer = "adam"
     train.learning_rate = 2e-3
     train.schedule = "warmup_cosine"
