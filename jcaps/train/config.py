@@ -84,7 +84,7 @@ def base_config() -> ml_collections.ConfigDict:
     train.decay_factor = 0.1  # ... at which the learning rate is multiplied by this
     train.grad_clip_norm = 5.0  # 0: no clipping
     # none | balanced (each class weighs the same in the loss) | sqrt_balanced (half-way, in
-    # the exponent: weights (N / (J N_c)) ** 0.5)
+    # the exponent: weights (N / (J N_c)) ** 0.5) | balanced:P (weights (N / (J N_c)) ** P)
     train.class_weights = "none"
     train.eval_every_steps = 0  # 0: at the end of each epoch
     train.checkpoint_every_steps = 0  # 0: at the end of each epoch
@@ -118,6 +118,26 @@ def series_config() -> ml_collections.ConfigDict:
     data.box_time_steps = 100
     data.box_features = 100
     return config
+
+
+def class_weight_power(setting: str) -> float | None:
+    """The exponent P of the class weights (N / (J N_c)) ** P that `train.class_weights` names
+    (None: no class weights)."""
+    named = {"none": None, "balanced": 1.0, "sqrt_balanced": 0.5}
+    if setting in named:
+        return named[setting]
+    prefix = "balanced:"
+    if setting.startswith(prefix):
+        try:
+            power = float(setting[len(prefix):])
+        except ValueError:
+            power = float("nan")
+        if power > 0 and power != float("inf"):
+            return power
+    raise ValueError(
+        f"train.class_weights must be none, balanced, sqrt_balanced or balanced:P with P a positive "
+        f"number, not {setting!r}"
+    )
 
 
 def flatten(config: ml_collections.ConfigDict | dict, prefix: str = "") -> dict[str, Any]:

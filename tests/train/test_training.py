@@ -171,6 +171,13 @@ def test_incompatible_config_is_refused(tmp_path, cache_dir):
     assert max(train_losses(workdir)) == 4
 
 
+def test_a_bad_class_weight_setting_fails_before_the_data_loads(tmp_path, cache_dir):
+    workdir = tmp_path / "w"
+    with pytest.raises(ValueError, match=r"train\.class_weights .* not 'balanced:-1'"):
+        loop.train_and_evaluate(smoke_config(cache_dir, train__class_weights="balanced:-1"), str(workdir))
+    assert not (workdir / "checkpoints").exists()
+
+
 def test_a_second_run_on_a_busy_workdir_stops_before_touching_it(tmp_path, cache_dir):
     import fcntl
 
