@@ -8,6 +8,7 @@ a misspelt key is an error that suggests the right one.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import ml_collections
@@ -131,8 +132,8 @@ def class_weight_power(setting: str) -> float | None:
         try:
             power = float(setting[len(prefix):])
         except ValueError:
-            power = float("nan")
-        if power > 0 and power != float("inf"):
+            power = 0.0
+        if 0 < power < math.inf:  # also false for nan
             return power
     raise ValueError(
         f"train.class_weights must be none, balanced, sqrt_balanced or balanced:P with P a positive "

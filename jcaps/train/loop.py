@@ -220,7 +220,7 @@ def _train_and_evaluate(config, workdir: str) -> dict:
         jax.config.update("jax_compilation_cache_dir", cache)
 
     check_workdir(config, workdir)
-    config_lib.class_weight_power(config.train.class_weights)  # a bad setting fails before the data loads
+    class_weight_power = config_lib.class_weight_power(config.train.class_weights)  # fails before the data loads
     if is_main:
         with open(os.path.join(workdir, "config.json"), "w", encoding="utf-8") as f:
             f.write(config_lib.to_json(config))
@@ -250,8 +250,7 @@ def _train_and_evaluate(config, workdir: str) -> dict:
     )
     train_fn, eval_fn = compile_steps(config, family, dataset, mesh)
 
-    power = config_lib.class_weight_power(config.train.class_weights)
-    class_weights = None if power is None else dataset.balanced_class_weights(power)
+    class_weights = None if class_weight_power is None else dataset.balanced_class_weights(class_weight_power)
     train_iterator = dataset.train_iterator(batch_size, config.train.seed, class_weights, config.data.length_grouping)
     last_saved = checkpoints.latest_step()
     if last_saved is not None:
