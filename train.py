@@ -14,10 +14,11 @@ import os
 import sys
 
 from absl import app, flags
+
+from jcaps import cli
 from ml_collections import config_flags
 
-from jcaps.data.errors import DataError
-from jcaps.train.loop import IncompatibleWorkdir, NonFiniteLoss, TrainingInterrupted, train_and_evaluate
+from jcaps.train.loop import TrainingInterrupted, train_and_evaluate
 from jcaps.train.mesh import initialize_distributed
 
 FLAGS = flags.FLAGS
@@ -43,10 +44,7 @@ def main(argv):
     except TrainingInterrupted as stopped:
         print(stopped, file=sys.stderr, flush=True)
         sys.exit(stopped.exit_code)
-    except (NonFiniteLoss, IncompatibleWorkdir, DataError) as error:
-        print(f"error: {error}", file=sys.stderr, flush=True)
-        sys.exit(1)
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

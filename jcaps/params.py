@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import jax
 from absl import app, flags
+
+from jcaps import cli
 from ml_collections import config_flags
 
 from jcaps.data.datasets import load_dataset
@@ -60,4 +62,4 @@ if __name__ == "__main__":
     # Flags are defined only when run as a program, so importing this module defines none.
     config_flags.DEFINE_config_file("config", None, "Config file, e.g. configs/cccapsnet_ag_news.py.", lock_config=True)
     flags.mark_flags_as_required(["config"])
-    app.run(main)
+    cli.run(main)

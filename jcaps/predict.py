@@ -17,6 +17,8 @@ import jax
 import numpy as np
 from absl import app, flags
 
+from jcaps import cli
+
 from jcaps.ops.decoding import NUM_SPECIAL
 from jcaps.train.workdir import TrainedModel, load_trained
 
@@ -108,4 +110,4 @@ if __name__ == "__main__":
                        "needs to be predicted (default: the model's threshold).")
     flags.DEFINE_integer("batch_size", 64, "Texts per forward pass.")
     flags.mark_flag_as_required("workdir")
-    app.run(main)
+    cli.run(main)

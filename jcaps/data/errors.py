@@ -1,8 +1,10 @@
 """The error every data reader raises for bad input: it names the file, the line and the problem."""
 import os
 
+from jcaps.errors import UserError
 
-class DataError(ValueError):
+
+class DataError(UserError, ValueError):
     """Bad input data, located as `"{path}:{line}: {problem}"` (or `"{path}: {problem}"`).
 
     Attributes:
@@ -15,7 +17,8 @@ class DataError(ValueError):
     def __init__(self, path: str | os.PathLike, line: int | str | None, problem: str):
         # The arguments themselves go to ValueError so the error pickles (e.g. across worker
         # processes) and rebuilds with the same fields.
-        super().__init__(os.fspath(path), line, problem)
+        ValueError.__init__(self, os.fspath(path), line, problem)
+        self.hint = None
         self.path = os.fspath(path)
         self.line = line
         self.problem = problem

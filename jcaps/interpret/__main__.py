@@ -11,6 +11,8 @@ import os
 
 from absl import app, flags
 
+from jcaps import cli
+
 from jcaps.interpret.report import interpret_workdir
 from jcaps.interpret.series_report import METHODS, saliency_report
 from jcaps.models import get_family
@@ -46,4 +48,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

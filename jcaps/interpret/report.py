@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jcaps.errors import UserError
 from jcaps.interpret import capsules as capsule_interpretation
 from jcaps.train.workdir import TrainedModel, load_trained
 from jcaps.viz.figures import plot_capsule_heatmap
@@ -85,9 +86,9 @@ def interpret_workdir(
     """Writes the four interpretation files of `workdir` on `split`; returns the global summary."""
     trained = load_trained(workdir, with_data=True)
     if trained.config.model.name not in ("icapsnet_short", "icapsnet_long"):
-        raise ValueError(f"interpretation needs an iCapsNets workdir, not {trained.config.model.name!r}")
+        raise UserError(f"interpretation needs an iCapsNets workdir, not {trained.config.model.name!r}")
     if split not in trained.dataset.splits:
-        raise ValueError(f"no split {split!r}; the dataset has {', '.join(trained.dataset.splits)}")
+        raise UserError(f"--split: no split {split!r}; the dataset has {', '.join(trained.dataset.splits)}")
     out = out or os.path.join(workdir, "interpretation")
     os.makedirs(out, exist_ok=True)
     names = trained.dataset.labels.names

@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jcaps.errors import UserError
 from jcaps.interpret import saliency as saliency_lib
 from jcaps.train.workdir import TrainedModel, load_trained
 from jcaps.viz.figures import plot_saliency_maps
@@ -42,7 +43,7 @@ def _maps(model, params, series, mask, target, key, method: str):
 def attribution_maps(trained: TrainedModel, batch: dict, method: str = "saliency", seed: int = 0) -> np.ndarray:
     """[B, T, N] absolute attributions of each example's true class (zero on padded steps)."""
     if method not in METHODS:
-        raise ValueError(f"method must be one of {', '.join(METHODS)}, not {method!r}")
+        raise UserError(f"--methods: method must be one of {', '.join(METHODS)}, not {method!r}")
     maps = _maps(trained.model, trained.params, jnp.asarray(batch["series"]), jnp.asarray(batch["mask"]),
                  jnp.asarray(batch["label"]), jax.random.key(seed), method)
     return np.asarray(maps) * batch["mask"][..., None]
@@ -68,7 +69,7 @@ def saliency_report(workdir: str, split: str = "test", out: str | None = None, l
     """Figures and `saliency.json` for the first `limit` examples of `split`; returns the summary."""
     trained = load_trained(workdir, with_data=True)
     if "series" not in trained.family.inputs:
-        raise ValueError(f"{workdir} holds a {trained.config.model.name} model: saliency maps are for series models")
+        raise UserError(f"{workdir} holds a {trained.config.model.name} model: saliency maps are for series models")
     out = out or os.path.join(workdir, "saliency")
     os.makedirs(out, exist_ok=True)
     names = trained.dataset.labels.names

@@ -13,6 +13,8 @@ from typing import Any
 
 import ml_collections
 
+from jcaps.errors import ConfigError
+
 # Keys that may change between a run and its resumption: they change neither the shapes of
 # the saved state nor the data order. Everything else must match the workdir's config.
 RESUMABLE_KEYS = (
@@ -135,7 +137,7 @@ def class_weight_power(setting: str) -> float | None:
             power = 0.0
         if 0 < power < math.inf:  # also false for nan
             return power
-    raise ValueError(
+    raise ConfigError(
         f"train.class_weights must be none, balanced, sqrt_balanced or balanced:P with P a positive "
         f"number, not {setting!r}"
     )

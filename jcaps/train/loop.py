@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jcaps.data import datasets
+from jcaps.errors import UserError
 from jcaps.data.pipeline import ExampleDataset
 from jcaps.models import build_model, get_family
 from jcaps.train import config as config_lib
@@ -44,15 +45,15 @@ class TrainingInterrupted(RuntimeError):
         super().__init__(f"interrupted by {signal.Signals(signum).name} at step {step}; checkpoint saved in {directory}")
 
 
-class NonFiniteLoss(RuntimeError):
+class NonFiniteLoss(UserError, RuntimeError):
     pass
 
 
-class IncompatibleWorkdir(ValueError):
+class IncompatibleWorkdir(UserError, ValueError):
     pass
 
 
-class WorkdirInUse(RuntimeError):
+class WorkdirInUse(UserError, RuntimeError):
     pass
 
 

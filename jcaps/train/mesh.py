@@ -7,6 +7,8 @@ import numpy as np
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from jcaps.errors import ConfigError
+
 
 def data_mesh() -> Mesh:
     return Mesh(np.asarray(jax.devices()), ("data",))
@@ -22,7 +24,7 @@ def batch_sharded(mesh: Mesh) -> NamedSharding:
 
 def check_batch_size(batch_size: int, mesh: Mesh, name: str = "train.batch_size") -> None:
     if batch_size % mesh.size:
-        raise ValueError(f"{name}={batch_size} must be a multiple of the number of devices ({mesh.size})")
+        raise ConfigError(f"{name}={batch_size} must be a multiple of the number of devices ({mesh.size})")
 
 
 def global_batch(local_batch: dict, mesh: Mesh) -> dict:

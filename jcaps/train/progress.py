@@ -6,6 +6,8 @@ import os
 import sys
 import time
 
+from jcaps.errors import ConfigError
+
 
 def _mode(requested: str) -> str:
     if requested != "auto":
@@ -26,7 +28,7 @@ class Progress:
     def __init__(self, mode: str, total: int, initial: int = 0, enabled: bool = True):
         self._mode = _mode(mode) if enabled else "none"
         if self._mode not in ("bar", "lines", "none"):
-            raise ValueError(f"train.progress must be auto, bar, lines or none, not {mode!r}")
+            raise ConfigError(f"train.progress must be auto, bar, lines or none, not {mode!r}")
         self._total, self._start_step, self._start = total, initial, time.perf_counter()
         self._bar = None
         if self._mode == "bar":

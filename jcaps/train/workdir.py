@@ -10,6 +10,7 @@ import os
 
 from jcaps.data import datasets
 from jcaps.data.pipeline import ExampleDataset
+from jcaps.errors import UserError
 from jcaps.models import ModelFamily, build_model, get_family
 from jcaps.train import config as config_lib
 from jcaps.train import loop
@@ -40,12 +41,12 @@ def load_trained(workdir: str, *, with_data: bool = False) -> TrainedModel:
     loop.quiet_libraries()
     path = os.path.join(workdir, "config.json")
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"{workdir} has no config.json: is it a jcaps workdir?")
+        raise UserError(f"{workdir} has no config.json: not a jcaps workdir", hint="pass the --workdir of a train.py run")
     with open(path, encoding="utf-8") as f:
         config = config_lib.from_json(f.read())
     checkpoints = Checkpoints(workdir, keep=config.train.keep_checkpoints)
     if not datasets.has_metadata(checkpoints.directory) or checkpoints.latest_step() is None:
-        raise FileNotFoundError(f"{workdir} has no checkpoint yet: train it first with train.py")
+        raise UserError(f"{workdir} has no checkpoint yet", hint="train it first with train.py --workdir " + workdir)
     if with_data:
         dataset = datasets.load_dataset(config.data, config.train.seed, checkpoints.directory)
     else:

@@ -1,0 +1,97 @@
+"""What every command shares: how user errors are shown, and how flags are parsed.
+
+`run(main)` replaces `absl.app.run(main)`: a `jcaps.errors.UserError` (and a flag or config
+override the parser rejects) prints `error: <message>` on stderr, then `hint: <hint>` when there
+is one, and exits with status 2. Set `JCAPS_DEBUG=1` to see the traceback instead. Other
+exceptions are bugs and keep their traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+
+from absl import app, flags
+
+from jcaps.errors import UserError
+
+EXIT_USER_ERROR = 2
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def report(error: UserError) -> None:
+    """Prints `error` as the user sees it (`error: ...` and `hint: ...` on stderr)."""
+    print(f"error: {_one_line(error)}", file=sys.stderr, flush=True)
+    if error.hint:
+        print(f"hint: {_one_line(error.hint)}", file=sys.stderr, flush=True)
+
+
+def _config_key_message(error: Exception) -> str:
+    """ml_collections reports a misspelt key as `'\\'batch_sise\\'\\nDid you mean ...'` inside
+    a KeyError or AttributeError: unwrap it into `'batch_sise': Did you mean ...`."""
+    text = error.args[0] if error.args else str(error)
+    while isinstance(text, BaseException):
+        text = text.args[0] if text.args else str(text)
+    text = str(text)
+    if len(text) >= 2 and text[0] == text[-1] == "'" and "\\n" in text:
+        text = text[1:-1].replace("\\'", "'").replace('\\"', '"').replace("\\n", "\n")
+    return _one_line(text)
+
+
+def _flag_error_message(error: flags.Error) -> str:
+    """absl's message, with a config file's embedded traceback cut down to its last line."""
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    if len(lines) > 1 and any(line.startswith("Traceback") for line in lines):
+        flag = lines[0].split(": Error whilst parsing config file", 1)[0]
+        return f"{flag}: {lines[-1].strip()}"
+    return " ".join(lines)
+
+
+def _check_config_files_loaded() -> None:
+    """ml_collections keeps a config file that failed to load as a stand-in that raises on first
+    use, deep inside training: raise it now, as a user error."""
+    for name in flags.FLAGS:
+        value = flags.FLAGS[name].value
+        load_error = vars(value).get("_error") if type(value).__name__ == "_ErrorConfig" else None
+        if load_error is None:
+            continue
+        path = getattr(flags.FLAGS[name], "_config_filename", "")
+        if "No such file or directory" in str(load_error):
+            raise UserError(f"--{name}: config file {path} not found", hint="configs/ lists the configs")
+        raise UserError(f"--{name}: config file {path} does not load: {_one_line(load_error)}")
+
+
+def parse_flags(argv: list[str]) -> list[str]:
+    """absl's flag parser with jcaps' error style (the `flags_parser` of `app.run`)."""
+    hint = f"see {os.path.basename(argv[0])} --help"
+    try:
+        remaining = flags.FLAGS(argv)
+    except flags.Error as error:
+        raise UserError(_flag_error_message(error), hint=hint) from error
+    except (KeyError, AttributeError, TypeError, ValueError, OSError) as error:
+        # A `--config.KEY=VALUE` override naming a key the config does not have.
+        raise UserError(f"bad --config.* flag: {_config_key_message(error)}", hint=hint) from error
+    _check_config_files_loaded()
+    return remaining
+
+
+def run(main: Callable[[list[str]], object]) -> None:
+    """`app.run(main)` in which user errors are one line and exit with status 2."""
+
+    def main_with_usage_errors(argv):
+        try:
+            return main(argv)
+        except app.UsageError as error:
+            raise UserError(str(error), hint=f"see {os.path.basename(argv[0])} --help") from error
+
+    try:
+        app.run(main_with_usage_errors, flags_parser=parse_flags)
+    except UserError as error:
+        if os.environ.get("JCAPS_DEBUG", "") not in ("", "0"):
+            raise
+        report(error)
+        sys.exit(EXIT_USER_ERROR)
