@@ -53,20 +53,22 @@ def _interpretation_fn(trained: TrainedModel, k1: int, k2: int):
     return interpret
 
 
-def _example_record(trained: TrainedModel, text: str, tokens: np.ndarray, label, result: dict) -> dict:
+def example_record(trained: TrainedModel, text: str, tokens: np.ndarray, label, result: dict) -> dict:
     """One example's local interpretation in words (sentences flattened for Long)."""
     vocab, names = trained.dataset.vocab, trained.dataset.labels.names
     rows = tokens if trained.dataset.nested else tokens[None]
     sentences = [vocab.decode(row[row > 0]) for row in rows]
     scores = result["word_scores"] if trained.dataset.nested else result["word_scores"][None]
     picked_sentences = result["sentences"] if trained.dataset.nested else np.zeros_like(result["capsules"])
-    kgrams = []
-    for capsule, sentence, spans in zip(result["capsules"], picked_sentences, result["spans"]):
-        if capsule < 0:
-            continue
-        for start, end in spans:
-            if end > start:
-                kgrams.append(sentences[int(sentence)][int(start) : int(end)])
+    # Two selected capsules may attend to the same position: list each K-gram once, in order.
+    places = dict.fromkeys(
+        (int(sentence), int(start), int(end))
+        for capsule, sentence, spans in zip(result["capsules"], picked_sentences, result["spans"])
+        if capsule >= 0
+        for start, end in spans
+        if end > start
+    )
+    kgrams = [sentences[sentence][start:end] for sentence, start, end in places]
     return {
         "text": text,
         "words": [w for s in sentences for w in s],
@@ -103,7 +105,7 @@ def interpret_workdir(
             for b in np.flatnonzero(batch["weight"] > 0):
                 result = {k: v[b] for k, v in results.items()}
                 index = int(batch["index"][b])
-                record = _example_record(trained, trained.dataset.text(split, index), batch["tokens"][b],
+                record = example_record(trained, trained.dataset.text(split, index), batch["tokens"][b],
                                          batch.get("label", [None] * len(batch["weight"]))[b], result)
                 local_file.write(json.dumps({"index": index, **record}, ensure_ascii=False) + "\n")
                 predicted.append(int(result["predicted"]))

@@ -5,6 +5,7 @@ touching pyplot's global state, so plotting works headless and from worker threa
 """
 
 import os
+import textwrap
 from collections.abc import Sequence
 
 import numpy as np
@@ -32,6 +33,12 @@ def plot_capsule_heatmap(
     Returns:
       `path` as a string.
     """
+    capsule_heatmap_figure(C, class_names, title).savefig(path, format="png", dpi=100)
+    return str(path)
+
+
+def capsule_heatmap_figure(C: np.ndarray, class_names: Sequence[str], title: str) -> Figure:
+    """The heatmap of `plot_capsule_heatmap` as a matplotlib Figure."""
     counts = np.asarray(C)
     num_classes, num_capsules = counts.shape
     if len(class_names) != num_classes:
@@ -43,7 +50,9 @@ def plot_capsule_heatmap(
     axes = figure.add_subplot()
     image = axes.imshow(counts, aspect="auto", cmap="viridis", interpolation="nearest")
     figure.colorbar(image, ax=axes, label="examples", ticks=MaxNLocator(integer=True))
-    axes.set_title(title)
+    # A narrow figure (few capsules) would cut a one-line title off at both sides: wrap it to the
+    # figure's width (about 9 characters of 10-point text per inch).
+    axes.set_title(textwrap.fill(title, max(16, int(9 * figure.get_figwidth())), break_on_hyphens=False), fontsize=10)
     axes.set_xlabel("primary capsule i")
     axes.set_ylabel("predicted class j")
     axes.set_xticks(np.arange(num_capsules))
@@ -61,8 +70,7 @@ def plot_capsule_heatmap(
                 fontsize=7,
                 color="black" if value > threshold else "white",
             )
-    figure.savefig(path, format="png", dpi=100)
-    return str(path)
+    return figure
 
 
 def plot_saliency_maps(

@@ -3,12 +3,16 @@
 import base64
 import pathlib
 import re
+import types
 
 import numpy as np
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from jcaps.interpret.capsules import GlobalInterpretation
-from jcaps.viz.figures import plot_capsule_heatmap
+from jcaps.data.vocab import LabelMap, Vocabulary
+from jcaps.interpret.report import example_record
+from jcaps.viz.figures import capsule_heatmap_figure, plot_capsule_heatmap
 from jcaps.viz.html import word_heatmap_html, write_report
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -92,3 +96,33 @@ def test_report_without_heatmap(tmp_path):
     )
     page = pathlib.Path(path).read_text(encoding="utf-8")
     assert page.startswith("<!DOCTYPE html>") and "data:image" not in page
+
+
+def test_heatmap_title_fits_inside_a_narrow_figure():
+    title = "C on test: predicted class × most-coupled capsule, a title longer than the figure is wide"
+    figure = capsule_heatmap_figure(np.ones((4, 3)), ["a", "b", "c", "d"], title)
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()
+    extent = figure.axes[0].title.get_window_extent(canvas.get_renderer())
+    assert extent.x0 >= 0 and extent.x1 <= figure.bbox.width
+    assert figure.axes[0].get_title().replace("\n", " ") == title
+
+
+def test_example_record_lists_a_kgram_picked_by_two_capsules_once():
+    words = ["oil", "prices", "rose", "sharply", "today"]
+    vocab = Vocabulary.build([words])
+    trained = types.SimpleNamespace(
+        dataset=types.SimpleNamespace(vocab=vocab, labels=LabelMap(("world", "business")), nested=False)
+    )
+    tokens = np.append(vocab.encode(words), 0)
+    result = {
+        "predicted": np.int32(1),
+        "probabilities": np.array([0.2, 0.8]),
+        "capsules": np.array([4, 7, -1]),
+        # Capsules 4 and 7 both attend to "oil prices rose"; capsule 7 also to "rose sharply today".
+        "spans": np.array([[[0, 3], [0, 3]], [[0, 3], [2, 5]], [[0, 0], [0, 0]]]),
+        "word_scores": np.array([3, 3, 4, 1, 1, 0]),
+    }
+    record = example_record(trained, "Oil prices rose sharply today", tokens, 1, result)
+    assert record["kgrams"] == [["oil", "prices", "rose"], ["rose", "sharply", "today"]]
+    assert record["capsules"] == [4, 7] and record["prediction"] == "business"
