@@ -9,11 +9,12 @@ saliency.json (see `jcaps.interpret.series_report`; `--methods`, `--limit` defau
 import json
 import os
 
-from absl import app, flags
+from absl import flags
 
 from jcaps import cli
 
-from jcaps.interpret.report import interpret_workdir
+from jcaps.errors import UserError
+from jcaps.interpret.report import CAPSULE_MODELS, interpret_workdir
 from jcaps.interpret.series_report import METHODS, saliency_report
 from jcaps.models import get_family
 
@@ -32,10 +33,15 @@ def main(argv):
     del argv
     path = os.path.join(FLAGS.workdir, "config.json")
     if not os.path.isfile(path):
-        raise app.UsageError(f"{FLAGS.workdir} has no config.json: is it a jcaps workdir?")
+        raise UserError(f"{FLAGS.workdir} has no config.json: not a jcaps workdir",
+                        hint="pass the --workdir of a train.py run")
     with open(path, encoding="utf-8") as f:
         model_name = json.load(f)["model"]["name"]
-    if "series" in get_family(model_name).inputs:
+    is_series = "series" in get_family(model_name).inputs
+    if not is_series and model_name not in CAPSULE_MODELS:
+        raise UserError(f"{FLAGS.workdir} holds a {model_name} model, which jcaps.interpret cannot explain",
+                        hint=f"it explains {', '.join(CAPSULE_MODELS)} and the series models")
+    if is_series:
         summary = saliency_report(FLAGS.workdir, FLAGS.split, FLAGS.out, FLAGS.limit or 8, tuple(FLAGS.methods))
         shares = " ".join(f"{s:.2f}" for s in summary["mean_share_by_tenth"])
         print(f"wrote {len(summary['examples'])} saliency figures; mean share of saliency per tenth of the series: {shares}")

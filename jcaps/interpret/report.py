@@ -27,6 +27,8 @@ from jcaps.train.workdir import TrainedModel, load_trained
 from jcaps.viz.figures import plot_capsule_heatmap
 from jcaps.viz.html import write_report
 
+CAPSULE_MODELS = ("icapsnet_short", "icapsnet_long")
+
 
 def _interpretation_fn(trained: TrainedModel, k1: int, k2: int):
     """batch tokens → predictions, probabilities and the local interpretation (jitted)."""
@@ -87,7 +89,7 @@ def interpret_workdir(
 ) -> dict:
     """Writes the four interpretation files of `workdir` on `split`; returns the global summary."""
     trained = load_trained(workdir, with_data=True)
-    if trained.config.model.name not in ("icapsnet_short", "icapsnet_long"):
+    if trained.config.model.name not in CAPSULE_MODELS:
         raise UserError(f"interpretation needs an iCapsNets workdir, not {trained.config.model.name!r}")
     if split not in trained.dataset.splits:
         raise UserError(f"--split: no split {split!r}; the dataset has {', '.join(trained.dataset.splits)}")

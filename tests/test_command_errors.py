@@ -1,0 +1,111 @@
+"""User errors of every command: `error: <what> (<where>)` and a hint on stderr, exit status 2,
+no traceback (`JCAPS_DEBUG=1` shows it); a bug keeps its traceback."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SMOKE = "configs/fasttext_ag_news.py:smoke"
+
+
+def run(*args, devices: int = 1, **env):
+    environment = {key: value for key, value in os.environ.items() if key != "JCAPS_DEBUG"}
+    environment.update(XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}", JAX_PLATFORMS="cpu", **env)
+    return subprocess.run([sys.executable, *args], cwd=ROOT, env=environment, capture_output=True, text=True,
+                          timeout=300)
+
+
+def assert_user_error(result, *fragments: str) -> str:
+    """Exit 2, no traceback, one `error:` line holding every fragment; returns that line."""
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, result.stderr
+    for fragment in fragments:
+        assert fragment in errors[0], errors[0]
+    return errors[0]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    root = tmp_path_factory.mktemp("trained")
+    workdir = root / "w"
+    result = run("train.py", "--config", SMOKE, "--workdir", str(workdir), f"--config.data.cache_dir={root / 'cache'}",
+                 "--config.train.progress=none", "--config.train.num_steps=4")
+    assert result.returncode == 0, result.stdout + result.stderr
+    return workdir
+
+
+def test_misspelt_config_key_suggests_the_right_one_without_escapes(tmp_path):
+    line = assert_user_error(run("train.py", "--config", SMOKE, "--workdir", str(tmp_path / "w"),
+                                 "--config.train.batch_sise=3"), "'batch_sise'", 'Did you mean "batch_size"')
+    assert "\\" not in line
+    assert not (tmp_path / "w").exists()
+
+
+def test_config_file_not_found_and_unknown_config_argument(tmp_path):
+    assert_user_error(run("train.py", "--config", "configs/no_such_config.py", "--workdir", str(tmp_path)),
+                      "configs/no_such_config.py not found")
+    assert_user_error(run("train.py", "--config", "configs/fasttext_ag_news.py:nosuch", "--workdir", str(tmp_path)),
+                      "unknown config argument 'nosuch'")
+
+
+def test_missing_required_flag_and_bad_flag_value(tmp_path):
+    assert_user_error(run("train.py", "--config", SMOKE), "--workdir")
+    assert_user_error(run("train.py", "--config", SMOKE, "--workdir", str(tmp_path), "--config.train.batch_size=abc"),
+                      "--config.train.batch_size=abc")
+
+
+@pytest.mark.parametrize("command", [["-m", "jcaps.evaluate"], ["-m", "jcaps.predict", "--text", "x"],
+                                     ["-m", "jcaps.interpret"]])
+def test_unknown_workdir(tmp_path, command):
+    assert_user_error(run(*command, "--workdir", str(tmp_path / "nowhere")), str(tmp_path / "nowhere"),
+                      "not a jcaps workdir")
+
+
+def test_workdir_without_checkpoint(tmp_path, trained):
+    (tmp_path / "config.json").write_text((trained / "config.json").read_text())
+    assert_user_error(run("-m", "jcaps.evaluate", "--workdir", str(tmp_path)), "no checkpoint yet")
+
+
+def test_unknown_split_and_a_model_interpret_cannot_explain(trained):
+    assert_user_error(run("-m", "jcaps.evaluate", "--workdir", str(trained), "--split", "dev"),
+                      "no split 'dev'", "train, test, validation")
+    assert_user_error(run("-m", "jcaps.interpret", "--workdir", str(trained)), "fasttext", "cannot explain")
+
+
+def test_batch_size_not_a_multiple_of_the_devices(tmp_path):
+    assert_user_error(run("train.py", "--config", SMOKE, "--workdir", str(tmp_path / "w"),
+                          f"--config.data.cache_dir={tmp_path / 'cache'}", "--config.train.batch_size=12",
+                          devices=8), "train.batch_size=12", "multiple of the number of devices (8)")
+
+
+def test_workdir_in_use(tmp_path):
+    workdir = tmp_path / "w"
+    workdir.mkdir()
+    with open(workdir / ".lock", "a+", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        lock.write("pid 1 on testhost\n")
+        lock.flush()
+        assert_user_error(run("train.py", "--config", SMOKE, "--workdir", str(workdir)), "in use", "pid 1 on testhost")
+
+
+def test_debug_shows_the_traceback_and_a_bug_keeps_it(tmp_path):
+    debug = run("-m", "jcaps.evaluate", "--workdir", str(tmp_path / "nowhere"), JCAPS_DEBUG="1")
+    assert debug.returncode != 0 and "Traceback" in debug.stderr and "UserError" in debug.stderr
+    bug = run("-c", textwrap.dedent("""
+        from jcaps import cli
+        def main(argv):
+            raise RuntimeError("an internal bug")
+        cli.run(main)
+    """))
+    assert bug.returncode == 1 and "Traceback" in bug.stderr and "RuntimeError: an internal bug" in bug.stderr
+    assert not any(line.startswith("error: ") for line in bug.stderr.splitlines())
+
