@@ -213,6 +213,11 @@ def prepared_once(make_builder: Callable[[], tfds.core.DatasetBuilder], cache_di
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             builder = make_builder()
+            if not builder.is_prepared():
+                # TFDS would print "Downloading and preparing dataset Unknown size ..." and
+                # "... downloaded and prepared" for files that are already local.
+                builder._log_download_bytes = builder._log_download_done = lambda: None
+                print(f"preparing {builder.builder_config.description} into {builder.data_dir} (once)", flush=True)
             builder.download_and_prepare()
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
