@@ -1,6 +1,7 @@
 """Train a jcaps model: `python train.py --config configs/NAME.py --workdir DIR [--config.KEY=VALUE ...]`.
 
-Resumes automatically when DIR holds checkpoints of the same config; see README.md.
+Resumes automatically when DIR holds checkpoints of the same config; see README.md. A DIR
+trained to the end is left as it is (`--reevaluate` evaluates its final model again).
 
 Several processes (one per host, or several on one machine) train one model together when
 started with `--num_processes N --process_id I --coordinator_address HOST:PORT` (or the
@@ -30,6 +31,9 @@ flags.DEFINE_integer("num_processes", int(os.environ.get("JAX_NUM_PROCESSES", "1
                      "Multi-process runs: how many processes train together.")
 flags.DEFINE_integer("process_id", int(os.environ.get("JAX_PROCESS_ID", "0")),
                      "Multi-process runs: this process's index, 0 .. num_processes - 1.")
+flags.DEFINE_bool("reevaluate", False,
+                  "A finished workdir: evaluate its final model again (replacing its final metrics) "
+                  "instead of saying it is finished.")
 flags.mark_flags_as_required(["config", "workdir"])
 
 
@@ -40,7 +44,7 @@ def main(argv):
         raise app.UsageError("--num_processes > 1 needs --coordinator_address HOST:PORT")
     initialize_distributed(FLAGS.coordinator_address, FLAGS.num_processes, FLAGS.process_id)
     try:
-        train_and_evaluate(FLAGS.config, FLAGS.workdir)
+        train_and_evaluate(FLAGS.config, FLAGS.workdir, reevaluate=FLAGS.reevaluate)
     except TrainingInterrupted as stopped:
         print(stopped, file=sys.stderr, flush=True)
         sys.exit(stopped.exit_code)

@@ -3,7 +3,10 @@
 It resumes from the workdir's latest checkpoint (model, optimiser, RNG and data position),
 evaluates on validation during training and on validation and test at the end, writes
 `metrics.jsonl` and TensorBoard, stops on a non-finite loss without overwriting the last good
-checkpoint, and saves a checkpoint before exiting on SIGINT/SIGTERM.
+checkpoint, and saves a checkpoint before exiting on SIGINT/SIGTERM. A resumed run first drops
+the lines the interrupted run wrote to `metrics.jsonl` after that checkpoint; a workdir already
+trained to the end, with its final metrics, is left as it is (`reevaluate` evaluates it again).
+It ends with a summary of the run and where its files are.
 """
 
 from __future__ import annotations
@@ -12,9 +15,11 @@ import contextlib
 import fcntl
 import functools
 import json
+import logging as std_logging
 import os
 import signal
 import socket
+import time
 
 import jax
 from absl import logging
@@ -22,15 +27,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from jcaps.data import datasets
-from jcaps.errors import UserError
+from jcaps.errors import ConfigError, UserError
 from jcaps.data.pipeline import ExampleDataset
 from jcaps.models import build_model, get_family
 from jcaps.train import config as config_lib
 from jcaps.train import mesh as mesh_lib
 from jcaps.train.checkpoints import Checkpoints
+from jcaps.train import metrics as metrics_lib
 from jcaps.train.metrics import MetricWriter, evaluation_metrics
 from jcaps.train.optim import make_optimizer
-from jcaps.train.progress import Progress
+from jcaps.train.progress import Progress, format_metrics, run_summary
 from jcaps.train.steps import TrainState, eval_step, model_inputs, train_step
 
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
@@ -197,22 +203,45 @@ class _SignalFlag:
 
 def quiet_libraries() -> None:
     """orbax logs every save at INFO and TFDS draws progress bars: keep the console for jcaps."""
+    quiet_backend_discovery()
     logging.set_verbosity(logging.ERROR)
     import tensorflow_datasets as tfds
 
     tfds.disable_progress_bar()
 
 
-def train_and_evaluate(config, workdir: str) -> dict:
+class _OptionalBackendProbe(std_logging.Filter):
+    """Drops JAX's INFO record of an optional backend it probed and could not start."""
+
+    def filter(self, record: std_logging.LogRecord) -> bool:
+        return not (record.levelno <= std_logging.INFO and record.getMessage().startswith("Unable to initialize backend"))
+
+
+def quiet_backend_discovery() -> None:
+    """With JAX_PLATFORMS unset JAX probes every backend it knows and logs, at INFO, each one it
+    cannot start (`Unable to initialize backend 'tpu': ... libtpu.so`). Leaves out that one
+    message; a backend named in JAX_PLATFORMS that fails still raises, and warnings still show."""
+    logger = std_logging.getLogger("jax._src.xla_bridge")
+    if not any(isinstance(f, _OptionalBackendProbe) for f in logger.filters):
+        logger.addFilter(_OptionalBackendProbe())
+
+
+def train_and_evaluate(config, workdir: str, reevaluate: bool = False) -> dict:
     """Trains `config` in `workdir` (resuming if it holds checkpoints); returns the final metrics.
-    One run at a time in a workdir (`exclusive_workdir`)."""
+
+    A workdir whose latest checkpoint is at the last step and whose `metrics.jsonl` has the final
+    metrics is finished: it returns those metrics without writing anything, unless `reevaluate`,
+    which evaluates the final model again and replaces the final lines. One run at a time in a
+    workdir (`exclusive_workdir`)."""
+    started = time.perf_counter()
+    quiet_backend_discovery()
     workdir = os.path.abspath(workdir)
     os.makedirs(workdir, exist_ok=True)
     with exclusive_workdir(workdir, jax.process_index() == 0):
-        return _train_and_evaluate(config, workdir)
+        return _train_and_evaluate(config, workdir, reevaluate, started)
 
 
-def _train_and_evaluate(config, workdir: str) -> dict:
+def _train_and_evaluate(config, workdir: str, reevaluate: bool = False, started: float | None = None) -> dict:
     quiet_libraries()
     is_main = jax.process_index() == 0
     log = functools.partial(print, flush=True) if is_main else (lambda *a, **k: None)
@@ -222,14 +251,36 @@ def _train_and_evaluate(config, workdir: str) -> dict:
 
     check_workdir(config, workdir)
     class_weight_power = config_lib.class_weight_power(config.train.class_weights)  # fails before the data loads
-    if is_main:
-        with open(os.path.join(workdir, "config.json"), "w", encoding="utf-8") as f:
-            f.write(config_lib.to_json(config))
 
     # Data: the vocabulary (or standardisation) of a resumed run is the saved one, never rebuilt.
     checkpoints = Checkpoints(workdir, keep=config.train.keep_checkpoints)
     has_metadata = datasets.has_metadata(checkpoints.directory)
     dataset = datasets.load_dataset(config.data, config.train.seed, checkpoints.directory)
+    steps_per_epoch = dataset.steps_per_epoch(config.train.batch_size)
+    num_steps = config.train.num_steps or config.train.num_epochs * steps_per_epoch
+    last_saved = checkpoints.latest_step()
+    final_splits = [s for s in ("validation", "test") if s in dataset.splits and len(dataset.splits[s].source)]
+    if max(num_steps, last_saved or 0) < 1:
+        # Never report final metrics of an untrained model.
+        raise ConfigError(
+            f"nothing to train: train.num_steps={config.train.num_steps} and train.num_epochs="
+            f"{config.train.num_epochs} ({steps_per_epoch} steps an epoch) give {num_steps} steps",
+            hint="set train.num_epochs or train.num_steps to 1 or more",
+        )
+    if last_saved is not None and last_saved >= num_steps and not reevaluate:
+        finals = metrics_lib.final_records(metrics_lib.read_metrics(workdir), last_saved)
+        if finals and all(split in finals for split in final_splits):
+            try:
+                return _already_finished(config, workdir, checkpoints, last_saved, finals, log)
+            finally:
+                checkpoints.close()
+    rewound = 0
+    if is_main:
+        with open(os.path.join(workdir, "config.json"), "w", encoding="utf-8") as f:
+            f.write(config_lib.to_json(config))
+        # What the interrupted run wrote after its last checkpoint (and the final lines, which
+        # are written again at the end) goes: each (step, split) is logged once.
+        rewound = metrics_lib.rewind_metrics(workdir, last_saved or 0)
     if not has_metadata and is_main:
         os.makedirs(checkpoints.directory, exist_ok=True)
         dataset.save_metadata(checkpoints.directory)
@@ -242,8 +293,6 @@ def _train_and_evaluate(config, workdir: str) -> dict:
     mesh_lib.check_batch_size(batch_size, mesh)
     mesh_lib.check_batch_size(eval_batch_size, mesh, "train.eval_batch_size")
 
-    steps_per_epoch = dataset.steps_per_epoch(batch_size)
-    num_steps = config.train.num_steps or config.train.num_epochs * steps_per_epoch
     eval_every = config.train.eval_every_steps or steps_per_epoch
     checkpoint_every = config.train.checkpoint_every_steps or steps_per_epoch
     state = create_train_state(
@@ -253,11 +302,13 @@ def _train_and_evaluate(config, workdir: str) -> dict:
 
     class_weights = None if class_weight_power is None else dataset.balanced_class_weights(class_weight_power)
     train_iterator = dataset.train_iterator(batch_size, config.train.seed, class_weights, config.data.length_grouping)
-    last_saved = checkpoints.latest_step()
     if last_saved is not None:
         state, data_state = checkpoints.restore(state)
         train_iterator.set_state(data_state)
-        log(f"Resuming from step {int(state.step)} (checkpoint in {checkpoints.directory}).")
+        dropped = f"; dropped the {rewound} lines of metrics.jsonl written after it" if rewound else ""
+        log(f"Resuming from step {int(state.step)} (checkpoint in {checkpoints.directory}{dropped}).")
+        if reevaluate and int(state.step) >= num_steps:
+            log(f"evaluating the model of step {int(state.step)} again (--reevaluate)")
     sizes = ", ".join(f"{name} {len(split.source)}" for name, split in dataset.splits.items())
     report_dropped_rows(dataset, workdir, log if is_main else None)
     log(
@@ -266,7 +317,7 @@ def _train_and_evaluate(config, workdir: str) -> dict:
         f"({steps_per_epoch} per epoch) on {mesh.size} device(s)."
     )
 
-    writer = MetricWriter(workdir, enabled=is_main)
+    writer = MetricWriter(workdir, enabled=is_main, resumed_from=last_saved)
     profiler = _Profiler(config.train.profile_steps, os.path.join(workdir, "profile"), enabled=is_main)
     first_step = int(state.step)
     progress = Progress(config.train.progress, total=num_steps, initial=int(state.step), enabled=is_main)
@@ -274,6 +325,7 @@ def _train_and_evaluate(config, workdir: str) -> dict:
     window: list[dict] = []
     best = checkpoints.best_record() if config.train.select_best else None
     has_validation = len(dataset.splits["validation"].source) > 0
+    loop_started, first_step_seconds, evaluated = time.perf_counter(), None, False
     try:
         with _SignalFlag() as stop:
             while step < num_steps:
@@ -286,6 +338,11 @@ def _train_and_evaluate(config, workdir: str) -> dict:
                 state, metrics = train_fn(state, mesh_lib.global_batch(next(train_iterator), mesh))
                 profiler.after_step(metrics)
                 step += 1
+                if first_step_seconds is None:
+                    # Rates count from here: the first step's time is mostly compiling.
+                    jax.block_until_ready(metrics)
+                    first_step_seconds = time.perf_counter() - loop_started
+                    progress.start(step)
                 window.append(metrics)
                 due_checkpoint = step % checkpoint_every == 0 or step == num_steps
                 if step % config.train.log_every_steps == 0 or due_checkpoint or step == num_steps:
@@ -294,33 +351,57 @@ def _train_and_evaluate(config, workdir: str) -> dict:
                     writer.write(step, "train", summary)
                     progress.update(step, summary)
                 if has_validation and (step % eval_every == 0 or step == num_steps):
-                    metrics = evaluate_split(eval_fn, state, dataset, "validation", eval_batch_size, mesh)
+                    # The first evaluation compiles the eval step: its time stays out of the ETA.
+                    with progress.not_counted() if not evaluated else contextlib.nullcontext():
+                        metrics = evaluate_split(eval_fn, state, dataset, "validation", eval_batch_size, mesh)
+                    evaluated = True
                     writer.write(step, "validation", metrics)
-                    progress.message(f"step {step}: validation " + _format(metrics))
+                    progress.message(f"step {step}: validation " + format_metrics(metrics))
                     best = _keep_if_best(checkpoints, best, step, state, metrics, config.train)
                 if due_checkpoint:
                     checkpoints.save(step, state, train_iterator.get_state())
                     last_saved = step
         checkpoints.wait()
+        trained = (step - first_step, time.perf_counter() - loop_started, first_step_seconds)
         progress.close()
 
         selected = {}
         if best is not None and best["step"] != step:
             state = state.replace(params=checkpoints.restore_best_params(state.params))
             selected = {"selected_step": best["step"]}
-            log(f"final model: the parameters of step {best['step']} (best validation {best['metric']} {best['value']:.4f})")
         final = {}
-        for split in ("validation", "test"):
-            if split in dataset.splits and len(dataset.splits[split].source):
-                final[split] = evaluate_split(eval_fn, state, dataset, split, eval_batch_size, mesh)
-                writer.write(step, split, final[split], final=True, **selected)
-                log(f"final {split}: " + _format(final[split]))
+        for split in final_splits:
+            final[split] = evaluate_split(eval_fn, state, dataset, split, eval_batch_size, mesh)
+            writer.write(step, split, final[split], final=True, **selected)
+        log(run_summary(
+            workdir=workdir, step=step, final=final, selected=best, select_best=config.train.select_best,
+            trained=trained if trained[0] else None,
+            wall_seconds=None if started is None else time.perf_counter() - started,
+            checkpoint_step=checkpoints.latest_step(), best_step=best["step"] if best else None,
+        ))
         return final
     finally:
         profiler.close()
         progress.close()
         writer.close()
         checkpoints.close()
+
+
+def _already_finished(config, workdir: str, checkpoints: Checkpoints, step: int, finals: dict, log) -> dict:
+    """Says that the workdir is trained to the end, with its final metrics; returns them."""
+    final = {
+        split: {k: v for k, v in record.items() if k not in ("step", "split", "final", "selected_step")}
+        for split, record in finals.items()
+    }
+    best = checkpoints.best_record() if config.train.select_best else None
+    log(f"already finished at step {step}: the final metrics are the \"final\": true lines of "
+        f"{os.path.join(workdir, metrics_lib.METRICS_FILE)} (--reevaluate evaluates again; more "
+        "train.num_epochs or train.num_steps trains on)")
+    log(run_summary(
+        workdir=workdir, step=step, final=final, selected=best, select_best=config.train.select_best,
+        trained=None, wall_seconds=None, checkpoint_step=step, best_step=best["step"] if best else None,
+    ))
+    return final
 
 
 def compilation_cache_dir(setting: str) -> str:
@@ -386,8 +467,3 @@ def _summarise_window(window: list[dict], step: int, last_saved, directory: str)
             "Try a lower train.learning_rate or train.grad_clip_norm."
         )
     return {key: float(np.mean([v[key] for v in values])) for key in values[0]}
-
-
-def _format(metrics: dict) -> str:
-    return " ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in metrics.items())
-

@@ -5,6 +5,11 @@ positives, false positives and false negatives and per-example F1 (`multilabel_s
 from which `multilabel_metrics` gives hamming loss, micro and macro precision / recall / F1,
 example-based F1 and subset accuracy (Zhang & Zhou, A Review on Multi-Label Learning
 Algorithms, 2014, Sec. 2.2).
+
+`metrics.jsonl` holds one JSON object a line: `{"step", "split", <metrics>}`, with `"final":
+true` (and `"selected_step"` when model selection chose an earlier step) on the final
+evaluation's lines. A resumed run first drops what the interrupted run wrote after its last
+checkpoint (`rewind_metrics`), so each (step, split) appears once.
 """
 
 from __future__ import annotations
@@ -104,19 +109,79 @@ def evaluation_metrics(sums: dict) -> dict:
     return multilabel_metrics(sums) if "true_positive" in sums else classification_metrics(sums)
 
 
+METRICS_FILE = "metrics.jsonl"
+
+
+def read_metrics(workdir: str) -> list[dict]:
+    """The records of WORKDIR/metrics.jsonl ([] when there is none). A line cut short by a killed
+    run (not valid JSON) is left out."""
+    path = os.path.join(workdir, METRICS_FILE)
+    if not os.path.isfile(path):
+        return []
+    records = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(record, dict) and "step" in record:
+                records.append(record)
+    return records
+
+
+def final_records(records: list[dict], step: int) -> dict[str, dict]:
+    """`{split: record}` of the `"final": true` lines written at `step`."""
+    return {r["split"]: r for r in records if r.get("final") and r["step"] == step}
+
+
+def rewind_metrics(workdir: str, step: int, keep_final: bool = False) -> int:
+    """Makes WORKDIR/metrics.jsonl the log of a run about to continue from `step`: drops the
+    lines of later steps (written after the checkpoint of `step` by an interrupted run), cut-short
+    lines, and, unless `keep_final`, the final evaluation's lines (evaluated again at the end).
+    Rewrites the file atomically, and only when a line goes; returns how many went."""
+    path = os.path.join(workdir, METRICS_FILE)
+    if not os.path.isfile(path):
+        return 0
+    with open(path, encoding="utf-8") as f:
+        lines = f.readlines()
+    kept = []
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(record, dict) or record.get("step", step + 1) > step:
+            continue
+        if record.get("final") and not keep_final:
+            continue
+        kept.append(line if line.endswith("\n") else line + "\n")
+    dropped = len(lines) - len(kept)
+    if dropped or (lines and not lines[-1].endswith("\n")):
+        temporary = f"{path}.tmp.{os.getpid()}"
+        with open(temporary, "w", encoding="utf-8") as f:
+            f.writelines(kept)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temporary, path)
+    return dropped
+
+
 class MetricWriter:
     """Appends one JSON object per event to `metrics.jsonl` and mirrors scalars to TensorBoard.
 
-    Only process 0 writes (every process may call it)."""
+    Only process 0 writes (every process may call it). `resumed_from`: the step a resumed run
+    continues from; TensorBoard then discards the interrupted run's later events."""
 
-    def __init__(self, workdir: str, enabled: bool = True):
+    def __init__(self, workdir: str, enabled: bool = True, resumed_from: int | None = None):
         self._enabled = enabled
-        self._path = os.path.join(workdir, "metrics.jsonl")
+        self._path = os.path.join(workdir, METRICS_FILE)
         self._tensorboard = None
         if enabled:
             from tensorboardX import SummaryWriter
 
-            self._tensorboard = SummaryWriter(os.path.join(workdir, "tensorboard"))
+            purge_step = None if resumed_from is None else resumed_from + 1
+            self._tensorboard = SummaryWriter(os.path.join(workdir, "tensorboard"), purge_step=purge_step)
 
     def write(self, step: int, split: str, metrics: dict, **extra) -> None:
         if not self._enabled:

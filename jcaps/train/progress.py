@@ -1,10 +1,17 @@
-"""The live progress line: step, loss, steps/s and ETA (a tqdm bar on a terminal, lines in CI)."""
+"""The console of a training run: the live progress line (step, loss, steps/s and ETA; a tqdm bar
+on a terminal, lines in CI) and the summary printed at the end.
+
+Rates count from the end of the first step a process runs (`Progress.start`), and leave out
+the first evaluation (`Progress.not_counted`), so the time spent compiling the train and eval
+steps does not inflate the ETA."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
+from collections.abc import Callable
 
 from jcaps.errors import ConfigError
 
@@ -17,47 +24,121 @@ def _mode(requested: str) -> str:
     return "bar"
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
+    """H:MM:SS."""
     seconds = int(seconds)
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
 class Progress:
-    """`mode`: bar | lines | none | auto (bar on a terminal, lines otherwise)."""
+    """`mode`: bar | lines | none | auto (bar on a terminal, lines otherwise). `clock`: seconds
+    (`time.perf_counter`; tests pass a fake one)."""
 
-    def __init__(self, mode: str, total: int, initial: int = 0, enabled: bool = True):
+    def __init__(self, mode: str, total: int, initial: int = 0, enabled: bool = True,
+                 clock: Callable[[], float] = time.perf_counter):
         self._mode = _mode(mode) if enabled else "none"
         if self._mode not in ("bar", "lines", "none"):
             raise ConfigError(f"train.progress must be auto, bar, lines or none, not {mode!r}")
-        self._total, self._start_step, self._start = total, initial, time.perf_counter()
+        self._total, self._initial, self._clock = total, initial, clock
+        self._started: tuple[int, float] | None = None  # (step, time) at the end of the first step
         self._bar = None
+
+    def start(self, step: int) -> None:
+        """The first step this process runs has finished at `step` (compiled and run): rates
+        count from here on."""
+        if self._started is not None:
+            return
+        self._started = (step, self._clock())
         if self._mode == "bar":
             from tqdm import tqdm
 
-            self._bar = tqdm(total=total, initial=initial, unit="step", dynamic_ncols=True)
+            # Made now, so that tqdm's own rate leaves out the compile too.
+            self._bar = tqdm(total=self._total, initial=step, unit="step", dynamic_ncols=True)
+
+    @contextlib.contextmanager
+    def not_counted(self):
+        """Time spent inside is left out of the rate (the first evaluation, which compiles)."""
+        begin = self._clock()
+        try:
+            yield
+        finally:
+            if self._started is not None:
+                step, since = self._started
+                self._started = (step, since + self._clock() - begin)
+
+    def steps_per_second(self, step: int) -> float | None:
+        """Steps a second since `start` (None before a step beyond it has finished)."""
+        if self._started is None or step <= self._started[0]:
+            return None
+        first, since = self._started
+        return (step - first) / max(self._clock() - since, 1e-9)
 
     def update(self, step: int, metrics: dict) -> None:
+        self.start(step)
+        shown = {k: metrics[k] for k in ("loss", "accuracy") if k in metrics}
         if self._bar is not None:
             self._bar.update(step - self._bar.n)
-            self._bar.set_postfix({k: f"{metrics[k]:.4f}" for k in ("loss", "accuracy") if k in metrics})
+            self._bar.set_postfix({k: f"{v:.4f}" for k, v in shown.items()})
         elif self._mode == "lines":
-            elapsed = time.perf_counter() - self._start
-            rate = (step - self._start_step) / max(elapsed, 1e-9)
-            eta = (self._total - step) / rate if rate > 0 else float("inf")
-            shown = " | ".join(f"{k} {metrics[k]:.4f}" for k in ("loss", "accuracy") if k in metrics)
-            print(
-                f"step {step}/{self._total} ({100 * step / self._total:.0f}%) | {shown} | "
-                f"{rate:.1f} steps/s | ETA {_duration(eta) if eta != float('inf') else '?'}",
-                flush=True,
-            )
+            rate = self.steps_per_second(step)
+            speed = f"{rate:.1f} steps/s | ETA {duration((self._total - step) / rate)}" if rate else "? steps/s | ETA ?"
+            values = " | ".join(f"{k} {v:.4f}" for k, v in shown.items())
+            print(f"step {step}/{self._total} ({100 * step / self._total:.0f}%) | {values} | {speed}", flush=True)
 
     def message(self, text: str) -> None:
         if self._bar is not None:
             self._bar.write(text)
-        elif self._mode == "lines":
+        elif self._mode != "none":
             print(text, flush=True)
 
     def close(self) -> None:
         if self._bar is not None:
             self._bar.close()
             self._bar = None
+
+
+def format_metrics(metrics: dict) -> str:
+    return " ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in metrics.items())
+
+
+def run_summary(*, workdir: str, step: int, final: dict[str, dict], selected: dict | None, select_best: bool,
+            trained: tuple[int, float, float | None] | None, wall_seconds: float | None,
+            checkpoint_step: int | None, best_step: int | None) -> str:
+    """The end-of-run summary: what was trained, which parameters were evaluated, the final
+    metrics, and where everything is.
+
+    `selected`: `{"step", "metric", "value"}` of the best validation evaluation, or None.
+    `trained`: (steps run by this process, their seconds, seconds of the first step) or None.
+    """
+    lines = []
+    if trained is not None:
+        steps, seconds, first = trained
+        timing = f"{steps} steps in {duration(seconds)}"
+        if first is not None and steps > 1:
+            rate = (steps - 1) / max(seconds - first, 1e-9)
+            timing += f" (the first, with compiling, {first:.1f} s; then {rate:.1f} steps/s with evaluations and checkpoints)"
+        lines.append(f"trained to step {step}: {timing}" + (f"; wall time {duration(wall_seconds)}" if wall_seconds else ""))
+    if selected is not None and selected["step"] != step:
+        lines.append(f"final model: step {selected['step']}, the best validation {selected['metric']} "
+                     f"({selected['value']:.4f}); the last step was {step}")
+    elif selected is not None:
+        lines.append(f"final model: step {step}, the last, also the best validation {selected['metric']} "
+                     f"({selected['value']:.4f})")
+    else:
+        why = "" if not select_best else " (no validation evaluation to select on)"
+        lines.append(f"final model: the last step, {step}{why}")
+    for split, metrics in final.items():
+        lines.append(f"final {split}: " + format_metrics(metrics))
+    where = [
+        ("workdir", workdir),
+        ("checkpoints", os.path.join(workdir, "checkpoints") + (f" (latest step {checkpoint_step})" if checkpoint_step is not None else "")),
+    ]
+    if best_step is not None:
+        where.append(("best", os.path.join(workdir, "best") + f" (step {best_step})"))
+    where += [
+        ("metrics", os.path.join(workdir, "metrics.jsonl") + ' (final lines: "final": true)'),
+        ("tensorboard", "tensorboard --logdir " + os.path.join(workdir, "tensorboard")),
+    ]
+    width = max(len(name) for name, _ in where)
+    lines += [f"  {name:<{width}}  {value}" for name, value in where]
+    return "\n".join(lines)

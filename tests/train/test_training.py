@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import jax
 import numpy as np
 import pytest
 
+from jcaps.errors import UserError
 from jcaps.train import loop
 from jcaps.train.checkpoints import Checkpoints
 
@@ -35,8 +37,10 @@ def smoke_config(cache_dir, **overrides):
     return config
 
 
-def train_py(workdir, cache_dir, *flags, devices: int = 1, wait: bool = True):
-    env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}", JAX_PLATFORMS="cpu")
+def train_py(workdir, cache_dir, *flags, devices: int = 1, wait: bool = True, platforms: str | None = "cpu"):
+    env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}", JAX_PLATFORMS=platforms)
+    if platforms is None:  # as a user runs it, JAX probing every backend it knows
+        del env["JAX_PLATFORMS"]
     command = [sys.executable, os.path.join(ROOT, "train.py"), "--config", SMOKE, "--workdir", str(workdir),
                f"--config.data.cache_dir={cache_dir}", "--config.train.progress=lines", *flags]
     if not wait:
@@ -51,6 +55,19 @@ def read_metrics(workdir) -> list[dict]:
 
 def train_losses(workdir) -> dict[int, float]:
     return {m["step"]: m["loss"] for m in read_metrics(workdir) if m["split"] == "train"}
+
+
+def logged(workdir) -> list[tuple]:
+    """(step, split, final) of each line of metrics.jsonl, in order."""
+    return [(m["step"], m["split"], bool(m.get("final"))) for m in read_metrics(workdir)]
+
+
+def files(workdir) -> dict[str, int]:
+    """Every file of the workdir (but the lock, rewritten by each run) with its modification time."""
+    return {
+        os.path.relpath(os.path.join(root, name), workdir): os.stat(os.path.join(root, name)).st_mtime_ns
+        for root, _, names in os.walk(workdir) for name in names if name != ".lock"
+    }
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +89,14 @@ def test_train_py_writes_the_workdir_and_learns(reference_run):
     for name in ("config.json", "checkpoints/vocab.json", "checkpoints/labels.json", "tensorboard"):
         assert os.path.exists(os.path.join(workdir, name)), name
     assert "steps/s" in result.stdout and "ETA" in result.stdout
+    # The summary: what was trained, the final model and metrics, where the files are.
+    assert "trained to step 60: 60 steps in" in result.stdout
+    assert "final model: step " in result.stdout
+    for line in ("final validation: loss", "final test: loss", f"  workdir      {workdir}",
+                 f"  checkpoints  {workdir / 'checkpoints'} (latest step 60)", f"  metrics      {workdir / 'metrics.jsonl'}",
+                 f"  tensorboard  tensorboard --logdir {workdir / 'tensorboard'}"):
+        assert line in result.stdout, line
+    assert "Downloading and preparing" not in result.stdout + result.stderr
     finals = {m["split"]: m for m in read_metrics(workdir) if m.get("final")}
     assert set(finals) == {"validation", "test"}
     # Four balanced classes: chance is 0.25; the keywords make the task easy.
@@ -116,15 +141,51 @@ def test_kill_then_resume_matches_an_uninterrupted_run(tmp_path, cache_dir, refe
         time.sleep(0.05)
     process.send_signal(signal.SIGKILL)
     process.wait()
-    assert Checkpoints(str(workdir)).latest_step() is not None
+    saved = Checkpoints(str(workdir)).latest_step()
+    assert saved is not None
+    # Killed after logging past its last checkpoint, in the middle of a line.
+    with open(workdir / "metrics.jsonl", "a", encoding="utf-8") as f:
+        f.write(json.dumps({"step": saved + 5, "split": "train", "loss": 9.0}) + '\n{"step": 99, "spl')
     result = train_py(workdir, cache_dir, "--config.train.checkpoint_every_steps=10")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "Resuming from step" in result.stdout
+    assert f"Resuming from step {saved}" in result.stdout and "lines of metrics.jsonl written after it" in result.stdout
+    # Each step and split is logged once, as by the uninterrupted run.
+    assert logged(workdir) == logged(reference)
     resumed, expected = train_losses(workdir), train_losses(reference)
     assert max(resumed) == max(expected)
     for step, loss in resumed.items():
         if step in expected and step > 10:
             assert loss == pytest.approx(expected[step], abs=1e-6), step
+
+
+def test_a_finished_workdir_is_left_as_it_is(tmp_path, cache_dir, reference_run):
+    reference, _ = reference_run
+    workdir = tmp_path / "finished"
+    shutil.copytree(reference, workdir)
+    before, metrics = files(workdir), (workdir / "metrics.jsonl").read_bytes()
+    # The same command, with JAX left to find its backends as a user's run does.
+    result = train_py(workdir, cache_dir, "--config.train.checkpoint_every_steps=10", platforms=None)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.startswith("already finished at step 60")
+    assert f"  metrics      {workdir / 'metrics.jsonl'}" in result.stdout and "final test: loss" in result.stdout
+    assert "Unable to initialize backend" not in result.stdout + result.stderr
+    assert files(workdir) == before and (workdir / "metrics.jsonl").read_bytes() == metrics
+
+
+def test_reevaluate_replaces_the_final_lines(tmp_path, cache_dir, reference_run, capsys):
+    reference, _ = reference_run
+    workdir = tmp_path / "again"
+    shutil.copytree(reference, workdir)
+    old = read_metrics(workdir)
+    final = loop.train_and_evaluate(smoke_config(cache_dir, train__checkpoint_every_steps=10), str(workdir),
+                                    reevaluate=True)
+    assert "evaluating the model of step 60 again" in capsys.readouterr().out
+    new = read_metrics(workdir)
+    assert logged(workdir) == logged(reference)  # one set of final lines, not two
+    assert [m for m in new if not m.get("final")] == [m for m in old if not m.get("final")]
+    for split in ("validation", "test"):
+        [line] = [m for m in new if m.get("final") and m["split"] == split]
+        assert final[split]["accuracy"] == pytest.approx(line["accuracy"])
 
 
 def test_sigterm_saves_a_checkpoint_and_exits_nonzero(tmp_path, cache_dir):
@@ -166,9 +227,19 @@ def test_incompatible_config_is_refused(tmp_path, cache_dir):
     loop.train_and_evaluate(smoke_config(cache_dir, train__num_steps=2), workdir)
     with pytest.raises(loop.IncompatibleWorkdir, match=r"model\.embed_dim: 16 -> 8"):
         loop.train_and_evaluate(smoke_config(cache_dir, train__num_steps=4, model__embed_dim=8), workdir)
-    # Changing only the length of training resumes.
+    # Changing only the length of training resumes, even a finished run: it trains on, and its
+    # old final lines give way to the new ones.
     loop.train_and_evaluate(smoke_config(cache_dir, train__num_steps=4), workdir)
     assert max(train_losses(workdir)) == 4
+    finals = [(step, split) for step, split, final in logged(workdir) if final]
+    assert finals == [(4, "validation"), (4, "test")]
+    assert len(set(logged(workdir))) == len(logged(workdir))
+
+
+def test_no_final_metrics_without_a_training_step(tmp_path, cache_dir):
+    with pytest.raises(UserError):
+        loop.train_and_evaluate(smoke_config(cache_dir, train__num_epochs=0), str(tmp_path))
+    assert not (tmp_path / "metrics.jsonl").exists()
 
 
 def test_a_bad_class_weight_setting_fails_before_the_data_loads(tmp_path, cache_dir):
