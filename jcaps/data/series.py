@@ -32,13 +32,13 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow_datasets as tfds
 
-from jcaps.data import boxes, formats
+from jcaps.data import boxes, choices, formats
 from jcaps.data.errors import DataError
 from jcaps.data.pipeline import LABELS_FILE, ExampleDataset, Split, bucket_length, carve_validation, default_boundaries
 from jcaps.data.vocab import LabelMap
 
-SERIES_FORMATS = ("ts", "idx", "boxes")
-NORMALIZATIONS = ("time_feature", "feature", "none")
+SERIES_FORMATS = choices.SERIES_FORMATS
+NORMALIZATIONS = choices.NORMALIZATIONS
 STATS_FILE = "series_stats.npz"
 FEATURES_FILE = "num_features.txt"
 

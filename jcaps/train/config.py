@@ -2,18 +2,28 @@
 
 Each file in `configs/` starts from `base_config()`, fills in `model` and overrides defaults;
 the command line then overrides any key (`--config.train.batch_size=32`). Configs are locked:
-a misspelt key is an error that suggests the right one.
+a misspelt key is an error that suggests the right one, and `validate(config)` checks every
+shared key's type and range before any data is read (a `ConfigError` naming the key and value).
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Collection
 from typing import Any
 
 import ml_collections
 
+from jcaps.data import choices
 from jcaps.errors import ConfigError
+
+# The values of the enumerated `train.*` keys (`jcaps.train.optim`, `jcaps.train.progress` and
+# the training loop act on them); the `data.*` ones are in `jcaps.data.choices`.
+OPTIMIZERS = ("adam", "adamw", "sgd")
+SCHEDULES = ("constant", "cosine", "linear", "warmup_cosine", "steps")
+PROGRESS_MODES = ("auto", "bar", "lines", "none")
+DTYPES = ("float32", "bfloat16")
 
 # Keys that may change between a run and its resumption: they change neither the shapes of
 # the saved state nor the data order. Everything else must match the workdir's config.
@@ -141,6 +151,153 @@ def class_weight_power(setting: str) -> float | None:
         f"train.class_weights must be none, balanced, sqrt_balanced or balanced:P with P a positive "
         f"number, not {setting!r}"
     )
+
+
+def _is_integer(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _refuse(key: str, value, requirement: str, hint: str | None = None):
+    raise ConfigError(f"{key} must be {requirement}, not {value!r}", hint=hint)
+
+
+def _integer(key: str, value, low: int, requirement: str = "") -> None:
+    """An integer >= `low`."""
+    if not _is_integer(value) or value < low:
+        _refuse(key, value, requirement or f"an integer >= {low}")
+
+
+def _number(key: str, value, low: float, high: float = math.inf, *, open_low=False, open_high=True) -> None:
+    """A finite number in the interval from `low` to `high` (nan and inf are refused)."""
+    inside = (
+        _is_number(value)
+        and math.isfinite(value)
+        and (low < value if open_low else low <= value)
+        and (value < high if open_high else value <= high)
+    )
+    if not inside:
+        if high == math.inf:
+            requirement = f"a finite number {'>' if open_low else '>='} {low:g}"
+        else:
+            requirement = f"a number in {'(' if open_low else '['}{low:g}, {high:g}{')' if open_high else ']'}"
+        _refuse(key, value, requirement)
+
+
+def _one_of(key: str, value, allowed: Collection[str]) -> None:
+    if not isinstance(value, str) or value not in allowed:
+        _refuse(key, value, f"one of {', '.join(allowed)}")
+
+
+def _boolean(key: str, value) -> None:
+    if not isinstance(value, bool):
+        _refuse(key, value, "True or False")
+
+
+def _integers(key: str, values, low: int) -> None:
+    if not isinstance(values, (tuple, list)) or not all(_is_integer(v) and v >= low for v in values):
+        _refuse(key, values, f"a list of integers >= {low}")
+
+
+def _learning_rates(train) -> None:
+    """`train.learning_rate` and every `train.*_learning_rate` (e.g. per parameter group): finite
+    and > 0; `train.embedding_learning_rate` may be 0, which means `train.learning_rate`."""
+    for name in sorted(train.keys()):
+        if name == "learning_rate" or name.endswith("_learning_rate"):
+            zero_means_default = name == "embedding_learning_rate"
+            if zero_means_default and _is_number(train[name]) and train[name] == 0:
+                continue
+            requirement = "a finite number > 0" + (" (or 0: train.learning_rate)" if zero_means_default else "")
+            value = train[name]
+            if not (_is_number(value) and math.isfinite(value) and value > 0):
+                _refuse(f"train.{name}", value, requirement)
+
+
+def validate(config: ml_collections.ConfigDict, models: Collection[str] | None = None) -> None:
+    """Checks the type and range of every shared key (and `model.threshold` where present), and
+    that `model.name` is among `models` when given; raises `ConfigError` naming the key and its
+    value. Run before any data is read, so a bad value costs seconds, not a data preparation."""
+    from jcaps.data.boxes import BOX_NAMES  # NumPy only
+    from jcaps.data.tokenizers import TOKENIZERS  # the standard library only
+
+    model, data, train = config.model, config.data, config.train
+
+    if not isinstance(model.name, str) or not model.name:
+        _refuse("model.name", model.name, "the name of a model")
+    if models is not None and model.name not in models:
+        raise ConfigError(f"model.name must be one of {', '.join(sorted(models))}, not {model.name!r}")
+    if "threshold" in model:
+        _number("model.threshold", model.threshold, 0.0, 1.0, open_low=True, open_high=True)
+
+    # data: a series config (`series_config()`) has `data.normalize`; a text config does not.
+    is_series = "normalize" in data
+    _one_of("data.source", data.source, choices.SOURCES)
+    _one_of("data.format", data.format, choices.SERIES_FORMATS if is_series else choices.TEXT_FORMATS)
+    if not isinstance(data.text_keys, (tuple, list)) or not data.text_keys or not all(
+        isinstance(k, str) and k for k in data.text_keys
+    ):
+        _refuse("data.text_keys", data.text_keys, "a non-empty list of feature names")
+    if not isinstance(data.label_key, str) or not data.label_key:
+        _refuse("data.label_key", data.label_key, "a feature name ('label', or 'labels' for multi-label data)")
+    if is_series:
+        _integer("data.max_len", data.max_len, 0, "an integer >= 0 (0: the longest series)")
+        _one_of("data.normalize", data.normalize, choices.NORMALIZATIONS)
+        _number("data.test_fraction", data.test_fraction, 0.0, 1.0)
+        _one_of("data.box", data.box, BOX_NAMES)
+        _integer("data.generator_seed", data.generator_seed, 0)
+        for key in ("box_train_size", "box_test_size"):
+            _integer(f"data.{key}", data[key], 0, "an integer >= 0 (0: the paper's size)")
+        for key in ("box_time_steps", "box_features"):
+            _integer(f"data.{key}", data[key], 1)
+    else:
+        _one_of("data.tokenizer", data.tokenizer, tuple(TOKENIZERS))
+        _integer("data.max_len", data.max_len, 1)
+        _integer("data.max_sentences", data.max_sentences, 1)
+    _integer("data.min_count", data.min_count, 1)
+    if not _is_integer(data.max_size) or data.max_size < 0 or data.max_size == 1:
+        _refuse("data.max_size", data.max_size, "0 (no limit) or an integer >= 2 (PAD and UNK included)")
+    _number("data.validation_fraction", data.validation_fraction, 0.0, 1.0)
+    _integers("data.bucket_boundaries", data.bucket_boundaries, 1)
+    _integer("data.length_grouping", data.length_grouping, 0, "an integer >= 0 (batches per sorting window)")
+    _boolean("data.drop_bad_rows", data.drop_bad_rows)
+    _one_of("data.label_order", data.label_order, choices.LABEL_ORDERS)
+    for key in ("synthetic_train_size", "synthetic_test_size"):
+        _integer(f"data.{key}", data[key], 1)
+
+    _integer("train.seed", train.seed, 0)
+    _integer("train.batch_size", train.batch_size, 1)
+    _integer("train.eval_batch_size", train.eval_batch_size, 0, "an integer >= 0 (0: train.batch_size)")
+    _integer("train.num_steps", train.num_steps, 0, "an integer >= 0 (0: train.num_epochs)")
+    if train.num_steps == 0:
+        _integer("train.num_epochs", train.num_epochs, 1, "an integer >= 1 (or set train.num_steps)")
+    _one_of("train.optimizer", train.optimizer, OPTIMIZERS)
+    _learning_rates(train)
+    _number("train.weight_decay", train.weight_decay, 0.0)
+    _one_of("train.schedule", train.schedule, SCHEDULES)
+    _number("train.warmup_fraction", train.warmup_fraction, 0.0, 1.0)
+    if not isinstance(train.decay_boundaries, (tuple, list)) or not all(
+        _is_number(f) and 0 <= f <= 1 for f in train.decay_boundaries
+    ):
+        _refuse("train.decay_boundaries", train.decay_boundaries, "a list of fractions of training in [0, 1]")
+    _number("train.decay_factor", train.decay_factor, 0.0, open_low=True)
+    _number("train.grad_clip_norm", train.grad_clip_norm, 0.0)
+    class_weight_power(train.class_weights)
+    _integer("train.eval_every_steps", train.eval_every_steps, 0, "an integer >= 0 (0: at the end of each epoch)")
+    _integer("train.checkpoint_every_steps", train.checkpoint_every_steps, 0,
+             "an integer >= 0 (0: at the end of each epoch)")
+    _integer("train.keep_checkpoints", train.keep_checkpoints, 1)
+    _integer("train.log_every_steps", train.log_every_steps, 1)
+    _one_of("train.progress", train.progress, PROGRESS_MODES)
+    _boolean("train.select_best", train.select_best)
+    if not isinstance(train.select_metric, str) or not train.select_metric:
+        _refuse("train.select_metric", train.select_metric, "the name of a validation metric")
+    _one_of("train.dtype", train.dtype, DTYPES)
+    if not isinstance(train.compilation_cache, str):
+        _refuse("train.compilation_cache", train.compilation_cache, "'auto', a directory or '' (off)")
+    _integer("train.profile_steps", train.profile_steps, 0)
 
 
 def flatten(config: ml_collections.ConfigDict | dict, prefix: str = "") -> dict[str, Any]:

@@ -29,7 +29,7 @@ import numpy as np
 from jcaps.data import datasets
 from jcaps.errors import ConfigError, UserError
 from jcaps.data.pipeline import ExampleDataset
-from jcaps.models import build_model, get_family
+from jcaps.models import MODELS, build_model, get_family
 from jcaps.train import config as config_lib
 from jcaps.train import mesh as mesh_lib
 from jcaps.train.checkpoints import Checkpoints
@@ -242,6 +242,7 @@ def train_and_evaluate(config, workdir: str, reevaluate: bool = False) -> dict:
 
 
 def _train_and_evaluate(config, workdir: str, reevaluate: bool = False, started: float | None = None) -> dict:
+    config_lib.validate(config, MODELS)  # every key's type and range, before any data is read
     quiet_libraries()
     is_main = jax.process_index() == 0
     log = functools.partial(print, flush=True) if is_main else (lambda *a, **k: None)

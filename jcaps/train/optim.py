@@ -5,6 +5,7 @@ from __future__ import annotations
 import optax
 
 from jcaps.errors import ConfigError
+from jcaps.train.config import OPTIMIZERS, SCHEDULES
 
 
 def learning_rate_schedule(train_config, num_steps: int) -> optax.Schedule:
@@ -26,7 +27,7 @@ def learning_rate_schedule(train_config, num_steps: int) -> optax.Schedule:
         boundaries = {int(f * num_steps): train_config.decay_factor for f in train_config.decay_boundaries}
         schedule = optax.piecewise_constant_schedule(lr, boundaries)
     else:
-        raise ConfigError(f"unknown train.schedule {kind!r}; expected constant, cosine, linear, warmup_cosine or steps")
+        raise ConfigError(f"train.schedule must be one of {', '.join(SCHEDULES)}, not {kind!r}")
     if warmup:
         return optax.join_schedules([optax.linear_schedule(0.0, lr, warmup), schedule], [warmup])
     return schedule
@@ -43,7 +44,7 @@ def make_optimizer(train_config, num_steps: int, learning_rate=None) -> optax.Gr
     elif kind == "sgd":
         optimizer = optax.sgd(learning_rate, momentum=0.9)
     else:
-        raise ConfigError(f"unknown train.optimizer {kind!r}; expected adam, adamw or sgd")
+        raise ConfigError(f"train.optimizer must be one of {', '.join(OPTIMIZERS)}, not {kind!r}")
     if train_config.grad_clip_norm:
         return optax.chain(optax.clip_by_global_norm(train_config.grad_clip_norm), optimizer)
     return optimizer

@@ -1,12 +1,26 @@
-"""The training config's settings that are parsed rather than read as they are."""
+"""The training config: settings parsed rather than read as they are, and `validate`, which
+checks every shared key's type and range before any data is read."""
 
 from __future__ import annotations
 
+import glob
+import math
+import os
 import re
+import subprocess
+import sys
 
 import pytest
+from ml_collections import config_flags
 
-from jcaps.train.config import class_weight_power
+from jcaps.data.boxes import BOX_NAMES
+from jcaps.errors import ConfigError
+from jcaps.models import MODELS
+from jcaps.models.dilated_fcn import ATTENTION_VARIANTS
+from jcaps.models.input_cell_lstm import VARIANTS
+from jcaps.train.config import base_config, class_weight_power, series_config, validate
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.mark.parametrize(
@@ -22,3 +36,193 @@ def test_class_weight_settings_name_their_exponent(setting, power):
 def test_a_bad_class_weight_setting_names_the_field_and_the_value(setting):
     with pytest.raises(ValueError, match=r"train\.class_weights must be .* not " + re.escape(repr(setting))):
         class_weight_power(setting)
+
+
+# ---------------------------------------------------------------------------------------------
+# validate: every shared key's type and range, before any data is read
+# ---------------------------------------------------------------------------------------------
+
+
+def text_config():
+    config = base_config()
+    config.model.name = "fasttext"
+    return config
+
+
+def ts_config():
+    config = series_config()
+    config.model.name = "input_cell_lstm"
+    return config
+
+
+REFUSED = [
+    ("train.num_epochs", 0, r"an integer >= 1 \(or set train\.num_steps\)"),
+    ("train.num_epochs", -3, r"an integer >= 1 \(or set train\.num_steps\)"),
+    ("train.num_steps", -1, "an integer >= 0"),
+    ("train.batch_size", 0, "an integer >= 1"),
+    ("train.eval_batch_size", -1, "an integer >= 0"),
+    ("train.seed", -1, "an integer >= 0"),
+    ("train.learning_rate", math.nan, "a finite number > 0"),
+    ("train.learning_rate", math.inf, "a finite number > 0"),
+    ("train.learning_rate", 0.0, "a finite number > 0"),
+    ("train.learning_rate", -1.0, "a finite number > 0"),
+    ("train.weight_decay", -0.1, "a finite number >= 0"),
+    ("train.weight_decay", math.nan, "a finite number >= 0"),
+    ("train.warmup_fraction", 1.0, r"a number in \[0, 1\)"),
+    ("train.warmup_fraction", -0.5, r"a number in \[0, 1\)"),
+    ("train.decay_boundaries", (0.5, 1.5), r"a list of fractions of training in \[0, 1\]"),
+    ("train.decay_factor", 0.0, "a finite number > 0"),
+    ("train.decay_factor", math.inf, "a finite number > 0"),
+    ("train.grad_clip_norm", -1.0, "a finite number >= 0"),
+    ("train.optimizer", "adamx", "one of adam, adamw, sgd"),
+    ("train.schedule", "cosin", "one of constant, cosine, linear, warmup_cosine, steps"),
+    ("train.progress", "bars", "one of auto, bar, lines, none"),
+    ("train.dtype", "float16", "one of float32, bfloat16"),
+    ("train.class_weights", "balanced:0", "none, balanced, sqrt_balanced or balanced:P"),
+    ("train.eval_every_steps", -1, "an integer >= 0"),
+    ("train.checkpoint_every_steps", -1, "an integer >= 0"),
+    ("train.log_every_steps", 0, "an integer >= 1"),
+    ("train.keep_checkpoints", 0, "an integer >= 1"),
+    ("train.profile_steps", -2, "an integer >= 0"),
+    ("train.select_metric", "", "the name of a validation metric"),
+    ("data.validation_fraction", 1.0, r"a number in \[0, 1\)"),
+    ("data.validation_fraction", math.nan, r"a number in \[0, 1\)"),
+    ("data.source", "web", "one of auto, tfds, local, synthetic"),
+    ("data.format", "csv", "one of zhang_csv, jsonl, text_labels"),
+    ("data.format", "ts", "one of zhang_csv, jsonl, text_labels"),  # a series format in a text config
+    ("data.tokenizer", "words", "one of zhang, chars"),
+    ("data.label_order", "random", "one of frequency, alphabetical, given"),
+    ("data.max_len", 0, "an integer >= 1"),
+    ("data.max_sentences", 0, "an integer >= 1"),
+    ("data.min_count", 0, "an integer >= 1"),
+    ("data.max_size", 1, r"0 \(no limit\) or an integer >= 2"),
+    ("data.bucket_boundaries", (16, 0), "a list of integers >= 1"),
+    ("data.length_grouping", -1, "an integer >= 0"),
+    ("data.text_keys", (), "a non-empty list of feature names"),
+    ("data.synthetic_train_size", 0, "an integer >= 1"),
+    ("model.name", "", "the name of a model"),
+]
+
+
+@pytest.mark.parametrize("key, value, requirement", REFUSED, ids=[f"{k}={v!r}" for k, v, _ in REFUSED])
+def test_validate_refuses_a_bad_value_naming_the_key_and_the_value(key, value, requirement):
+    config = text_config()
+    section, name = key.split(".")
+    config[section][name] = value
+    with pytest.raises(ConfigError, match=rf"^{re.escape(key)} must be (.*){requirement}(.*), not {re.escape(repr(value))}$"):
+        validate(config, MODELS)
+
+
+def test_the_num_epochs_message_reads_as_documented():
+    config = text_config()
+    config.train.num_epochs = 0
+    with pytest.raises(ConfigError) as error:
+        validate(config)
+    assert str(error.value) == "train.num_epochs must be an integer >= 1 (or set train.num_steps), not 0"
+    config.train.num_steps = 10  # then num_epochs is not used
+    validate(config)
+
+
+SERIES_REFUSED = [
+    ("data.max_len", -1, "an integer >= 0"),
+    ("data.test_fraction", 1.0, r"a number in \[0, 1\)"),
+    ("data.normalize", "zscore", "one of time_feature, feature, none"),
+    ("data.format", "jsonl", "one of ts, idx, boxes"),  # a text format in a series config
+    ("data.box", "late", "one of earlier, middle"),
+    ("data.box_time_steps", 0, "an integer >= 1"),
+    ("data.box_train_size", -1, "an integer >= 0"),
+]
+
+
+@pytest.mark.parametrize("key, value, requirement", SERIES_REFUSED, ids=[f"{k}={v!r}" for k, v, _ in SERIES_REFUSED])
+def test_validate_refuses_bad_series_values(key, value, requirement):
+    config = ts_config()
+    validate(config, MODELS)
+    config.data[key.split(".")[1]] = value
+    with pytest.raises(ConfigError, match=rf"^{re.escape(key)} must be (.*){requirement}(.*), not {re.escape(repr(value))}$"):
+        validate(config, MODELS)
+
+
+def test_series_max_len_may_be_zero_text_max_len_may_not():
+    config = ts_config()
+    config.data.max_len = 0  # the longest series in the data
+    validate(config)
+    text = text_config()
+    text.data.max_len = 0
+    with pytest.raises(ConfigError, match=r"^data\.max_len"):
+        validate(text)
+
+
+@pytest.mark.parametrize("value", [1.5, 0.0, 1.0, -0.2, math.nan])
+def test_a_threshold_must_lie_strictly_between_0_and_1(value):
+    config = text_config()
+    config.model.threshold = 0.5
+    validate(config)
+    config.model.threshold = value
+    with pytest.raises(ConfigError, match=rf"^model\.threshold must be a number in \(0, 1\), not {re.escape(repr(value))}$"):
+        validate(config)
+
+
+def test_every_learning_rate_key_is_checked():
+    config = text_config()
+    config.train.classifier_learning_rate = 1e-3
+    config.train.embedding_learning_rate = 0.0  # 0: train.learning_rate
+    validate(config)
+    for key, value in [("classifier_learning_rate", 0.0), ("classifier_learning_rate", math.nan),
+                       ("embedding_learning_rate", -1e-3), ("embedding_learning_rate", math.inf)]:
+        bad = text_config()
+        bad.train.classifier_learning_rate = 1e-3
+        bad.train.embedding_learning_rate = 1e-2
+        bad.train[key] = value
+        with pytest.raises(ConfigError, match=rf"^train\.{key} must be a finite number > 0.*, not {value!r}$"):
+            validate(bad)
+
+
+def test_an_unknown_model_name_lists_the_known_ones():
+    config = text_config()
+    config.model.name = "fastext"
+    validate(config)  # without the model table, only the key's type is checked
+    with pytest.raises(ConfigError, match=r"^model\.name must be one of .*fasttext.*, not 'fastext'$"):
+        validate(config, MODELS)
+
+
+def _config_arguments(path: str) -> list[str]:
+    """Each argument a config file takes, alone and with ',smoke' (and '' for its default)."""
+    name = os.path.basename(path)
+    module = config_flags.config_flags._LoadConfigModule(f"validate_{name}", path)
+    variants = {
+        "cccapsnet_ag_news.py": list(getattr(module, "ABLATIONS", ())),
+        "dilated_fcn_emoji.py": list(ATTENTION_VARIANTS),
+        "input_cell_boxes.py": list(BOX_NAMES) + [f"middle,{v}" for v in VARIANTS],
+        "input_cell_basicmotions.py": list(VARIANTS),
+        "input_cell_japanese_vowels.py": list(VARIANTS),
+        "input_cell_mnist.py": list(VARIANTS),
+    }.get(name, [])
+    return [""] + variants + [",".join(filter(None, (v, "smoke"))) for v in [""] + variants]
+
+
+CONFIG_FILES = sorted(glob.glob(os.path.join(ROOT, "configs", "*.py")))
+
+
+@pytest.mark.parametrize("path", CONFIG_FILES, ids=os.path.basename)
+def test_every_config_passes_validation_with_each_of_its_arguments(path):
+    arguments = _config_arguments(path)
+    for arg in arguments:
+        module = config_flags.config_flags._LoadConfigModule(f"validate_{os.path.basename(path)}", path)
+        config = module.get_config(arg) if arg else module.get_config()
+        validate(config, MODELS)
+
+
+def test_train_py_stops_on_a_bad_value_with_one_error_line_and_no_checkpoint(tmp_path):
+    workdir = tmp_path / "run"
+    command = [sys.executable, os.path.join(ROOT, "train.py"), "--config",
+               os.path.join(ROOT, "configs", "fasttext_ag_news.py") + ":smoke", "--workdir", str(workdir),
+               f"--config.data.cache_dir={tmp_path / 'tfds'}", "--config.train.learning_rate=nan"]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300,
+                            env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    assert result.returncode == 2, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors == ["error: train.learning_rate must be a finite number > 0, not nan"], result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (workdir / "checkpoints").exists()
+    assert not (tmp_path / "tfds").exists()  # no data was read or prepared
