@@ -12,21 +12,24 @@ run that reads the cache can still say what was dropped (`dropped_rows`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fcntl
 import hashlib
 import json
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import tensorflow_datasets as tfds
 
-from jcaps.data import formats
+from jcaps.data import choices, formats
 from jcaps.data.errors import DataError
+from jcaps.errors import ConfigError
 
-FORMATS = ("zhang_csv", "jsonl", "text_labels")
+FORMATS = choices.TEXT_FORMATS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,7 +59,7 @@ def split_files(data_format: str, directory: str, train_file: str = "", test_fil
             for s, stem in stems.items()
         }
     else:
-        raise ValueError(f"unknown data.format {data_format!r}; expected one of {', '.join(FORMATS)}")
+        raise ConfigError(f"data.format must be one of {', '.join(FORMATS)}, not {data_format!r}")
     for split in files.values():
         for path in (split.text, split.labels):
             if path and not os.path.isfile(path):
@@ -193,7 +196,7 @@ BUILDERS = {"zhang_csv": ZhangCsv, "jsonl": Jsonl, "text_labels": TextLabels}
 def prepare_local(data_format: str, directory: str, cache_dir: str, **kwargs) -> _LocalBuilder:
     """Prepares (once) and returns the builder of a local dataset."""
     if data_format not in BUILDERS:
-        raise ValueError(f"unknown data.format {data_format!r}; expected one of {', '.join(FORMATS)}")
+        raise ConfigError(f"data.format must be one of {', '.join(FORMATS)}, not {data_format!r}")
     builder_class = BUILDERS[data_format]
     return prepared_once(
         lambda: builder_class(data_format=data_format, directory=directory, data_dir=cache_dir, **kwargs),
@@ -203,7 +206,8 @@ def prepare_local(data_format: str, directory: str, cache_dir: str, **kwargs) ->
 
 def prepared_once(make_builder: Callable[[], tfds.core.DatasetBuilder], cache_dir: str) -> tfds.core.DatasetBuilder:
     """A builder from `make_builder()` after `download_and_prepare`, serialised across processes
-    by a file lock."""
+    by a file lock. A preparation that fails leaves no empty or half-written folders behind
+    (`remove_new_directories`)."""
     # Several runs started at once on the same files (an ablation sweep) would race to rename
     # the same prepared folder into place; one prepares while the others wait, then reuse it.
     # The builder is made under the lock: one made before another process finished preparing
@@ -211,6 +215,7 @@ def prepared_once(make_builder: Callable[[], tfds.core.DatasetBuilder], cache_di
     os.makedirs(cache_dir, exist_ok=True)
     with open(os.path.join(cache_dir, ".prepare.lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        before = directories_under(cache_dir)
         try:
             builder = make_builder()
             if not builder.is_prepared():
@@ -219,6 +224,49 @@ def prepared_once(make_builder: Callable[[], tfds.core.DatasetBuilder], cache_di
                 builder._log_download_bytes = builder._log_download_done = lambda: None
                 print(f"preparing {builder.builder_config.description} into {builder.data_dir} (once)", flush=True)
             builder.download_and_prepare()
+        except BaseException:
+            remove_new_directories(cache_dir, before)
+            raise
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
     return builder
+
+
+def directories_under(root: str) -> set[str]:
+    """Every directory under `root`, `root` included."""
+    return {path for path, _, _ in os.walk(root)}
+
+
+def _is_scratch(path: str, root: str) -> bool:
+    """A folder only a preparation in progress writes: TFDS' temporary ones (`incomplete.<id>_1.0.0`,
+    `....tmp.<hex>`) and jcaps' record of the rows dropped from each split."""
+    name = os.path.basename(path)
+    if name.startswith("incomplete.") or ".incomplete" in name or ".tmp." in name:
+        return True
+    return os.path.relpath(path, root).startswith("jcaps_dropped" + os.sep)
+
+
+def remove_new_directories(root: str, before: set[str]) -> None:
+    """Removes what a failed preparation left under `root`: each directory not in `before` that
+    is empty (once its own leftovers are gone) or a scratch folder; others are kept."""
+    for path, _, _ in os.walk(root, topdown=False):
+        if path in before or path == root:
+            continue
+        if _is_scratch(path, root):
+            shutil.rmtree(path, ignore_errors=True)
+            continue
+        try:
+            os.rmdir(path)
+        except OSError:  # not empty: it holds something this preparation did not make
+            pass
+
+
+@contextlib.contextmanager
+def no_leftover_directories(root: str):
+    """Runs a preparation into `root`; when it fails, `remove_new_directories`."""
+    before = directories_under(root)
+    try:
+        yield
+    except BaseException:
+        remove_new_directories(root, before)
+        raise

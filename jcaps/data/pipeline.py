@@ -19,6 +19,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import socket
+import threading
+import urllib.parse
+import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -26,9 +30,11 @@ import grain
 import jax
 import numpy as np
 
-from jcaps.data import builders, synthetic
+from jcaps.data import builders, choices, synthetic
+from jcaps.data.errors import DataError
 from jcaps.data.tokenizers import get_tokenizer
 from jcaps.data.vocab import LabelMap, Vocabulary
+from jcaps.errors import ConfigError, UserError
 from jcaps.ops.decoding import EOS_ID, NUM_SPECIAL
 
 # What a workdir keeps to encode new inputs as training did (see `save_metadata`).
@@ -68,9 +74,108 @@ def resolve_source(data_config) -> str:
     """'tfds', 'local' or 'synthetic', from `data.source` and whether `data.dir` is set."""
     if data_config.source == "auto":
         return "local" if data_config.dir else "tfds"
-    if data_config.source not in ("tfds", "local", "synthetic"):
-        raise ValueError(f"data.source must be auto, tfds, local or synthetic, not {data_config.source!r}")
+    if data_config.source not in choices.SOURCES:
+        raise ConfigError(f"data.source must be one of {', '.join(choices.SOURCES)}, not {data_config.source!r}")
     return data_config.source
+
+
+# Before TFDS downloads a catalogue dataset (with retries that take minutes to give up offline),
+# one TCP connection to this address says whether there is a network at all. The environment
+# variable names another HOST:PORT, or 'off' to skip the check (e.g. behind an HTTPS proxy that
+# only the download library knows how to use); an HTTPS proxy set in the environment is probed
+# instead of the address.
+DOWNLOAD_PROBE = "storage.googleapis.com:443"
+DOWNLOAD_PROBE_ENV = "JCAPS_DOWNLOAD_PROBE"
+DOWNLOAD_PROBE_TIMEOUT_S = 4.0
+
+
+def download_probe_address() -> tuple[str, int] | None:
+    """The (host, port) the download check connects to; None when it is switched off."""
+    setting = os.environ.get(DOWNLOAD_PROBE_ENV, "").strip()
+    if setting.lower() in ("off", "0", "none"):
+        return None
+    if not setting:
+        proxy = urllib.request.getproxies().get("https")
+        host = DOWNLOAD_PROBE.rsplit(":", 1)[0]
+        if proxy and not urllib.request.proxy_bypass(host):
+            parts = urllib.parse.urlsplit(proxy if "//" in proxy else "//" + proxy)
+            if parts.hostname:
+                return parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+        setting = DOWNLOAD_PROBE
+    host, _, port = setting.rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError(f"{DOWNLOAD_PROBE_ENV} must be HOST:PORT or 'off', not {setting!r}")
+    return host, int(port)
+
+
+def download_unreachable(address: tuple[str, int], timeout: float = DOWNLOAD_PROBE_TIMEOUT_S) -> str | None:
+    """Why a TCP connection to `address` does not open within `timeout` seconds (name lookup
+    included), or None when it does."""
+    outcome: dict[str, object] = {}
+
+    def connect():
+        try:
+            socket.create_connection(address, timeout=timeout).close()
+            outcome["ok"] = True
+        except OSError as error:
+            outcome["error"] = error
+
+    thread = threading.Thread(target=connect, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if outcome.get("ok"):
+        return None
+    return str(outcome.get("error") or f"no answer within {timeout:g} s")
+
+
+def _offline_hint(data_config) -> str:
+    return (
+        f"point --config.data.dir at a folder of the dataset's files in data.format {data_config.format} (the "
+        "config file's docstring says which files, and where to get them), or prepare the dataset on a machine "
+        "with internet and copy its data.cache_dir here"
+    )
+
+
+def _prepare_catalogue_dataset(data_config, cache_dir: str):
+    """The prepared TFDS builder of the catalogue dataset `data.name`: downloaded and prepared
+    once into `cache_dir` when it is not there yet. Fails within seconds, as a `UserError`, when
+    it is not there and the network is not reachable."""
+    import tensorflow_datasets as tfds
+
+    from jcaps.data import builders
+
+    name = data_config.name
+    try:
+        builder = tfds.builder(name, data_dir=cache_dir, file_format="array_record")
+    except tfds.core.registered.DatasetNotFoundError:
+        raise ConfigError(
+            f"data.name {name!r} is not a TFDS dataset",
+            hint="see https://www.tensorflow.org/datasets/catalog, or " + _offline_hint(data_config),
+        ) from None
+    except Exception as error:  # e.g. the extra packages of a community catalogue
+        raise UserError(f"could not open the TFDS dataset {name!r}: {error}", hint=_offline_hint(data_config)) from error
+    if builder.is_prepared():
+        return builder
+    # Catalogue datasets download their files; a builder defined elsewhere may not need to.
+    if type(builder).__module__.startswith("tensorflow_datasets."):
+        address = download_probe_address()
+        problem = download_unreachable(address) if address else None
+        if problem:
+            raise UserError(
+                f"the TFDS dataset {name!r} is not prepared in {cache_dir} and cannot be downloaded: "
+                f"{address[0]}:{address[1]} is unreachable ({problem})",
+                hint=_offline_hint(data_config),
+            )
+    try:
+        with builders.no_leftover_directories(cache_dir):
+            builder.download_and_prepare(file_format="array_record")
+    except UserError:
+        raise
+    except Exception as error:  # network, missing extra packages
+        raise UserError(
+            f"could not prepare the TFDS dataset {name!r} in {cache_dir}: {error}", hint=_offline_hint(data_config)
+        ) from error
+    return builder
 
 
 def open_splits(data_config, seed: int) -> tuple[dict[str, Split], list[str] | None]:
@@ -79,17 +184,13 @@ def open_splits(data_config, seed: int) -> tuple[dict[str, Split], list[str] | N
     cache_dir = default_cache_dir(data_config)
     if source == "tfds":
         if not data_config.name:
-            raise ValueError("set --config.data.dir to local files or --config.data.name to a TFDS dataset")
+            raise ConfigError(
+                "this config has no TFDS dataset (data.name is empty): it reads local files",
+                hint=f"point --config.data.dir at local {data_config.format} files (the config's docstring says which)",
+            )
         import tensorflow_datasets as tfds
 
-        try:
-            builder = tfds.builder(data_config.name, data_dir=cache_dir, file_format="array_record")
-            builder.download_and_prepare(file_format="array_record")
-        except Exception as error:  # network, unknown name, missing extra packages
-            raise RuntimeError(
-                f"could not prepare the TFDS dataset {data_config.name!r} in {cache_dir} ({error}). "
-                "Without internet access, point --config.data.dir at local files of --config.data.format."
-            ) from error
+        builder = _prepare_catalogue_dataset(data_config, cache_dir)
         splits = {
             name: Split(
                 tfds.data_source(data_config.name, split=name, data_dir=cache_dir,
@@ -304,14 +405,14 @@ class TextDataset(ExampleDataset):
     max_sentences: int
     label_order: str = "frequency"  # multi-label: frequency | alphabetical | given
 
-    LABEL_ORDERS = ("frequency", "alphabetical", "given")
+    LABEL_ORDERS = choices.LABEL_ORDERS
 
     @functools.cached_property
     def label_rank(self) -> np.ndarray:
         """[J] position of each label in the generation order (lower first): by descending
         frequency in train (ties by name), or by name; label ids are sorted names already."""
         if self.label_order not in self.LABEL_ORDERS:
-            raise ValueError(f"data.label_order must be one of {', '.join(self.LABEL_ORDERS)}, not {self.label_order!r}")
+            raise ConfigError(f"data.label_order must be one of {', '.join(self.LABEL_ORDERS)}, not {self.label_order!r}")
         if self.label_order == "frequency" and "train" in self.splits:
             source = self.splits["train"].source
             counts = np.zeros((self.num_classes,), np.int64)
@@ -447,6 +548,7 @@ def load_text_dataset(data_config, seed: int, vocab: Vocabulary | None = None, l
         nested = data_config.tokenizer == "sentences"
         token_lists = ([w for sentence in tokenize(t) for w in sentence] if nested else tokenize(t) for t in texts)
         vocab = Vocabulary.build(token_lists, min_count=data_config.min_count, max_size=data_config.max_size or None)
+    built_from = set()  # the files the label map comes from: their labels are known
     if labels is None:
         if names is not None:
             labels = LabelMap(names)
@@ -460,7 +562,43 @@ def load_text_dataset(data_config, seed: int, vocab: Vocabulary | None = None, l
                     raw = part.source[i][key]
                     seen.update(_as_str(x) for x in raw) if key == "labels" else seen.add(_as_str(raw))
             labels = LabelMap(sorted(seen))
+            built_from = {part.path for part in parts}
+    if names is None:  # string labels (integer ones were checked against the classes when read)
+        splits = check_labels(splits, labels, data_config.label_key, data_config.drop_bad_rows, built_from)
     return make_text_dataset(data_config, splits, vocab, labels, text_keys)
+
+
+def check_labels(
+    splits: dict[str, Split], labels: LabelMap, label_key: str, drop_bad_rows: bool, known_paths=frozenset()
+) -> dict[str, Split]:
+    """Checks, when the dataset is opened, that every label of every split (but those read from
+    `known_paths`) is one of `labels`, rather than when the split is first evaluated (after
+    training, for the test split). An unknown label is a `DataError` naming the file and line; with
+    `drop_bad_rows` its example is left out instead, and counted with its file's dropped rows."""
+    checked = dict(splits)
+    for name, split in splits.items():
+        if split.path in known_paths:
+            continue
+        source, kept, problems = split.source, [], []
+        for i in range(len(source)):
+            example = source[i]
+            raw = example[label_key]
+            line = int(example.get("line", i + 1))
+            try:
+                for label in raw if label_key == "labels" else [raw]:
+                    labels.encode(_as_str(label), path=split.path, line=line)
+            except DataError as error:
+                if not drop_bad_rows:
+                    raise
+                problems.append(str(error))
+                continue
+            kept.append(i)
+        if problems:
+            before = split.dropped or {"file": split.path, "count": 0, "first": []}
+            dropped = {"file": before["file"], "count": before["count"] + len(problems),
+                       "first": (before["first"] + problems)[:5]}
+            checked[name] = Split(Subset(source, np.asarray(kept, np.int64)), split.path, dropped)
+    return checked
 
 
 def make_tokenize(data_config) -> Callable[[str], list]:

@@ -78,11 +78,24 @@ def test_bad_rows_are_errors_unless_dropped_and_then_counted(tmp_path):
         assert splits["validation"].dropped is None
 
 
-def test_unknown_test_label_is_an_error_naming_file_and_line(multilabel_dir, tmp_path):
-    write_jsonl(multilabel_dir / "test.jsonl", [{"text": "x", "labels": ["a"]}, {"text": "y", "labels": ["zz"]}])
-    dataset, _ = sequences(multilabel_dir, tmp_path, "frequency")
-    with pytest.raises(DataError, match=r"test.jsonl:2: unknown label 'zz'"):
-        list(dataset.eval_batches("test", 4))
+def test_unknown_test_label_is_an_error_naming_file_and_line_when_the_dataset_opens(multilabel_dir, tmp_path):
+    write_jsonl(multilabel_dir / "test.jsonl", [{"text": "x", "labels": ["a"]}, {"text": "y", "labels": ["b", "zz"]}])
+    with pytest.raises(DataError, match=r"test\.jsonl:2: unknown label 'zz'"):
+        sequences(multilabel_dir, tmp_path, "frequency")
+
+
+def test_unknown_test_labels_are_dropped_and_counted_on_request(multilabel_dir, tmp_path):
+    records = [{"text": "x", "labels": ["a"]}, {"text": "", "labels": ["a"]}, {"text": "y", "labels": ["b", "zz"]},
+               {"text": "z", "labels": ["c"]}]
+    write_jsonl(multilabel_dir / "test.jsonl", records)
+    config = data_config(multilabel_dir, tmp_path / "cache", format="jsonl", label_key="labels", drop_bad_rows=True)
+    dataset = pipeline.load_text_dataset(config, seed=0)
+    test = dataset.splits["test"]
+    assert [dataset.text("test", i) for i in range(len(test.source))] == ["x", "z"]
+    # The empty text (dropped while reading) and the unknown label, counted together.
+    assert test.dropped["count"] == 2
+    assert "test.jsonl:2: empty text" in test.dropped["first"][0] and "test.jsonl:3: unknown label 'zz'" in test.dropped["first"][1]
+    assert len(list(dataset.eval_batches("test", 4))) == 1
 
 
 def test_a_label_seen_only_in_the_carved_validation_part_is_still_a_label(tmp_path):

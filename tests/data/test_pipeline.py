@@ -166,10 +166,13 @@ def test_unknown_test_label_names_file_and_line(tmp_path):
     folder.mkdir()
     write(folder / "train.jsonl", "".join(json.dumps({"text": f"w{i}", "label": "ab"[i % 2]}) + "\n" for i in range(6)))
     write(folder / "test.jsonl", json.dumps({"text": "x", "label": "a"}) + "\n" + json.dumps({"text": "y", "label": "zzz"}) + "\n")
-    dataset = pipeline.load_text_dataset(data_config(folder, tmp_path / "cache", format="jsonl"), seed=0)
+    # When the dataset is opened, not when the test split is first evaluated (after training).
+    with pytest.raises(DataError, match=r"test\.jsonl:2: unknown label 'zzz' \(not among the 2 training labels\)"):
+        pipeline.load_text_dataset(data_config(folder, tmp_path / "cache", format="jsonl"), seed=0)
+    dataset = pipeline.load_text_dataset(data_config(folder, tmp_path / "cache", format="jsonl", drop_bad_rows=True), 0)
     assert dataset.labels.names == ("a", "b")
-    with pytest.raises(DataError, match=r"test\.jsonl:2: unknown label 'zzz'"):
-        list(dataset.eval_batches("test", batch_size=2))
+    assert len(dataset.splits["test"].source) == 1 and dataset.text("test", 0) == "x"
+    assert dataset.splits["test"].dropped["count"] == 1 and "test.jsonl:2" in dataset.splits["test"].dropped["first"][0]
 
 
 def test_multi_label_jsonl_gives_multi_hot_targets(tmp_path):
