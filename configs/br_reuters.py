@@ -2,9 +2,11 @@
 ModApte: the plain multi-label baseline of MODELS.md §5, same data keys as `sgm_reuters.py`.
 
     python train.py --config configs/br_reuters.py --workdir /tmp/br \
-        --config.data.dir=../shared/data/reuters21578
+        --config.data.dir=PATH/reuters21578
     python -m jcaps.predict --workdir /tmp/br --text "..." [--threshold 0.3] [--top_k 5]
     python train.py --config configs/br_reuters.py:smoke --workdir /tmp/br_smoke
+
+`PATH/reuters21578`: the Reuters-21578 files described in sgm_reuters.py.
 
 A label is predicted when its probability reaches `model.threshold` (0.5).
 

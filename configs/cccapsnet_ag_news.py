@@ -2,13 +2,17 @@
 
 Local files (zhang_csv: train.csv, test.csv, classes.txt):
     python train.py --config configs/cccapsnet_ag_news.py --workdir /tmp/cc \
-        --config.data.dir=../shared/data/ag_news
+        --config.data.dir=PATH/ag_news
 TFDS catalogue (downloads `ag_news_subset` on first use, 120k training rows):
     python train.py --config configs/cccapsnet_ag_news.py --workdir /tmp/cc
 Parameter count without training (2,456,800 at the published V = 62,535, J = 4):
-    python -m jcaps.params --config configs/cccapsnet_ag_news.py --config.data.dir=../shared/data/ag_news
+    python -m jcaps.params --config configs/cccapsnet_ag_news.py --config.data.dir=PATH/ag_news
 Offline smoke run on generated data (seconds):
     python train.py --config configs/cccapsnet_ag_news.py:smoke --workdir /tmp/cc_smoke
+
+`PATH/ag_news` is a folder of AG News in the format of Zhang et al. (2015): `train.csv` and
+`test.csv` with rows `class,title,description` (class 1..4) and `classes.txt`, as in the
+`ag_news_csv` archive they released with their datasets.
 
 Config arguments (comma-separated, e.g. `:smoke,cc-capsule`), the paper's ablations:
     smoke            tiny model on generated data, one padding bucket (tests, quick start)

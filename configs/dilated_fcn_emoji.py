@@ -7,14 +7,19 @@ none (default) | dot | dot8 | simplified | local | simplified8 | local8.
 Local files (text_labels: us_trial.text / .labels for training, us_test for the test split;
 validation is carved from trial):
     python train.py --config configs/dilated_fcn_emoji.py --workdir /tmp/emo \
-        --config.data.dir=../shared/data/semeval2018_emoji
+        --config.data.dir=PATH/semeval2018_emoji
     python train.py --config configs/dilated_fcn_emoji.py:local8 --workdir /tmp/emo_local8 \
-        --config.data.dir=../shared/data/semeval2018_emoji
+        --config.data.dir=PATH/semeval2018_emoji
 TFDS (Hugging Face community catalogue `tweet_eval/emoji`, the same tweets; needs internet
 and the `datasets` package on first use):
     python train.py --config configs/dilated_fcn_emoji.py --workdir /tmp/emo
 Offline smoke run on generated data (seconds):
     python train.py --config configs/dilated_fcn_emoji.py:smoke --workdir /tmp/emo_smoke
+
+`PATH/semeval2018_emoji` holds the English files of the SemEval-2018 Task 2 (multilingual emoji
+prediction) release: `us_trial.text` / `us_trial.labels`, `us_test.text` / `us_test.labels` (one
+tweet, and one 0-based emoji index, a line) and `us_mapping.txt`, as the task's organisers
+distribute them.
 
 Characters are the tokens (each code point; the vocabulary is the training split's). Tweets are
 at most 146 characters here; training batches are grouped by length (`data.length_grouping`)

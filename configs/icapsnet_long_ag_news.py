@@ -2,11 +2,13 @@
 
 Local files (zhang_csv):
     python train.py --config configs/icapsnet_long_ag_news.py --workdir /tmp/icl \
-        --config.data.dir=../shared/data/ag_news
+        --config.data.dir=PATH/ag_news
 TFDS catalogue:
     python train.py --config configs/icapsnet_long_ag_news.py --workdir /tmp/icl
 Offline smoke run on generated data:
     python train.py --config configs/icapsnet_long_ag_news.py:smoke --workdir /tmp/icl_smoke
+
+`PATH/ag_news`: the AG News files described in icapsnet_short_ag_news.py.
 
 Documents are split into sentences (`sentences` tokenizer) and padded on both axes; MODELS.md
 §1 defaults: at most 30 sentences of at most 50 words. Expected runtime and accuracy: see the

@@ -2,12 +2,16 @@
 
 Local files (zhang_csv: train.csv, test.csv, classes.txt):
     python train.py --config configs/icapsnet_short_ag_news.py --workdir /tmp/ic \
-        --config.data.dir=../shared/data/ag_news
+        --config.data.dir=PATH/ag_news
     python -m jcaps.interpret --workdir /tmp/ic --split test --out /tmp/ic/interp
 TFDS catalogue (downloads `ag_news_subset` on first use):
     python train.py --config configs/icapsnet_short_ag_news.py --workdir /tmp/ic
 Offline smoke run on generated data:
     python train.py --config configs/icapsnet_short_ag_news.py:smoke --workdir /tmp/ic_smoke
+
+`PATH/ag_news` is a folder of AG News in the format of Zhang et al. (2015): `train.csv` and
+`test.csv` with rows `class,title,description` (class 1..4) and `classes.txt`, as in the
+`ag_news_csv` archive they released with their datasets.
 
 Expected on the 10,648-row local train set, 2 CPU cores: about 9 minutes, test accuracy 0.875
 (measured; TF-IDF + linear SVM on the same split: 0.873). The README results table has the

@@ -2,7 +2,7 @@
 4 activities, 40 train / 40 test series): MODELS.md §3, the paper's defaults.
 
     python train.py --config configs/input_cell_basicmotions.py --workdir /tmp/bm \
-        --config.data.dir=../shared/data/ucr/BasicMotions
+        --config.data.dir=PATH/BasicMotions
     python -m jcaps.interpret --workdir /tmp/bm --out /tmp/bm/saliency   # saliency figures
 
 `data.dir` holds `BasicMotions_TRAIN.ts` and `BasicMotions_TEST.ts` (UEA/UCR archive,

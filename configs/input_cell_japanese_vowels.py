@@ -2,8 +2,11 @@
 270 train / 370 test series): MODELS.md §3, the paper's defaults.
 
     python train.py --config configs/input_cell_japanese_vowels.py --workdir /tmp/jv \
-        --config.data.dir=../shared/data/ucr/JapaneseVowels
+        --config.data.dir=PATH/JapaneseVowels
     python -m jcaps.interpret --workdir /tmp/jv --out /tmp/jv/saliency   # saliency figures
+
+`PATH/JapaneseVowels` holds `JapaneseVowels_TRAIN.ts` and `JapaneseVowels_TEST.ts` (UEA/UCR
+archive, timeseriesclassification.com).
 
 The series have unequal lengths: they are standardised per feature (not per step) and
 batched in length buckets; the LSTM reads each series up to its own last step. Config

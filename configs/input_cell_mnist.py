@@ -7,8 +7,7 @@
 
 `data.dir` holds the idx files (`train-images-idx3-ubyte.gz`, `train-labels-idx1-ubyte.gz`,
 `t10k-images-idx3-ubyte.gz`, `t10k-labels-idx1-ubyte.gz`, from yann.lecun.com or any mirror).
-With the 10,000 test images only (as in ../shared/data/mnist), train on them and hold out a
-test part:
+With the 10,000 test images only, train on them and hold out a test part:
     --config.data.train_file=t10k --config.data.test_fraction=0.2
 Config arguments as in input_cell_basicmotions.py.
 """

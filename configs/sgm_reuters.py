@@ -5,10 +5,14 @@ baseline.
 
 Local files (jsonl with `labels`: modapte_train.jsonl / modapte_test.jsonl):
     python train.py --config configs/sgm_reuters.py --workdir /tmp/sgm \
-        --config.data.dir=../shared/data/reuters21578
+        --config.data.dir=PATH/reuters21578
     python -m jcaps.predict --workdir /tmp/sgm --text "Oil prices rose as OPEC cut output"
 Offline smoke run on generated multi-label data (seconds):
     python train.py --config configs/sgm_reuters.py:smoke --workdir /tmp/sgm_smoke
+
+`PATH/reuters21578` holds the ModApte split of Reuters-21578 (from the UCI Machine Learning
+Repository, or NLTK's `reuters` corpus, which is that split) as `modapte_train.jsonl` and
+`modapte_test.jsonl`: one `{"text": ..., "labels": [topic, ...]}` object a line.
 
 Data: 47 training and 14 test documents of ModApte have no text at all (only a title that the
 files leave out); `data.drop_bad_rows` leaves them out and the run prints and records how
