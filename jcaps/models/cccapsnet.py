@@ -230,19 +230,24 @@ class CCCapsNet(nn.Module):
         super().__post_init__()
 
     @nn.compact
-    def __call__(self, tokens: jax.Array, *, train: bool = False) -> dict[str, jax.Array]:
-        """tokens [B, T] int32, 0 = PAD.
+    def __call__(
+        self, tokens: jax.Array, *, train: bool = False, embeddings: jax.Array | None = None
+    ) -> dict[str, jax.Array]:
+        """tokens [B, T] int32, 0 = PAD; embeddings [B, T, D]: word vectors (the composed CWC /
+        CC vectors) to read instead of composing them from `tokens` (gradients with respect to
+        each word; `tokens` still give the mask).
 
         Returns a dict: scores [B, J] (class-capsule lengths in [0, 1), or linear logits),
         features [B, H] (the pooled encoder output); with the capsule classifier also
         feature_capsules [B, H / capsule_dim, capsule_dim], class_capsules [B, J, class_dim]
-        and coupling [B, H / capsule_dim, J] (rows sum to 1).
+        and coupling [B, H / capsule_dim, J] (rows sum to 1); embeddings [B, T, D], the word
+        vectors read.
         """
         # Time-major from the start: the embedding of the transposed ids is already in the
         # layout the scans read.
         ids = tokens.T
         mask = None if self.reference_padding else ids != PAD_ID
-        embedded = Embedding(
+        words = Embedding(
             self.vocab_size,
             kind=self.embedding,
             features=self.embed_dim,
@@ -252,7 +257,9 @@ class CCCapsNet(nn.Module):
             cc_samples=self.cc_samples,
             name="embedding",
         )(ids, train)
-        embedded = nn.Dropout(self.embedding_dropout, deterministic=not train)(embedded)
+        if embeddings is not None:
+            words = jnp.swapaxes(embeddings, 0, 1)
+        embedded = nn.Dropout(self.embedding_dropout, deterministic=not train)(words)
         encoder = Encoder(self.hidden_dim, self.num_layers, self.dropout_rate, dtype=self.dtype, name="encoder")
         features = encoder(embedded.astype(self.dtype), mask, train)
         if self.classifier == "linear":
@@ -264,7 +271,7 @@ class CCCapsNet(nn.Module):
                 dtype=self.dtype,
                 name="classifier",
             )
-            return {"scores": linear(features), "features": features}
+            return {"scores": linear(features), "features": features, "embeddings": jnp.swapaxes(words, 0, 1)}
         capsules = features.reshape(features.shape[:-1] + (-1, self.capsule_dim))
         classifier = CapsuleClassifier(
             self.num_classes,
@@ -276,7 +283,12 @@ class CCCapsNet(nn.Module):
             dtype=self.dtype,
             name="classifier",
         )
-        return {**classifier(capsules), "features": features, "feature_capsules": capsules}
+        return {
+            **classifier(capsules),
+            "features": features,
+            "feature_capsules": capsules,
+            "embeddings": jnp.swapaxes(words, 0, 1),
+        }
 
 
 def count_parameters(

@@ -123,17 +123,21 @@ class DilatedFCN(nn.Module):
         return tuple(2**layer for layer in range(self.num_layers))
 
     @nn.compact
-    def __call__(self, tokens: jax.Array, train: bool = False) -> dict:
-        """tokens [B, L] int, 0 = PAD, right-padded.
+    def __call__(self, tokens: jax.Array, train: bool = False, embeddings: jax.Array | None = None) -> dict:
+        """tokens [B, L] int, 0 = PAD, right-padded; embeddings [B, L, E] character vectors to
+        read instead of looking `tokens` up (gradients with respect to each character; `tokens`
+        still give the mask).
 
         Returns a dict: scores [B, J] logits (zero for an all-padding row), position_logits
-        [B, L, J] and, for every variant but none, attention (the weights: [B, L, F] for
-        simplified / local, [B, H, L, L] for dot / dot8).
+        [B, L, J], embeddings [B, L, E] (the character vectors read) and, for every variant but
+        none, attention (the weights: [B, L, F] for simplified / local, [B, H, L, L] for dot /
+        dot8).
         """
         mask = tokens != PAD_ID
         table = self.param("embedding", _embedding_init, (self.vocab_size, self.embedding_dim))
+        characters = jnp.take(table.astype(self.dtype), tokens, axis=0) if embeddings is None else embeddings
         # Zero vectors at the pads, like the convs' own left padding; the PAD row is never used.
-        embedded = jnp.where(mask[..., None], jnp.take(table.astype(self.dtype), tokens, axis=0), 0)
+        embedded = jnp.where(mask[..., None], characters, 0)
 
         x = causal_conv1d(embedded, *self._conv_params("input", self.first_width, self.embedding_dim, self.filters))
         features = dilated_residual_stack(x, self._residual_layers(), self.dilations, self.activation)
@@ -147,7 +151,7 @@ class DilatedFCN(nn.Module):
         position_logits = pointwise_conv(features, head_kernel.astype(self.dtype), head_bias.astype(self.dtype))
         # Positions after a sequence's end hold values (the convs' biases) that must not win.
         scores = masked_max_over_time(jnp.swapaxes(position_logits, 0, 1), mask.T)
-        return {"scores": scores, "position_logits": position_logits, **outputs}
+        return {"scores": scores, "position_logits": position_logits, "embeddings": characters, **outputs}
 
     def _conv_params(self, name: str, width: int, inputs: int, outputs: int) -> tuple[jax.Array, jax.Array]:
         kernel = self.param(f"{name}_kernel", _kernel_init, (width, inputs, outputs))

@@ -25,11 +25,17 @@ class FastText(nn.Module):
     dtype: jnp.dtype = jnp.float32
 
     @nn.compact
-    def __call__(self, tokens, *, train: bool = False) -> dict:
-        """tokens: [B, N] int32, 0 = PAD → {'scores': logits [B, J]}."""
+    def __call__(self, tokens, *, train: bool = False, embeddings=None) -> dict:
+        """tokens: [B, N] int32, 0 = PAD → {'scores': logits [B, J], 'embeddings': the word
+        vectors read [B, N, D]}.
+
+        embeddings: [B, N, D] word vectors to read instead of looking `tokens` up (gradients
+        with respect to each word); `tokens` still give the mask and the hashed bigrams.
+        """
         mask = (tokens > 0).astype(self.dtype)
         embed = nn.Embed(self.vocab_size, self.embed_dim, embedding_init=nn.initializers.normal(0.1), dtype=self.dtype)
-        total = jnp.einsum("bnd,bn->bd", embed(tokens), mask)
+        words = embed(tokens) if embeddings is None else embeddings
+        total = jnp.einsum("bnd,bn->bd", words, mask)
         count = jnp.sum(mask, axis=-1)
         if self.bigram_buckets:
             first, second = tokens[:, :-1].astype(jnp.uint32), tokens[:, 1:].astype(jnp.uint32)
@@ -42,4 +48,4 @@ class FastText(nn.Module):
             count = count + jnp.sum(bigram_mask, axis=-1)
         hidden = total / jnp.maximum(count, 1.0)[:, None]
         hidden = nn.Dropout(self.dropout_rate, deterministic=not train)(hidden)
-        return {"scores": nn.Dense(self.num_classes, dtype=self.dtype)(hidden)}
+        return {"scores": nn.Dense(self.num_classes, dtype=self.dtype)(hidden), "embeddings": words}

@@ -178,18 +178,21 @@ class _ICapsNet(nn.Module):
     def _attention_scale(self) -> float:
         return self.query_dim**-0.5 if self.attention_scale else 1.0
 
-    def region_embeddings(self, tokens: jax.Array, train: bool) -> tuple[jax.Array, jax.Array]:
-        """tokens [..., N] int ids -> (w [..., N, d_w], mask [..., N]); conv along N only."""
+    def region_embeddings(
+        self, tokens: jax.Array, train: bool, embeddings: jax.Array | None = None
+    ) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """tokens [..., N] int ids -> (w [..., N, d_w], mask [..., N], e [..., N, d_e]); conv
+        along N only. `embeddings` [..., N, d_e], when given, replace the looked-up e."""
         mask = tokens != PAD_ID
-        embedded = self.embed(tokens)
+        words = self.embed(tokens) if embeddings is None else embeddings
         # Zeroed PAD embeddings make appended PADs indistinguishable from the conv's own zero
         # padding, so results do not depend on how far a batch is padded.
-        embedded = jnp.where(mask[..., None], embedded, 0)
+        embedded = jnp.where(mask[..., None], words, 0)
         embedded = self.embed_dropout(embedded, deterministic=not train)
         regions = self.region_conv(embedded)
         if self.conv_activation == "relu":
             regions = nn.relu(regions)
-        return regions, mask
+        return regions, mask, words
 
     def capsule_head(self, primary: jax.Array) -> dict[str, jax.Array]:
         """primary [B, I, d_p] unsquashed -> scores, class/primary capsules and coupling."""
@@ -221,16 +224,19 @@ class ICapsNetShort(_ICapsNet):
             self.query_dim, self.primary_dim, scale=self._attention_scale, dtype=self.dtype
         )
 
-    def __call__(self, tokens: jax.Array, *, train: bool = False) -> dict[str, jax.Array]:
-        """tokens [B, N] int32, 0 = PAD.
+    def __call__(
+        self, tokens: jax.Array, *, train: bool = False, embeddings: jax.Array | None = None
+    ) -> dict[str, jax.Array]:
+        """tokens [B, N] int32, 0 = PAD; embeddings [B, N, d_e] word vectors to read instead of
+        looking `tokens` up (gradients with respect to each word; `tokens` still give the mask).
 
         Returns a dict: scores [B, J] (class-capsule lengths, in [0, 1)), class_capsules
         [B, J, d_c], primary_capsules [B, I, d_p], alpha [B, I, N] (zero at PADs), coupling
-        [B, I, J] (rows sum to 1).
+        [B, I, J] (rows sum to 1), embeddings [B, N, d_e] (the word vectors read).
         """
-        regions, mask = self.region_embeddings(tokens, train)
+        regions, mask, words = self.region_embeddings(tokens, train, embeddings)
         primary, alpha = self.word_attention(self.queries, regions, mask)
-        return {**self.capsule_head(primary), "alpha": alpha}
+        return {**self.capsule_head(primary), "alpha": alpha, "embeddings": words}
 
 
 class ICapsNetLong(_ICapsNet):
@@ -254,14 +260,17 @@ class ICapsNetLong(_ICapsNet):
             dtype=self.dtype,
         )
 
-    def __call__(self, tokens: jax.Array, *, train: bool = False) -> dict[str, jax.Array]:
-        """tokens [B, M, N] int32, 0 = PAD; an all-PAD sentence is masked out.
+    def __call__(
+        self, tokens: jax.Array, *, train: bool = False, embeddings: jax.Array | None = None
+    ) -> dict[str, jax.Array]:
+        """tokens [B, M, N] int32, 0 = PAD; an all-PAD sentence is masked out. embeddings
+        [B, M, N, d_e]: word vectors to read instead of looking `tokens` up.
 
         Returns a dict: scores [B, J], class_capsules [B, J, d_c], primary_capsules [B, I, d_p],
         alpha [B, I, M, N] (zero at PAD words and in empty sentences), rho [B, I, M] (zero at
-        empty sentences), coupling [B, I, J].
+        empty sentences), coupling [B, I, J], embeddings [B, M, N, d_e] (the word vectors read).
         """
-        regions, word_mask = self.region_embeddings(tokens, train)
+        regions, word_mask, words = self.region_embeddings(tokens, train, embeddings)
         # Word level over every sentence at once: leading axes [B, M].
         sentences, alpha = self.word_attention(self.queries, regions, word_mask)
         sentence_mask = jnp.any(word_mask, axis=-1)
@@ -271,4 +280,5 @@ class ICapsNetLong(_ICapsNet):
             **self.capsule_head(primary),
             "alpha": jnp.swapaxes(alpha, -3, -2),
             "rho": rho,
+            "embeddings": words,
         }

@@ -151,12 +151,17 @@ class BiLSTMEncoder(nn.Module):
     dtype: Any = jnp.float32
 
     @nn.compact
-    def __call__(self, tokens: jax.Array, train: bool = False) -> tuple[jax.Array, jax.Array, jax.Array]:
+    def __call__(
+        self, tokens: jax.Array, train: bool = False, embeddings: jax.Array | None = None
+    ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
         """tokens [B, L] int (0 = padding) -> (h [B, L, 2E] (zero at pads), mask [B, L] bool,
-        summary [B, 2E] = [forward state at the last token; backward state at the first])."""
+        summary [B, 2E] = [forward state at the last token; backward state at the first],
+        the word vectors read [B, L, D]). `embeddings` [B, L, D], when given, are read instead
+        of the looked-up vectors (`tokens` still give the mask)."""
         mask = tokens != PAD_ID
         table = self.param("embedding", _embedding_init, (self.vocab_size, self.embedding_dim))
-        x = jnp.take(table, tokens.T, axis=0).astype(self.dtype)  # time-major [L, B, D]
+        words = jnp.take(table, tokens, axis=0) if embeddings is None else embeddings
+        x = jnp.swapaxes(words, 0, 1).astype(self.dtype)  # time-major [L, B, D]
         time_mask = mask.T
         for layer in range(self.num_layers):
             # Dropout on the embeddings, then (PyTorch's nn.LSTM dropout) on every layer's
@@ -167,7 +172,7 @@ class BiLSTMEncoder(nn.Module):
         # The backward state at the first valid step is the last valid one in reversed time.
         first_backward = last_valid_state(jnp.flip(states[:, :, 1], axis=0), jnp.flip(time_mask, axis=0))
         summary = jnp.concatenate([last_valid_state(states[:, :, 0], time_mask), first_backward], axis=-1)
-        return jnp.swapaxes(x, 0, 1), mask, summary
+        return jnp.swapaxes(x, 0, 1), mask, summary, words
 
 
 def _encoder(model) -> BiLSTMEncoder:
@@ -355,7 +360,9 @@ class SGM(nn.Module):
         new_state = dict(state, hidden=jnp.stack(hidden, axis=1), cell=jnp.stack(cell, axis=1), context=context)
         return logits, new_state, attention
 
-    def __call__(self, tokens: jax.Array, label_sequence: jax.Array, train: bool = False) -> dict:
+    def __call__(
+        self, tokens: jax.Array, label_sequence: jax.Array, train: bool = False, embeddings: jax.Array | None = None
+    ) -> dict:
         """Teacher-forced pass.
 
         Args:
@@ -363,12 +370,15 @@ class SGM(nn.Module):
             label_sequence: [B, S] int targets l_1..l_n, EOS, PAD...; the decoder reads BOS and
                 the targets shifted right.
             train: dropout on.
+            embeddings: [B, L, D] word vectors to read instead of looking `tokens` up
+                (gradients with respect to each word; `tokens` still give the mask).
 
         Returns:
             logits [B, S, V] float32, masked (`label_mask_logits`, finite) logits of each target
-            step (`jcaps.ops.losses.sequence_cross_entropy` scores them); attention [B, S, L].
+            step (`jcaps.ops.losses.sequence_cross_entropy` scores them); attention [B, S, L];
+            embeddings [B, L, D], the word vectors read.
         """
-        keys, mask, summary = self.encoder(tokens, train=train)
+        keys, mask, summary, words = self.encoder(tokens, train=train, embeddings=embeddings)
         params = self._params()
         state = self._initial_state(params, keys, mask, summary)
         batch, steps = label_sequence.shape
@@ -396,7 +406,7 @@ class SGM(nn.Module):
             jax.nn.one_hot(jnp.full((batch,), BOS_ID), self.num_tokens, dtype=jnp.float32),
         )
         _, (logits, attention) = jax.lax.scan(body, initial, (previous.T, dropout_keys))
-        return {"logits": jnp.swapaxes(logits, 0, 1), "attention": jnp.swapaxes(attention, 0, 1)}
+        return {"logits": jnp.swapaxes(logits, 0, 1), "attention": jnp.swapaxes(attention, 0, 1), "embeddings": words}
 
     def predict(self, tokens: jax.Array) -> dict:
         """Decodes the label set of each example (`self.decoding`; no dropout).
@@ -409,7 +419,7 @@ class SGM(nn.Module):
             [B, max_steps] int32 decoded ids (labels, EOS, then PAD); length [B] int32 number
             of labels; log_prob [B] float32 the sequence's log probability.
         """
-        keys, mask, summary = self.encoder(tokens, train=False)
+        keys, mask, summary, _ = self.encoder(tokens, train=False)
         params = self._params()
         state = self._initial_state(params, keys, mask, summary)
 
@@ -465,9 +475,11 @@ class BinaryRelevance(nn.Module):
         super().__post_init__()
 
     @nn.compact
-    def __call__(self, tokens: jax.Array, train: bool = False) -> dict:
-        """tokens [B, L] int (0 = padding) -> {"scores": [B, J] logits}."""
-        states, mask, _ = _encoder(self)(tokens, train=train)
+    def __call__(self, tokens: jax.Array, train: bool = False, embeddings: jax.Array | None = None) -> dict:
+        """tokens [B, L] int (0 = padding) -> {"scores": [B, J] logits, "embeddings": the word
+        vectors read [B, L, D]}. `embeddings` [B, L, D], when given, are read instead of the
+        looked-up vectors (`tokens` still give the mask)."""
+        states, mask, _, words = _encoder(self)(tokens, train=train, embeddings=embeddings)
         features = POOLS[self.pool](jnp.swapaxes(states, 0, 1), mask.T)
         features = nn.Dropout(self.dropout_rate, deterministic=not train)(features)
         readout = nn.Dense(
@@ -480,4 +492,4 @@ class BinaryRelevance(nn.Module):
             dtype=self.dtype,
             name="readout",
         )
-        return {"scores": readout(features)}
+        return {"scores": readout(features), "embeddings": words}

@@ -142,7 +142,7 @@ def test_cc_linear_model():
     # Compositional coding: deterministic at evaluation, sampled in training; linear logits.
     model = CCCapsNet(**TINY, embedding="cc", classifier="linear", dropout_rate=0.0)
     params, out = _run(model)
-    assert set(out) == {"scores", "features"}
+    assert set(out) == {"scores", "features", "embeddings"}
     assert set(params["params"]["classifier"]) == {"kernel"}  # no bias
     np.testing.assert_allclose(out["scores"], out["features"] @ params["params"]["classifier"]["kernel"], rtol=1e-5)
     np.testing.assert_allclose(np.sum(cccapsnet_probabilities(out), -1), 1.0, rtol=1e-6)

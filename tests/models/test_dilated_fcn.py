@@ -77,7 +77,7 @@ def _run(attention, axis, activation):
 def test_output_shapes(attention, axis, activation):
     model = _model(attention, axis, activation)
     outputs = jax.eval_shape(lambda: model.apply({"params": _random_params(model, TOKENS)}, TOKENS))
-    expected = {"scores": (4, J), "position_logits": (4, L, J)}
+    expected = {"scores": (4, J), "position_logits": (4, L, J), "embeddings": (4, L, SMALL["embedding_dim"])}
     if attention.startswith("dot"):
         expected["attention"] = (4, 8 if attention == "dot8" else 1, L, L)
     elif attention != "none":
