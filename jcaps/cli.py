@@ -8,6 +8,7 @@ exceptions are bugs and keep their traceback.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Callable
@@ -17,6 +18,22 @@ from absl import app, flags
 from jcaps.errors import UserError
 
 EXIT_USER_ERROR = 2
+
+
+class _OptionalBackendProbe(logging.Filter):
+    """Drops JAX's INFO record of an optional backend it probed and could not start."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.levelno <= logging.INFO and record.getMessage().startswith("Unable to initialize backend"))
+
+
+def quiet_backend_discovery() -> None:
+    """With JAX_PLATFORMS unset JAX probes every backend it knows and logs, at INFO, each one it
+    cannot start (`Unable to initialize backend 'tpu': ... libtpu.so`). Leaves out that one
+    message; a backend named in JAX_PLATFORMS that fails still raises, and warnings still show."""
+    logger = logging.getLogger("jax._src.xla_bridge")
+    if not any(isinstance(f, _OptionalBackendProbe) for f in logger.filters):
+        logger.addFilter(_OptionalBackendProbe())
 
 
 def _one_line(text: str) -> str:
@@ -88,6 +105,7 @@ def run(main: Callable[[list[str]], object]) -> None:
         except app.UsageError as error:
             raise UserError(str(error), hint=f"see {os.path.basename(argv[0])} --help") from error
 
+    quiet_backend_discovery()
     try:
         app.run(main_with_usage_errors, flags_parser=parse_flags)
     except UserError as error:

@@ -15,7 +15,6 @@ import contextlib
 import fcntl
 import functools
 import json
-import logging as std_logging
 import os
 import signal
 import socket
@@ -203,27 +202,10 @@ class _SignalFlag:
 
 def quiet_libraries() -> None:
     """orbax logs every save at INFO and TFDS draws progress bars: keep the console for jcaps."""
-    quiet_backend_discovery()
     logging.set_verbosity(logging.ERROR)
     import tensorflow_datasets as tfds
 
     tfds.disable_progress_bar()
-
-
-class _OptionalBackendProbe(std_logging.Filter):
-    """Drops JAX's INFO record of an optional backend it probed and could not start."""
-
-    def filter(self, record: std_logging.LogRecord) -> bool:
-        return not (record.levelno <= std_logging.INFO and record.getMessage().startswith("Unable to initialize backend"))
-
-
-def quiet_backend_discovery() -> None:
-    """With JAX_PLATFORMS unset JAX probes every backend it knows and logs, at INFO, each one it
-    cannot start (`Unable to initialize backend 'tpu': ... libtpu.so`). Leaves out that one
-    message; a backend named in JAX_PLATFORMS that fails still raises, and warnings still show."""
-    logger = std_logging.getLogger("jax._src.xla_bridge")
-    if not any(isinstance(f, _OptionalBackendProbe) for f in logger.filters):
-        logger.addFilter(_OptionalBackendProbe())
 
 
 def train_and_evaluate(config, workdir: str, reevaluate: bool = False) -> dict:
@@ -234,7 +216,6 @@ def train_and_evaluate(config, workdir: str, reevaluate: bool = False) -> dict:
     which evaluates the final model again and replaces the final lines. One run at a time in a
     workdir (`exclusive_workdir`)."""
     started = time.perf_counter()
-    quiet_backend_discovery()
     workdir = os.path.abspath(workdir)
     os.makedirs(workdir, exist_ok=True)
     with exclusive_workdir(workdir, jax.process_index() == 0):
