@@ -55,7 +55,7 @@ def _per_example_targets(target: int | jax.Array, batch_size: int) -> jax.Array:
     return jnp.broadcast_to(jnp.asarray(target, dtype=jnp.int32), (batch_size,))
 
 
-def _input_gradients(score_fn: ScoreFn, x: jax.Array, targets: jax.Array, output: str) -> jax.Array:
+def input_gradients(score_fn: ScoreFn, x: jax.Array, targets: jax.Array, output: str) -> jax.Array:
     """d out_c / d x of every example in one backward pass.
 
     Args:
@@ -89,7 +89,7 @@ def saliency(score_fn: ScoreFn, x: jax.Array, target: int | jax.Array, *, output
       [B, ...] non-negative saliency, shaped like x.
     """
     _check_output(output)
-    return jnp.abs(_input_gradients(score_fn, x, _per_example_targets(target, x.shape[0]), output))
+    return jnp.abs(input_gradients(score_fn, x, _per_example_targets(target, x.shape[0]), output))
 
 
 def integrated_gradients(
@@ -149,7 +149,7 @@ def integrated_gradients(
     def add_chunk(gradient_sum: jax.Array, chunk: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, None]:
         chunk_alphas, chunk_is_step = chunk
         points = baseline[None] + chunk_alphas.reshape(point_shape) * difference[None]  # [S, B, ...]
-        gradients = _input_gradients(score_fn, points.reshape((-1,) + x.shape[1:]), chunk_targets, output)
+        gradients = input_gradients(score_fn, points.reshape((-1,) + x.shape[1:]), chunk_targets, output)
         gradients = jnp.where(chunk_is_step.reshape(point_shape), gradients.reshape(points.shape), 0)
         return gradient_sum + jnp.sum(gradients, axis=0), None
 
@@ -197,7 +197,7 @@ def smoothgrad(
 
     def add_sample(saliency_sum: jax.Array, sample_key: jax.Array) -> tuple[jax.Array, None]:
         noisy = x + noise_scale * jax.random.normal(sample_key, x.shape, x.dtype)
-        return saliency_sum + jnp.abs(_input_gradients(score_fn, noisy, targets, output)), None
+        return saliency_sum + jnp.abs(input_gradients(score_fn, noisy, targets, output)), None
 
     saliency_sum, _ = jax.lax.scan(add_sample, jnp.zeros_like(x), jax.random.split(key, n_samples))
     return saliency_sum / n_samples
