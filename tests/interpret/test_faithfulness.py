@@ -1,0 +1,76 @@
+"""Faithfulness metrics against hand-computed values on a 5-token example."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jcaps.interpret.faithfulness import bootstrap_interval, faithfulness, ranks
+
+# Token id -> its additive share of p(class 0); PAD (0) and UNK (1) add nothing / 0.07.
+SHARE = np.zeros(20, np.float32)
+SHARE[[1, 11, 12, 13, 14, 15, 16, 17]] = [0.07, 0.1, 0.3, 0.05, 0.2, 0.15, 0.4, 0.35]
+TOKENS = jnp.asarray([[11, 12, 13, 14, 15, 0, 0], [16, 17, 0, 0, 0, 0, 0]], jnp.int32)
+MASK = TOKENS > 0
+# Ranking of example 0: 12 (0.3), 14 (0.2), 11 (0.1), 15 (0.15), 13 (0.05).
+SCORES = jnp.asarray([[0.5, 0.9, 0.1, 0.7, 0.3, 5.0, 5.0], [0.2, 0.1, 9, 9, 9, 9, 9]], jnp.float32)
+
+
+def additive(tokens):
+    p = jnp.sum(jnp.asarray(SHARE)[tokens], axis=-1)
+    return jnp.stack([p, 1 - p], axis=-1)
+
+
+def test_hand_computed_aopc_and_curves_with_pad_removal():
+    result = jax.jit(lambda s: faithfulness(additive, TOKENS, MASK, 0, s))(SCORES)
+    # k = 1, 5, 10, 20 % of 5 tokens remove 1 token (12), 50 % removes 3 (12, 14, 11).
+    # Comprehensiveness: (4 * (0.8 - 0.5) + (0.8 - 0.2)) / 5; sufficiency: (4 * (0.8 - 0.3) + (0.8 - 0.6)) / 5.
+    np.testing.assert_allclose(result["comprehensiveness"][0], 0.36, atol=1e-6)
+    np.testing.assert_allclose(result["sufficiency"][0], 0.44, atol=1e-6)
+    # f = 0, .1, ..., 1 removes 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5 tokens:
+    # deletion 0.8 .5 .5 .3 .3 .2 .2 .05 .05 0 0, insertion 0 .3 .3 .5 .5 .6 .6 .75 .75 .8 .8.
+    np.testing.assert_allclose(result["deletion_auc"][0], (2.9 - 0.4) / 10, atol=1e-6)
+    np.testing.assert_allclose(result["insertion_auc"][0], (5.9 - 0.4) / 10, atol=1e-6)
+    np.testing.assert_allclose(result["probability"], [0.8, 0.75], atol=1e-6)
+    # Example 1: 2 tokens; every k removes ceil(k * 2) = 1 token, the top one (16, 0.4).
+    np.testing.assert_allclose(result["comprehensiveness"][1], 0.4, atol=1e-6)
+    np.testing.assert_allclose(result["sufficiency"][1], 0.35, atol=1e-6)
+
+
+def test_unk_replacement_keeps_the_position():
+    result = faithfulness(additive, TOKENS, MASK, 0, SCORES, replacement=1)
+    # Each removed token becomes UNK (0.07): 4 * (0.3 - 0.07) + (0.6 - 3 * 0.07), over 5.
+    np.testing.assert_allclose(result["comprehensiveness"][0], (4 * 0.23 + 0.39) / 5, atol=1e-6)
+
+
+def test_padding_is_never_removed_or_kept_out():
+    def counts_padding(tokens):
+        p = jnp.mean(tokens == 0, axis=-1)
+        return jnp.stack([p, 1 - p], axis=-1)
+
+    result = faithfulness(counts_padding, TOKENS, MASK, 0, SCORES, replacement=1)
+    for key in ("comprehensiveness", "sufficiency"):
+        np.testing.assert_allclose(result[key], 0, atol=1e-6)
+    for key in ("deletion_auc", "insertion_auc"):
+        np.testing.assert_allclose(result[key], result["probability"], atol=1e-6)
+
+
+def test_ranks_put_padding_last_and_break_ties_by_position():
+    rank = ranks(jnp.asarray([[1.0, 3.0, 3.0, 7.0]]), jnp.asarray([[True, True, True, False]]))
+    np.testing.assert_array_equal(rank, [[2, 0, 1, 3]])
+
+
+def test_variant_batches_give_the_same_result():
+    whole = faithfulness(additive, TOKENS, MASK, 0, SCORES)
+    chunked = faithfulness(additive, TOKENS, MASK, 0, SCORES, variant_batch_size=4)
+    for key in whole:
+        np.testing.assert_allclose(chunked[key], whole[key], atol=1e-6)
+
+
+def test_bootstrap_interval_holds_the_mean():
+    values = np.random.default_rng(0).normal(loc=2.0, size=400)
+    low, high = bootstrap_interval(values)
+    assert low < values.mean() < high and high - low < 0.4
+    assert bootstrap_interval(np.ones(5)) == pytest.approx([1.0, 1.0])
