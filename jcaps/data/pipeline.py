@@ -26,11 +26,10 @@ import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-import grain
 import jax
 import numpy as np
 
-from jcaps.data import builders, choices, synthetic
+from jcaps.data import choices, synthetic
 from jcaps.data.errors import DataError
 from jcaps.data.tokenizers import get_tokenizer
 from jcaps.data.vocab import LabelMap, Vocabulary
@@ -213,6 +212,8 @@ def open_splits(data_config, seed: int) -> tuple[dict[str, Split], list[str] | N
                 seed=seed,
             )
             data_format = "jsonl" if multi_label else "zhang_csv"
+        from jcaps.data import builders  # TFDS: only where splits are opened, not for prediction
+
         builder = builders.prepare_local(
             data_format,
             directory,
@@ -333,6 +334,8 @@ class ExampleDataset:
             raise ValueError(f"the train split has {size} examples, fewer than one batch of {batch_size}")
         if length_window < 0:
             raise ValueError(f"data.length_grouping must be >= 0 (batches per sorting window), not {length_window}")
+        import grain  # training only: prediction does not pay for its import
+
         rows = self._process_rows(batch_size)
         if length_window:
             batch_ids = self._length_grouped_batches(batch_size, seed, length_window)
@@ -351,6 +354,8 @@ class ExampleDataset:
         A batch pads to the bucket of its own longest example, so with lengths alike it pads
         little: a random batch of short texts pads to its rare long one. Each example is still
         seen once an epoch; the batches' order and their mixes change with the epoch."""
+        import grain
+
         size = len(self.splits["train"].source)
         steps = size // batch_size
         lengths = self.example_lengths("train")
