@@ -1,39 +1,63 @@
-"""`python -m jcaps.evaluate --workdir W [--split test]`: metrics of a trained workdir as one JSON object."""
+"""`python -m jcaps.evaluate --workdir W [--split test] [--config.data.dir=D] [--config.data.cache_dir=C]`.
+
+Prints the metrics of a trained workdir on one split as one JSON object, with which parameters
+were scored: `parameters` is "best" (those of the best validation evaluation, which training
+reported as final when it selected one) or "last" (the last checkpoint's), `selected_step` the
+step they come from and `last_step` the step of the last checkpoint.
+
+The data is read from where the workdir's config says; `--config.data.dir` and
+`--config.data.cache_dir` (the spellings train.py takes) point at it after it moved.
+"""
 
 from __future__ import annotations
 
 import json
 
-from absl import app, flags
+from absl import flags
 
 from jcaps import cli
 from jcaps.errors import UserError
 
-from jcaps.train import loop
-from jcaps.train import mesh as mesh_lib
-from jcaps.train.workdir import load_trained
-
 FLAGS = flags.FLAGS
 
+# The data location keys a command-line flag may change: they move the data, not alter it.
+DATA_LOCATION_KEYS = ("dir", "cache_dir")
 
-def evaluate(workdir: str, split: str = "test") -> dict:
-    trained = load_trained(workdir, with_data=True)
+
+def evaluate(workdir: str, split: str = "test", data_overrides: dict | None = None) -> dict:
+    """`{"split", "selected_step", "parameters", "last_step", **metrics}` of `workdir` on `split`.
+    `data_overrides`: `data.*` keys of the workdir's config to change (`DATA_LOCATION_KEYS`)."""
+    from jcaps.train import loop
+    from jcaps.train import mesh as mesh_lib
+    from jcaps.train.workdir import load_trained, use_compilation_cache
+
+    for key in data_overrides or {}:
+        if key not in DATA_LOCATION_KEYS:
+            raise UserError(f"--config.data.{key}: evaluate changes only {', '.join(DATA_LOCATION_KEYS)} of config.data")
+    trained = load_trained(workdir, with_data=True, data_overrides=data_overrides)
+    use_compilation_cache(trained.config)
     if split not in trained.dataset.splits:
         raise UserError(f"--split: no split {split!r}; the dataset has {', '.join(trained.dataset.splits)}")
+    if not len(trained.dataset.splits[split].source):
+        raise UserError(f"--split: the {split} split of {workdir}'s data is empty")
     mesh = mesh_lib.data_mesh()
     _, eval_fn = loop.compile_steps(trained.config, trained.family, trained.dataset, mesh)
     batch_size = trained.config.train.eval_batch_size or trained.config.train.batch_size
-    metrics = loop.evaluate_split(eval_fn, trained.state, trained.dataset, split, batch_size, mesh)
-    return {"split": split, "step": int(trained.state.step), **metrics}
+    metrics = loop.evaluate_split(eval_fn, trained.eval_state(), trained.dataset, split, batch_size, mesh)
+    return {"split": split, **trained.selection, **metrics}
 
 
 def main(argv):
     del argv
-    print(json.dumps(evaluate(FLAGS.workdir, FLAGS.split)))
+    overrides = {key: FLAGS[f"config.data.{key}"].value for key in DATA_LOCATION_KEYS}
+    overrides = {key: value for key, value in overrides.items() if value is not None}
+    print(json.dumps(evaluate(FLAGS.workdir, FLAGS.split, overrides)))
 
 
 if __name__ == "__main__":
     # Flags are defined only when run as a program, so importing this module defines none.
     flags.DEFINE_string("workdir", None, "A workdir written by train.py.", required=True)
     flags.DEFINE_string("split", "test", "Split to evaluate: train, validation or test.")
+    flags.DEFINE_string("config.data.dir", None, "Read the data from this folder instead of the workdir's data.dir.")
+    flags.DEFINE_string("config.data.cache_dir", None, "Prepared data lives here instead of the workdir's data.cache_dir.")
     cli.run(main)

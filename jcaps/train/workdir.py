@@ -1,21 +1,32 @@
-"""Loading a trained workdir: its config, vocabulary, labels, model and latest parameters.
+"""Loading a trained workdir: its config, vocabulary, labels, model and parameters.
 
-Evaluation, prediction and interpretation need nothing but the workdir.
+Evaluation, prediction and interpretation need nothing but the workdir. The parameters are
+the ones training reported as final: those of the best validation evaluation when the run
+selected one (`train.select_best`), else those of the last checkpoint; `TrainedModel` says
+which (`parameters`, `selected_step`, `last_step`).
+
+Loading is quick because it builds nothing it does not use: the structure of the saved state
+comes from `jax.eval_shape` (no compiled initialisation, no optimiser arithmetic), the text
+vocabulary is read without opening any split, and TFDS and grain are imported only when the
+splits are opened (`with_data=True`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 
-from jcaps.data import datasets
-from jcaps.data.pipeline import ExampleDataset
+import jax
+import jax.numpy as jnp
+
+from jcaps.data import pipeline
+from jcaps.data.vocab import LabelMap, Vocabulary
 from jcaps.errors import UserError
 from jcaps.models import ModelFamily, build_model, get_family
 from jcaps.train import config as config_lib
-from jcaps.train import loop
 from jcaps.train import mesh as mesh_lib
-from jcaps.train.checkpoints import Checkpoints
+from jcaps.train.optim import make_optimizer
 from jcaps.train.steps import TrainState, model_inputs
 
 
@@ -24,41 +35,146 @@ class TrainedModel:
     config: object
     family: ModelFamily
     model: object
-    state: TrainState
-    dataset: ExampleDataset  # splits are empty unless opened with `with_data=True`
-
-    @property
-    def params(self):
-        return self.state.params
+    params: object
+    dataset: pipeline.ExampleDataset  # splits are empty unless opened with `with_data=True`
+    parameters: str = "last"  # "best" (on validation) or "last" (the last checkpoint's)
+    selected_step: int = 0  # the training step whose parameters these are
+    last_step: int = 0  # the step of the last checkpoint
 
     def apply(self, *inputs, **kwargs):
         """The model's outputs for `inputs` (the batch arrays named by the family's `inputs`)."""
-        return self.model.apply({"params": self.state.params}, *inputs, train=False, **kwargs)
+        return self.model.apply({"params": self.params}, *inputs, train=False, **kwargs)
+
+    @property
+    def selection(self) -> dict:
+        """`{"selected_step", "parameters", "last_step"}`: which parameters were loaded."""
+        return {"selected_step": self.selected_step, "parameters": self.parameters, "last_step": self.last_step}
+
+    def eval_state(self) -> TrainState:
+        """A `TrainState` holding these parameters, for the evaluation step (which reads only
+        `apply_fn` and `params`; the optimiser is a placeholder)."""
+        import optax
+
+        return TrainState.create(
+            apply_fn=self.model.apply, params=self.params, tx=optax.identity(), rng=jax.random.PRNGKey(0)
+        ).replace(step=self.selected_step)
 
 
-def load_trained(workdir: str, *, with_data: bool = False) -> TrainedModel:
-    """The model of `workdir` at its latest checkpoint (`with_data`: also open its splits)."""
-    loop.quiet_libraries()
+def read_config(workdir: str):
+    """The workdir's saved config (a locked ConfigDict), or a UserError naming the workdir."""
     path = os.path.join(workdir, "config.json")
     if not os.path.isfile(path):
+        if not os.path.isdir(workdir):
+            raise UserError(f"--workdir {workdir} does not exist", hint="pass the --workdir of a train.py run")
         raise UserError(f"{workdir} has no config.json: not a jcaps workdir", hint="pass the --workdir of a train.py run")
-    with open(path, encoding="utf-8") as f:
-        config = config_lib.from_json(f.read())
-    checkpoints = Checkpoints(workdir, keep=config.train.keep_checkpoints)
-    if not datasets.has_metadata(checkpoints.directory) or checkpoints.latest_step() is None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return config_lib.from_json(f.read())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise UserError(f"{path} cannot be read: {error}", hint="the workdir is damaged; train it again") from error
+
+
+def load_trained(workdir: str, *, with_data: bool = False, data_overrides: dict | None = None) -> TrainedModel:
+    """The model of `workdir` with the parameters training reported as final (see module doc).
+    `with_data`: also open its splits, reading the data from where `config.data` says, or from
+    where `data_overrides` ({"dir": ..., "cache_dir": ...}: the `data.*` keys to change) say."""
+    from absl import logging
+
+    from jcaps.train.checkpoints import Checkpoints
+
+    logging.set_verbosity(logging.ERROR)  # orbax logs every restore at INFO
+    config = read_config(workdir)
+    if data_overrides:
+        config = _with_data_overrides(config, data_overrides)
+    directory = os.path.join(os.path.abspath(workdir), "checkpoints")
+    if not os.path.isfile(os.path.join(directory, pipeline.LABELS_FILE)) or not _has_steps(directory):
         raise UserError(f"{workdir} has no checkpoint yet", hint="train it first with train.py --workdir " + workdir)
-    if with_data:
-        dataset = datasets.load_dataset(config.data, config.train.seed, checkpoints.directory)
-    else:
-        dataset = datasets.inference_dataset(config.data, checkpoints.directory)
+
     family = get_family(config.model.name)
-    model = build_model(config.model, dataset.model_input_size, dataset.num_classes, loop.DTYPES[config.train.dtype])
-    mesh = mesh_lib.data_mesh()
+    dataset = _open_dataset(config, family, directory, with_data)
+    model = build_model(config.model, dataset.model_input_size, dataset.num_classes, getattr(jnp, config.train.dtype))
+    abstract = _abstract_state(config, family, model, dataset, mesh_lib.data_mesh())
+
+    checkpoints = Checkpoints(workdir, keep=config.train.keep_checkpoints)
+    try:
+        last_step = checkpoints.latest_step()
+        record = checkpoints.best_record() if config.train.select_best else None
+        if record is not None:
+            # The model that training reported as final: the best on validation.
+            params, parameters, selected = checkpoints.restore_best_params(abstract.params), "best", int(record["step"])
+        else:
+            state, _ = checkpoints.restore(abstract, with_data=False)
+            params, parameters, selected = state.params, "last", int(last_step)
+    finally:
+        checkpoints.close()
+    return TrainedModel(config, family, model, params, dataset, parameters, selected, int(last_step))
+
+
+def _has_steps(directory: str) -> bool:
+    return os.path.isdir(directory) and any(name.isdigit() for name in os.listdir(directory))
+
+
+def _with_data_overrides(config, overrides: dict):
+    config = config.copy_and_resolve_references()
+    config.unlock()
+    for key, value in overrides.items():
+        if key not in config.data:
+            raise UserError(f"--config.data.{key}: the config has no key data.{key}")
+        config.data[key] = value
+    config.lock()
+    return config
+
+
+def _open_dataset(config, family: ModelFamily, directory: str, with_data: bool) -> pipeline.ExampleDataset:
+    if with_data:
+        from jcaps.data import datasets
+        from jcaps.train import loop
+
+        loop.quiet_libraries()  # no TFDS progress bars
+        return datasets.load_dataset(config.data, config.train.seed, directory)
+    if family.inputs[0] == "tokens":
+        # Text: the saved vocabulary and labels encode new text exactly as in training.
+        vocab = Vocabulary.load(os.path.join(directory, pipeline.VOCAB_FILE))
+        labels = LabelMap.load(os.path.join(directory, pipeline.LABELS_FILE))
+        return pipeline.make_text_dataset(config.data, {}, vocab, labels)
+    from jcaps.data import datasets
+
+    return datasets.inference_dataset(config.data, directory)
+
+
+def _abstract_state(config, family: ModelFamily, model, dataset, mesh) -> TrainState:
+    """The shapes, dtypes and (replicated) shardings of the saved training state, traced but
+    never computed: the target structure that checkpoints restore into."""
     inputs = model_inputs(dataset.dummy_batch(), family)
-    state = loop.create_train_state(config, model, family.optimizer or loop.default_optimizer, inputs, 1, mesh)
-    state, _ = checkpoints.restore(state, with_data=False)
-    if config.train.select_best and checkpoints.best_record() is not None:
-        # The model that training reported as final: the best on validation.
-        state = state.replace(params=checkpoints.restore_best_params(state.params))
-    checkpoints.close()
-    return TrainedModel(config, family, model, state, dataset)
+    tx = (family.optimizer or _default_optimizer)(config, 1)
+
+    def init(rng):
+        params = model.init({"params": rng, "dropout": rng}, *inputs, train=False)["params"]
+        return TrainState.create(apply_fn=model.apply, params=params, tx=tx, rng=rng)
+
+    shapes = jax.eval_shape(init, jax.random.PRNGKey(config.train.seed))
+    replicated = mesh_lib.replicated(mesh)
+    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=replicated), shapes)
+
+
+def _default_optimizer(config, num_steps):
+    return make_optimizer(config.train, num_steps)  # as `loop.default_optimizer`
+
+
+def compilation_cache_dir(setting: str) -> str:
+    """The persistent compilation cache directory of `train.compilation_cache` ('' = off); the
+    same as `loop.compilation_cache_dir`, without importing the training loop."""
+    if setting == "auto":
+        return os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "jcaps", "jax")
+    return os.path.expanduser(setting)
+
+
+def use_compilation_cache(config) -> None:
+    """Compiled programs are read from (and written to) the persistent cache of the workdir's
+    `train.compilation_cache`, however quickly they compiled: a command that runs the model a
+    few times spends more time compiling than running."""
+    cache = compilation_cache_dir(config.train.compilation_cache)
+    if not cache:
+        return
+    jax.config.update("jax_compilation_cache_dir", cache)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)

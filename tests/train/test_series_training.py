@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from ml_collections import config_flags
 
+from jcaps.errors import UserError
 from jcaps.models.input_cell_lstm import VARIANTS
 from jcaps.predict import predict
 from jcaps.train import loop
@@ -78,7 +79,7 @@ def test_interpret_writes_saliency_figures(input_cell_run, tmp_path):
 
 def test_trained_series_workdir_refuses_text(input_cell_run):
     workdir, _ = input_cell_run
-    with pytest.raises(ValueError, match="reads series, not text"):
+    with pytest.raises(UserError, match="reads series, not text"):
         predict(load_trained(str(workdir)), ["some text"])
 
 
