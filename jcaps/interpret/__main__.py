@@ -50,7 +50,9 @@ def main(argv):
         FLAGS.workdir, FLAGS.split, FLAGS.out, FLAGS.limit or 0, FLAGS.k1, FLAGS.k2, FLAGS.report_examples
     )
     sparsity = summary["sparsity"]
-    print(f"interpreted; share of each class's examples in its top {sparsity['top']} capsules: {sparsity['overall']:.3f}")
+    print(f"interpreted; share of each class's examples in its top {sparsity['top']} capsules: "
+          f"{sparsity['overall']:.3f}; MI(class; capsule) / H(class): "
+          f"{summary['class_capsule_information']['normalized'] or 0:.3f}")
 
 
 if __name__ == "__main__":

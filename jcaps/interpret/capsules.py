@@ -7,7 +7,10 @@ Long documents first pick, per selected capsule, its sentence m* = argmax_m rho[
 
 Global, over a split: each example adds one count to cell C[j, i*] with i* = argmax_i c[i, j],
 and the words of its top K-gram (k1 = k2 = 1) to that cell's word counter; the most frequent
-words of a cell name what its capsule captures.
+words of a cell name what its capsule captures. Two numbers summarise C: the share of each
+class's examples in its few fullest cells (`sparsity`), and how much the selected capsule tells
+about the predicted class, MI(class; capsule) / H(class) (`class_capsule_information`). The first
+is met trivially when one capsule is selected for every class; the second is then 0.
 
 The array functions take one example and are pure JAX; the `batched_*` versions are the same
 functions `vmap`ped over a leading batch axis and jit-compiled, with the sizes k1, k2 and
@@ -25,6 +28,7 @@ Conventions:
 
 import collections
 import functools
+import unicodedata
 from collections.abc import Callable, Sequence
 
 import jax
@@ -265,14 +269,61 @@ batched_global_assignment = _batched(global_assignment, ("kernel_size",))
 batched_global_assignment_long = _batched(global_assignment_long, ("kernel_size",))
 
 
+def is_punctuation(word: str) -> bool:
+    """True for a non-empty token made only of Unicode punctuation (categories P*: `,` `(` `-`
+    `'` `%` `&` `#` ...). Symbols (`$`, `+`), digits and letters are not punctuation."""
+    return bool(word) and all(unicodedata.category(character).startswith("P") for character in word)
+
+
+def class_capsule_information(C: np.ndarray) -> dict:
+    """How much the selected capsule says about the predicted class, from the counts C [J, I].
+
+    With p(j, i) = C[j, i] / sum(C):
+
+      MI(class; capsule) = sum_{j, i} p(j, i) log(p(j, i) / (p(j) p(i)))
+      H(class)           = -sum_j p(j) log p(j)
+
+    in nats; `normalized` = MI / H(class) lies in [0, 1]: 0 when the capsule is independent of
+    the class (one capsule selected for every class, whatever the top-3 share says), 1 when each
+    capsule is selected for one class only (the capsule names the class).
+
+    Returns:
+      {"mutual_information", "class_entropy", "normalized"}; each None for an empty C, and
+      `normalized` None when a single class is predicted (H(class) = 0).
+    """
+    counts = np.asarray(C, np.float64)
+    total = counts.sum()
+    if total <= 0:
+        return {"mutual_information": None, "class_entropy": None, "normalized": None}
+    joint = counts / total
+    p_class, p_capsule = joint.sum(axis=1), joint.sum(axis=0)
+    nonzero = joint > 0
+    expected = np.outer(p_class, p_capsule)
+    information = float(np.sum(joint[nonzero] * np.log(joint[nonzero] / expected[nonzero])))
+    class_entropy = float(-np.sum(p_class[p_class > 0] * np.log(p_class[p_class > 0])))
+    # Rounding can leave MI a hair below 0 or above H(class).
+    information = min(max(information, 0.0), class_entropy)
+    return {
+        "mutual_information": information,
+        "class_entropy": class_entropy,
+        "normalized": information / class_entropy if class_entropy > 0 else None,
+    }
+
+
 class GlobalInterpretation:
     """Host-side accumulator of the global interpretation over a split.
 
     `C[j, i]` counts the examples predicted as class j whose most-coupled capsule is i; each cell
     also counts the words of those examples' top K-grams.
 
+    `keep_punctuation`: whether the most-frequent-word lists (`top_words`, `to_json`) include
+    tokens made only of punctuation (`is_punctuation`). The counts always hold every word. The
+    accumulator lists what it is given by default; `jcaps.interpret.report.interpret_workdir`
+    leaves punctuation out by default, since in news text the agency tag's brackets and commas
+    otherwise fill every list.
+
     Example (Short; for Long, index each example's words by out["sentence"] first):
-      acc = GlobalInterpretation(num_classes=J, num_capsules=I)
+      acc = GlobalInterpretation(num_classes=J, num_capsules=I, keep_punctuation=False)
       for batch in split:
         out = batched_global_assignment(coupling, predicted, alpha, mask, kernel_size=3)
         acc.update(predicted, out["capsule"],
@@ -280,8 +331,9 @@ class GlobalInterpretation:
       summary = acc.to_json(class_names)
     """
 
-    def __init__(self, num_classes: int, num_capsules: int):
+    def __init__(self, num_classes: int, num_capsules: int, *, keep_punctuation: bool = True):
         self.C = np.zeros((num_classes, num_capsules), np.int64)
+        self.keep_punctuation = keep_punctuation
         self._word_counts: dict[tuple[int, int], collections.Counter] = collections.defaultdict(collections.Counter)
 
     def update(self, predicted: Sequence[int], i_star: Sequence[int], kgram_words: Sequence[Sequence[str]]) -> None:
@@ -305,9 +357,11 @@ class GlobalInterpretation:
             self._word_counts[j, i].update(words)
 
     def top_words(self, cell: tuple[int, int], n: int = 10) -> list[tuple[str, int]]:
-        """The n most frequent K-gram words of cell (class j, capsule i); ties alphabetical."""
+        """The n most frequent K-gram words of cell (class j, capsule i); ties alphabetical;
+        without punctuation-only tokens unless `keep_punctuation`."""
         counts = self._word_counts.get(tuple(cell), collections.Counter())
-        return sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:n]
+        items = [(word, count) for word, count in counts.items() if self.keep_punctuation or not is_punctuation(word)]
+        return sorted(items, key=lambda item: (-item[1], item[0]))[:n]
 
     def _fullest_cells_mass(self, top: int) -> np.ndarray:
         """[J] examples of each class in its `top` fullest cells."""
@@ -317,7 +371,8 @@ class GlobalInterpretation:
         """[J] fraction of each class's examples that fall in its `top` fullest cells.
 
         Near 1 means a class is explained by few capsules (a sparse C); NaN for classes never
-        predicted.
+        predicted. One capsule selected for every class also gives 1: read it beside
+        `class_capsule_information`.
         """
         totals = self.C.sum(axis=1)
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -335,8 +390,14 @@ class GlobalInterpretation:
             "overall": float(self._fullest_cells_mass(top).sum() / total) if total else None,
         }
 
+    def class_capsule_information(self) -> dict:
+        """MI(predicted class; selected capsule) / H(class) of the counts so far, with MI and
+        H(class) in nats (see the module function `class_capsule_information`)."""
+        return class_capsule_information(self.C)
+
     def to_json(self, class_names: Sequence[str], n_words: int = 10, top: int = 3) -> dict:
-        """JSON-ready summary: C, the non-empty cells with their top words, and sparsity."""
+        """JSON-ready summary: C, the non-empty cells with their top words, the sparsity and the
+        class-capsule information."""
         if len(class_names) != self.C.shape[0]:
             raise ValueError(f"{len(class_names)} class names for {self.C.shape[0]} classes.")
         cells = [
@@ -353,4 +414,5 @@ class GlobalInterpretation:
             "class_names": list(class_names),
             "cells": cells,
             "sparsity": self.sparsity(class_names, top),
+            "class_capsule_information": self.class_capsule_information(),
         }

@@ -85,9 +85,10 @@ def example_record(trained: TrainedModel, text: str, tokens: np.ndarray, label, 
 
 def interpret_workdir(
     workdir: str, split: str = "test", out: str | None = None, limit: int = 0, k1: int = 3, k2: int = 2,
-    report_examples: int = 12,
+    report_examples: int = 12, keep_punctuation: bool = False,
 ) -> dict:
-    """Writes the four interpretation files of `workdir` on `split`; returns the global summary."""
+    """Writes the four interpretation files of `workdir` on `split`; returns the global summary.
+    `keep_punctuation`: list punctuation-only tokens among the most frequent words of each cell."""
     trained = load_trained(workdir, with_data=True)
     if trained.config.model.name not in CAPSULE_MODELS:
         raise UserError(f"interpretation needs an iCapsNets workdir, not {trained.config.model.name!r}")
@@ -97,7 +98,9 @@ def interpret_workdir(
     os.makedirs(out, exist_ok=True)
     names = trained.dataset.labels.names
     interpret = _interpretation_fn(trained, k1, k2)
-    accumulator = capsule_interpretation.GlobalInterpretation(len(names), trained.config.model.num_capsules)
+    accumulator = capsule_interpretation.GlobalInterpretation(
+        len(names), trained.config.model.num_capsules, keep_punctuation=keep_punctuation
+    )
     per_class_shown: dict[str, list] = {name: [] for name in names}
     batch_size = trained.config.train.eval_batch_size or trained.config.train.batch_size
     with open(os.path.join(out, "local.jsonl"), "w", encoding="utf-8") as local_file:

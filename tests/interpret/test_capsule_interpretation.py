@@ -236,3 +236,56 @@ def test_global_pipeline_from_batched_assignment():
     np.testing.assert_array_equal(acc.C, [[0, 0], [1, 1]])
     assert acc.top_words((1, 0)) == [("film", 1), ("good", 1), ("indeed", 1)]
     assert acc.top_words((1, 1)) == [("bad", 1), ("plot", 1)]
+
+
+def test_class_capsule_information_by_hand():
+    # One capsule selected for every class: the top-3 share is 1 and the capsule says nothing.
+    degenerate = np.array([[0, 30, 0], [0, 10, 0]])
+    assert interp.class_capsule_information(degenerate) == {
+        "mutual_information": 0.0,
+        "class_entropy": pytest.approx(-(0.75 * np.log(0.75) + 0.25 * np.log(0.25))),
+        "normalized": 0.0,
+    }
+    # Each capsule selected for one class only: the capsule names the class.
+    aligned = np.array([[5, 0, 3], [0, 4, 0]])
+    assert interp.class_capsule_information(aligned)["normalized"] == pytest.approx(1.0)
+    # By hand: p(j, i) = [[1/4, 1/4], [0, 1/2]], p(j) = [1/2, 1/2], p(i) = [1/4, 3/4].
+    mixed = np.array([[1, 1], [0, 2]])
+    mi = 0.25 * np.log(0.25 / (0.5 * 0.25)) + 0.25 * np.log(0.25 / (0.5 * 0.75)) + 0.5 * np.log(0.5 / (0.5 * 0.75))
+    info = interp.class_capsule_information(mixed)
+    assert info["mutual_information"] == pytest.approx(mi)
+    assert info["class_entropy"] == pytest.approx(np.log(2))
+    assert info["normalized"] == pytest.approx(mi / np.log(2))
+    # Undefined: nothing counted, or a single class predicted (H(class) = 0).
+    assert interp.class_capsule_information(np.zeros((2, 3))) == dict.fromkeys(
+        ("mutual_information", "class_entropy", "normalized")
+    )
+    assert interp.class_capsule_information(np.array([[2, 1], [0, 0]]))["normalized"] is None
+
+
+def test_global_accumulator_reports_class_capsule_information():
+    acc = interp.GlobalInterpretation(num_classes=2, num_capsules=2)
+    acc.update([0, 0, 1, 1], [1, 1, 1, 1], [[], [], [], []])
+    assert acc.class_capsule_information()["normalized"] == 0.0
+    assert acc.to_json(["a", "b"])["class_capsule_information"]["normalized"] == 0.0
+    acc.update([0, 1], [0, 0], [[], []])
+    assert acc.to_json(["a", "b"])["class_capsule_information"] == interp.class_capsule_information([[1, 2], [1, 2]])
+
+
+def test_is_punctuation():
+    for word in ("(", ")", ",", "-", "...", "'", '"', "%", "&", "#", "«", "—"):
+        assert interp.is_punctuation(word), word
+    for word in ("ap", "$", "+", "3", "u.s", "'s", "", "<unk>"):
+        assert not interp.is_punctuation(word), word
+
+
+def test_top_words_leave_out_punctuation_unless_kept():
+    kgrams = [["(", "ap", ")"], ["ap", "-", "nasa"], [",", "(", "nasa"]]
+    dropped = interp.GlobalInterpretation(num_classes=1, num_capsules=1, keep_punctuation=False)
+    kept = interp.GlobalInterpretation(num_classes=1, num_capsules=1)
+    for acc in (dropped, kept):
+        acc.update([0, 0, 0], [0, 0, 0], kgrams)
+    assert dropped.top_words((0, 0)) == [("ap", 2), ("nasa", 2)]
+    assert dropped.to_json(["x"])["cells"][0]["top_words"] == [["ap", 2], ["nasa", 2]]
+    assert kept.top_words((0, 0)) == [("(", 2), ("ap", 2), ("nasa", 2), (")", 1), (",", 1), ("-", 1)]
+    assert kept.top_words((0, 0), n=2) == [("(", 2), ("ap", 2)]
