@@ -65,7 +65,7 @@ def read_config(workdir: str):
     path = os.path.join(workdir, "config.json")
     if not os.path.isfile(path):
         if not os.path.isdir(workdir):
-            raise UserError(f"--workdir {workdir} does not exist", hint="pass the --workdir of a train.py run")
+            raise UserError(f"{workdir} does not exist: not a jcaps workdir", hint="pass the --workdir of a train.py run")
         raise UserError(f"{workdir} has no config.json: not a jcaps workdir", hint="pass the --workdir of a train.py run")
     try:
         with open(path, encoding="utf-8") as f:
