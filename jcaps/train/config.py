@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Collection
 from typing import Any
 
@@ -340,3 +341,10 @@ def from_json(text: str) -> ml_collections.ConfigDict:
     config = ml_collections.ConfigDict(tuples(json.loads(text)))
     config.lock()
     return config
+
+
+def compilation_cache_dir(setting: str) -> str:
+    """The persistent compilation cache directory of `train.compilation_cache` ('' = off)."""
+    if setting == "auto":
+        return os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "jcaps", "jax")
+    return os.path.expanduser(setting)

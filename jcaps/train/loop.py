@@ -227,7 +227,7 @@ def _train_and_evaluate(config, workdir: str, reevaluate: bool = False, started:
     quiet_libraries()
     is_main = jax.process_index() == 0
     log = functools.partial(print, flush=True) if is_main else (lambda *a, **k: None)
-    cache = compilation_cache_dir(config.train.compilation_cache)
+    cache = config_lib.compilation_cache_dir(config.train.compilation_cache)
     if cache:
         jax.config.update("jax_compilation_cache_dir", cache)
 
@@ -384,13 +384,6 @@ def _already_finished(config, workdir: str, checkpoints: Checkpoints, step: int,
         trained=None, wall_seconds=None, checkpoint_step=step, best_step=best["step"] if best else None,
     ))
     return final
-
-
-def compilation_cache_dir(setting: str) -> str:
-    """The persistent compilation cache directory of `train.compilation_cache` ('' = off)."""
-    if setting == "auto":
-        return os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "jcaps", "jax")
-    return os.path.expanduser(setting)
 
 
 class _Profiler:

@@ -161,19 +161,11 @@ def _default_optimizer(config, num_steps):
     return make_optimizer(config.train, num_steps)  # as `loop.default_optimizer`
 
 
-def compilation_cache_dir(setting: str) -> str:
-    """The persistent compilation cache directory of `train.compilation_cache` ('' = off); the
-    same as `loop.compilation_cache_dir`, without importing the training loop."""
-    if setting == "auto":
-        return os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "jcaps", "jax")
-    return os.path.expanduser(setting)
-
-
 def use_compilation_cache(config) -> None:
     """Compiled programs are read from (and written to) the persistent cache of the workdir's
     `train.compilation_cache`, however quickly they compiled: a command that runs the model a
     few times spends more time compiling than running."""
-    cache = compilation_cache_dir(config.train.compilation_cache)
+    cache = config_lib.compilation_cache_dir(config.train.compilation_cache)
     if not cache:
         return
     jax.config.update("jax_compilation_cache_dir", cache)
