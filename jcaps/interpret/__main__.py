@@ -1,58 +1,109 @@
-"""`python -m jcaps.interpret --workdir W [--split test] [--out DIR] [--limit N] ...`.
+"""`python -m jcaps.interpret --workdir W [--split test] [--limit N] [--methods ...] [--faithfulness]`.
 
-For an iCapsNets workdir: local.jsonl, global.json, C.png and report.html (see
-`jcaps.interpret.report`; `--k1`, `--k2`, `--report_examples`). For a sequence model (the
-input-cell attention LSTM and its baselines): one PNG of input and saliency maps per example and
-saliency.json (see `jcaps.interpret.series_report`; `--methods`, `--limit` defaults to 8).
+Explains the predictions of any trained workdir, every model name, and writes to `--out`
+(default WORKDIR/interpretation), see `jcaps.interpret.explanations`:
+  - `attributions.jsonl`: per example its tokens, prediction and every method's per-token scores;
+  - `faithfulness.json` (with `--faithfulness`): comprehensiveness, sufficiency, deletion and
+    insertion AUC of each method and of a random ranking, with 95 % bootstrap intervals;
+  - `report.html`: the faithfulness table, then the examples grouped by the prediction explained,
+    their tokens coloured by the method picked in a selector.
+iCapsNets workdirs also get their capsule interpretation (`local.jsonl`, `global.json`, `C.png`;
+`--k1`, `--k2`; see `jcaps.interpret.report`), shown in the report too; series workdirs (the
+input-cell attention LSTM and its baselines) one PNG of input and saliency maps per example and
+`saliency.json` (`jcaps.interpret.series_report`).
 """
 
-import json
 import os
 
 from absl import flags
 
 from jcaps import cli
-
 from jcaps.errors import UserError
-from jcaps.interpret.report import CAPSULE_MODELS, interpret_workdir
-from jcaps.interpret.series_report import METHODS, saliency_report
-from jcaps.models import get_family
+from jcaps.interpret import attribution, explain
+from jcaps.interpret.explanations import explain_workdir
+from jcaps.interpret.report import interpret_workdir
+from jcaps.interpret.series_report import saliency_report
+from jcaps.train.workdir import load_trained, read_config
+from jcaps.viz.html import capsule_global_html
+
+DEFAULT_LIMIT = 200  # examples explained when --limit is not given
+DEFAULT_SERIES_FIGURES = 8
 
 flags.DEFINE_string("workdir", None, "A workdir written by train.py.", required=True)
-flags.DEFINE_string("split", "test", "Split to interpret.")
-flags.DEFINE_string("out", None, "Output directory (default WORKDIR/interpretation or WORKDIR/saliency).")
-flags.DEFINE_integer("limit", None, "Interpret only the first N examples (capsules: all by default; series: 8).")
-flags.DEFINE_integer("k1", 3, "Capsules selected per example (top by coupling to the prediction).")
-flags.DEFINE_integer("k2", 2, "Positions selected per capsule (top by attention).")
-flags.DEFINE_integer("report_examples", 12, "Examples per predicted class shown in report.html.")
-flags.DEFINE_list("methods", ["saliency", "integrated_gradients"], f"Series models: maps among {', '.join(METHODS)}.")
+flags.DEFINE_string("split", "test", "Split to explain.")
+flags.DEFINE_string("out", None, "Output directory (default WORKDIR/interpretation).")
+flags.DEFINE_integer("limit", None, f"Explain the first N examples (default {DEFAULT_LIMIT}; iCapsNets' global "
+                     f"interpretation then covers the whole split, series figures the first {DEFAULT_SERIES_FIGURES}).")
+flags.DEFINE_list("methods", None, "Methods to run (default: all the model offers): among "
+                  f"{', '.join(attribution.METHODS[:-1])}, capsules, attention, random.")
+flags.DEFINE_bool("faithfulness", False, "Also measure each method's faithfulness (faithfulness.json).")
+flags.DEFINE_enum("removal", "pad", list(explain.REMOVALS), "Faithfulness: a removed token becomes PAD or UNK.")
+flags.DEFINE_integer("ig_steps", explain.Options.ig_steps, "Integrated gradients: interpolation points.")
+flags.DEFINE_integer("batch_size", 32, "Examples per batch.")
+flags.DEFINE_integer("k1", 3, "iCapsNets: capsules selected per example (top by coupling to the prediction).")
+flags.DEFINE_integer("k2", 2, "iCapsNets: positions selected per capsule (top by attention).")
+flags.DEFINE_integer("report_examples", 12, "Examples per explained class or label shown in report.html.")
+flags.DEFINE_integer("seed", 0, "Seed of SmoothGrad's noise, the random ranking and the bootstrap.")
 FLAGS = flags.FLAGS
+
+
+def _check_flags(model_config) -> tuple[str, ...]:
+    """The methods to run; a one-line user error for anything out of range."""
+    for name in ("limit", "ig_steps", "batch_size", "k1", "k2", "report_examples"):
+        value = getattr(FLAGS, name)
+        if value is not None and value < 1:
+            raise UserError(f"--{name} must be at least 1, not {value}")
+    offered = explain.model_methods(model_config)
+    methods = tuple(FLAGS.methods) if FLAGS.methods else offered
+    known = set(attribution.METHODS) | {"capsules", "attention"}
+    for method in methods:
+        if method not in known:
+            raise UserError(f"--methods: unknown method {method!r}", hint=f"methods: {', '.join(sorted(known))}")
+        if method not in offered:
+            raise UserError(f"--methods: a {model_config.name} model has no {method!r} explanation",
+                            hint=f"its methods: {', '.join(offered)}")
+    return methods
 
 
 def main(argv):
     del argv
-    path = os.path.join(FLAGS.workdir, "config.json")
-    if not os.path.isfile(path):
-        raise UserError(f"{FLAGS.workdir} has no config.json: not a jcaps workdir",
-                        hint="pass the --workdir of a train.py run")
-    with open(path, encoding="utf-8") as f:
-        model_name = json.load(f)["model"]["name"]
-    is_series = "series" in get_family(model_name).inputs
-    if not is_series and model_name not in CAPSULE_MODELS:
-        raise UserError(f"{FLAGS.workdir} holds a {model_name} model, which jcaps.interpret cannot explain",
-                        hint=f"it explains {', '.join(CAPSULE_MODELS)} and the series models")
-    if is_series:
-        summary = saliency_report(FLAGS.workdir, FLAGS.split, FLAGS.out, FLAGS.limit or 8, tuple(FLAGS.methods))
+    config = read_config(FLAGS.workdir)
+    methods = _check_flags(config.model)
+    out = FLAGS.out or os.path.join(FLAGS.workdir, "interpretation")
+    limit = FLAGS.limit or DEFAULT_LIMIT
+    trained = load_trained(FLAGS.workdir, with_data=True)
+    if FLAGS.split not in trained.dataset.splits:
+        raise UserError(f"--split: no split {FLAGS.split!r}; the dataset has {', '.join(trained.dataset.splits)}")
+
+    extra_html, closing = "", []
+    if config.model.name in explain.CAPSULE_MODELS:
+        summary = interpret_workdir(FLAGS.workdir, FLAGS.split, out, FLAGS.limit or 0, FLAGS.k1, FLAGS.k2)
+        extra_html = capsule_global_html(summary, os.path.join(out, "C.png"))
+        sparsity = summary["sparsity"]
+        closing.append(f"share of each class's examples in its top {sparsity['top']} capsules: "
+                       f"{sparsity['overall']:.3f}; MI(class; capsule) / H(class): "
+                       f"{summary['class_capsule_information']['normalized'] or 0:.3f}")
+    elif "series" in trained.family.inputs:
+        summary = saliency_report(FLAGS.workdir, FLAGS.split, out, FLAGS.limit or DEFAULT_SERIES_FIGURES)
         shares = " ".join(f"{s:.2f}" for s in summary["mean_share_by_tenth"])
-        print(f"wrote {len(summary['examples'])} saliency figures; mean share of saliency per tenth of the series: {shares}")
-        return
-    summary = interpret_workdir(
-        FLAGS.workdir, FLAGS.split, FLAGS.out, FLAGS.limit or 0, FLAGS.k1, FLAGS.k2, FLAGS.report_examples
+        closing.append(f"wrote {len(summary['examples'])} saliency figures; mean share of saliency per tenth of "
+                       f"the series: {shares}")
+
+    options = explain.Options(ig_steps=FLAGS.ig_steps, removal=FLAGS.removal, k1=FLAGS.k1, k2=FLAGS.k2)
+    faithfulness = explain_workdir(
+        trained, FLAGS.split, out, methods=methods, limit=limit, with_faithfulness=FLAGS.faithfulness,
+        options=options, batch_size=FLAGS.batch_size, report_examples=FLAGS.report_examples, seed=FLAGS.seed,
+        extra_html=extra_html,
     )
-    sparsity = summary["sparsity"]
-    print(f"interpreted; share of each class's examples in its top {sparsity['top']} capsules: "
-          f"{sparsity['overall']:.3f}; MI(class; capsule) / H(class): "
-          f"{summary['class_capsule_information']['normalized'] or 0:.3f}")
+    for method, values in faithfulness.items():
+        closing.append(f"{method}: comprehensiveness {values['comprehensiveness']:.4f} sufficiency "
+                       f"{values['sufficiency']:.4f} deletion AUC {values['deletion_auc']:.4f} insertion AUC "
+                       f"{values['insertion_auc']:.4f} ({values['seconds_per_100']:.2f} s per 100)")
+    print(f"explained {limit if FLAGS.limit else f'up to {limit}'} examples of {FLAGS.split} with "
+          f"{', '.join(methods)}; wrote {out}/attributions.jsonl, report.html"
+          + (", faithfulness.json" if FLAGS.faithfulness else ""))
+    for line in closing:
+        print(line)
 
 
 if __name__ == "__main__":

@@ -60,7 +60,7 @@ def top_fraction(rank: jax.Array, mask: jax.Array, fraction: jax.Array, at_least
 
 def faithfulness(
     probability_fn: ProbabilityFn,
-    tokens: jax.Array,
+    inputs: jax.Array,
     mask: jax.Array,
     target: int | jax.Array,
     scores: jax.Array,
@@ -73,12 +73,14 @@ def faithfulness(
     """Comprehensiveness, sufficiency, deletion and insertion AUC of one ranking, per example.
 
     Args:
-      probability_fn: token ids [N, T] -> [N, C] probabilities; examples independent, any N.
-      tokens: [B, T] int ids of the batch.
-      mask: [B, T] bool, True at the real tokens (the only ones ranked and removed).
+      probability_fn: inputs [N, T, ...] -> [N, C] probabilities; examples independent, any N.
+      inputs: [B, T] int token ids of the batch, or any [B, T, ...] (a series: the values of
+        each time step are replaced together).
+      mask: [B, T] bool, True at the real positions (the only ones ranked and removed).
       target: the explained output c, one int or [B] ints.
       scores: [B, T] the ranking's scores (higher = more important).
-      replacement: the id a removed token becomes (PAD 0, or UNK 1).
+      replacement: the id a removed token becomes (PAD 0, or UNK 1), or the value of a removed
+        series step.
       fractions: the k of the AOPC averages, as fractions of the real tokens.
       curve_points: points of the deletion and insertion curves over [0, 1].
       variant_batch_size: perturbed copies of the batch per call (None: all in one call).
@@ -87,7 +89,7 @@ def faithfulness(
       {"comprehensiveness", "sufficiency", "deletion_auc", "insertion_auc", "probability"}:
       [B] float32 each (`probability` is p_c of the intact example).
     """
-    targets = jnp.broadcast_to(jnp.asarray(target, jnp.int32), tokens.shape[:1])
+    targets = jnp.broadcast_to(jnp.asarray(target, jnp.int32), inputs.shape[:1])
     rank = ranks(scores, mask)
     aopc = jnp.asarray(fractions, jnp.float32)
     curve = jnp.linspace(0.0, 1.0, curve_points)
@@ -95,9 +97,11 @@ def faithfulness(
         jax.vmap(lambda f: top_fraction(rank, mask, f, at_least_one=True))(aopc),
         jax.vmap(lambda f: top_fraction(rank, mask, f, at_least_one=False))(curve),
     ])  # [V, B, T]
-    removed = jnp.where(top, replacement, tokens[None])
-    kept = jnp.where(mask[None] & ~top, replacement, tokens[None])
-    variants = jnp.concatenate([tokens[None], removed, kept])  # [1 + 2V, B, T]
+    trailing = (1,) * (inputs.ndim - 2)
+    removed = jnp.where(top.reshape(top.shape + trailing), replacement, inputs[None]).astype(inputs.dtype)
+    dropped = (mask[None] & ~top).reshape(top.shape + trailing)
+    kept = jnp.where(dropped, replacement, inputs[None]).astype(inputs.dtype)
+    variants = jnp.concatenate([inputs[None], removed, kept])  # [1 + 2V, B, T, ...]
 
     def selected(batch_tokens: jax.Array) -> jax.Array:
         probabilities = probability_fn(batch_tokens).astype(jnp.float32)

@@ -5,9 +5,8 @@ the vmapped local interpretation (`jcaps.interpret.capsules`) — and writes to 
   - `local.jsonl`: per example: text, tokens, label, prediction, probabilities, the selected
     capsules, their K-grams and the per-word scores;
   - `global.json`: the class × capsule frequency matrix C and the top words of each cell;
-  - `C.png`: the heatmap of C with class and capsule labels;
-  - `report.html`: a self-contained page: examples with their important words highlighted,
-    grouped by predicted class, and the C heatmap.
+  - `C.png`: the heatmap of C with class and capsule labels (`report.html`, written by
+    `jcaps.interpret.explanations`, shows it with C's cells beside every method's explanations).
 The global assignment of an example is its local interpretation's first capsule and first
 position (top-1 by coupling, then top-1 by attention), so it is not computed twice.
 """
@@ -23,11 +22,9 @@ import numpy as np
 
 from jcaps.errors import UserError
 from jcaps.interpret import capsules as capsule_interpretation
+from jcaps.interpret.explain import CAPSULE_MODELS
 from jcaps.train.workdir import TrainedModel, load_trained
 from jcaps.viz.figures import plot_capsule_heatmap
-from jcaps.viz.html import write_report
-
-CAPSULE_MODELS = ("icapsnet_short", "icapsnet_long")
 
 
 def _interpretation_fn(trained: TrainedModel, k1: int, k2: int):
@@ -85,9 +82,9 @@ def example_record(trained: TrainedModel, text: str, tokens: np.ndarray, label, 
 
 def interpret_workdir(
     workdir: str, split: str = "test", out: str | None = None, limit: int = 0, k1: int = 3, k2: int = 2,
-    report_examples: int = 12, keep_punctuation: bool = False,
+    keep_punctuation: bool = False,
 ) -> dict:
-    """Writes the four interpretation files of `workdir` on `split`; returns the global summary.
+    """Writes the three interpretation files of `workdir` on `split`; returns the global summary.
     `keep_punctuation`: list punctuation-only tokens among the most frequent words of each cell."""
     trained = load_trained(workdir, with_data=True)
     if trained.config.model.name not in CAPSULE_MODELS:
@@ -101,7 +98,6 @@ def interpret_workdir(
     accumulator = capsule_interpretation.GlobalInterpretation(
         len(names), trained.config.model.num_capsules, keep_punctuation=keep_punctuation
     )
-    per_class_shown: dict[str, list] = {name: [] for name in names}
     batch_size = trained.config.train.eval_batch_size or trained.config.train.batch_size
     with open(os.path.join(out, "local.jsonl"), "w", encoding="utf-8") as local_file:
         for batch in trained.dataset.eval_batches(split, batch_size, limit=limit):
@@ -116,15 +112,10 @@ def interpret_workdir(
                 predicted.append(int(result["predicted"]))
                 i_star.append(int(result["capsules"][0]))
                 top_kgrams.append(record["kgrams"][0] if record["kgrams"] else [])
-                shown = per_class_shown[record["prediction"]]
-                if len(shown) < report_examples:
-                    shown.append(record)
             accumulator.update(predicted, i_star, top_kgrams)
     summary = accumulator.to_json(list(names))
     with open(os.path.join(out, "global.json"), "w", encoding="utf-8") as f:
         json.dump(summary, f, indent=1, ensure_ascii=False)
     heatmap = os.path.join(out, "C.png")
     plot_capsule_heatmap(accumulator.C, list(names), heatmap, title=f"C on {split}: predicted class × most-coupled capsule")
-    examples = [record for name in names for record in per_class_shown[name]]
-    write_report(os.path.join(out, "report.html"), examples, list(names), heatmap, summary)
     return summary

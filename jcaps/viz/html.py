@@ -1,4 +1,5 @@
-"""Self-contained HTML reports: word heatmaps and the iCapsNets interpretation report.
+"""Self-contained HTML reports: the explanation report of every model, with iCapsNets' global
+interpretation as a section of its own.
 
 Everything a report needs is inside the one file (inline CSS, the heatmap PNG as a base64 data
 URI, no scripts), so it can be mailed or archived as is. All text from the data is escaped:
@@ -10,75 +11,18 @@ import html
 import os
 from collections.abc import Mapping, Sequence
 
-_HIGHLIGHT_RGB = "255, 140, 0"
-
 _STYLE = """
 body { font-family: sans-serif; margin: 2em; max-width: 72em; }
 .example { border: 1px solid #ccc; border-radius: 4px; padding: 0.8em; margin: 0.8em 0; }
-.wrong { border-color: #c33; }
-.text { line-height: 1.9; }
-.word { padding: 0.1em 0.15em; border-radius: 3px; }
 .meta { color: #444; font-size: 0.9em; }
 table { border-collapse: collapse; margin: 0.5em 0; }
 td, th { border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: left; vertical-align: top; }
 img { max-width: 100%; }
-.columns { display: flex; gap: 2em; align-items: flex-start; }
-pre { white-space: pre-wrap; }
 """
 
 
 def _escape(value: object) -> str:
     return html.escape(str(value), quote=True)
-
-
-def word_heatmap_html(words: Sequence[str], scores: Sequence[float]) -> str:
-    """Words as spans whose background opacity is the score divided by the largest score.
-
-    Args:
-      words: the words of a text, in order.
-      scores: one non-negative score per word.
-
-    Returns:
-      An HTML fragment; words are escaped, and each span's title holds its score.
-    """
-    if len(words) != len(scores):
-        raise ValueError(f"{len(words)} words but {len(scores)} scores.")
-    largest = max((float(score) for score in scores), default=0.0)
-    spans = []
-    for word, score in zip(words, scores):
-        opacity = float(score) / largest if largest > 0 else 0.0
-        spans.append(
-            f'<span class="word" title="{float(score):g}" '
-            f'style="background-color: rgba({_HIGHLIGHT_RGB}, {opacity:.3f})">{_escape(word)}</span>'
-        )
-    return " ".join(spans)
-
-
-def _probability_table(probabilities: Mapping[str, float]) -> str:
-    rows = "".join(
-        f"<tr><td>{_escape(name)}</td><td>{float(p):.3f}</td></tr>"
-        for name, p in sorted(probabilities.items(), key=lambda item: -float(item[1]))
-    )
-    return f"<table><tr><th>class</th><th>probability</th></tr>{rows}</table>"
-
-
-def _example_html(example: Mapping) -> str:
-    label, prediction = example.get("label"), example["prediction"]
-    verdict = "" if label is None else (" (correct)" if label == prediction else " (wrong)")
-    box_class = "example wrong" if verdict == " (wrong)" else "example"
-    kgrams = "".join(f"<li>{_escape(' '.join(kgram))}</li>" for kgram in example["kgrams"])
-    capsules = ", ".join(_escape(capsule) for capsule in example["capsules"])
-    return (
-        f'<div class="{box_class}">'
-        f'<p class="meta">true label: <b>{_escape("unlabelled" if label is None else label)}</b>'
-        f" · prediction: <b>{_escape(prediction)}</b>{verdict}"
-        f" · selected capsules: {capsules}</p>"
-        f'<p class="text">{word_heatmap_html(example["words"], example["word_scores"])}</p>'
-        f'<div class="columns">{_probability_table(example["probabilities"])}'
-        f"<div>selected K-grams:<ol>{kgrams}</ol></div></div>"
-        f"<details><summary>raw text</summary><pre>{_escape(example['text'])}</pre></details>"
-        "</div>"
-    )
 
 
 def _global_html(global_summary: Mapping) -> str:
@@ -106,55 +50,179 @@ def _global_html(global_summary: Mapping) -> str:
     )
 
 
-def write_report(
-    path: str | os.PathLike,
-    examples: Sequence[Mapping],
-    class_names: Sequence[str],
-    heatmap_png_path: str | os.PathLike | None,
-    global_summary: Mapping,
-) -> str:
-    """Writes the iCapsNets interpretation report as one self-contained HTML file.
+def capsule_global_html(global_summary: Mapping, heatmap_png_path: str | os.PathLike | None) -> str:
+    """iCapsNets' global interpretation as an HTML section: the C heatmap (embedded as a data
+    URI; None leaves it out), the share of each class in its fullest cells, the information the
+    selected capsule carries about the class (when the summary has it) and each cell's words.
 
     Args:
-      path: where to write `report.html`.
-      examples: dicts with keys text (str), words (list of str), word_scores (one per word),
-        label (class name or None), prediction (class name), probabilities ({name: p}),
-        capsules (selected capsule indices), kgrams (list of word lists). Shown grouped by
-        predicted class, in `class_names` order.
-      class_names: all class names.
-      heatmap_png_path: PNG of the C heatmap, embedded as a data URI; None leaves it out.
-      global_summary: `GlobalInterpretation.to_json(...)`: its cells (top words per
-        (class, capsule)) and sparsity are tabulated.
-
-    Returns:
-      `path` as a string.
+      global_summary: `GlobalInterpretation.to_json(...)`.
+      heatmap_png_path: PNG of the C heatmap.
     """
     heatmap_html = ""
     if heatmap_png_path is not None:
         with open(heatmap_png_path, "rb") as png:
             encoded = base64.b64encode(png.read()).decode("ascii")
         heatmap_html = f'<img alt="class by capsule counts C" src="data:image/png;base64,{encoded}">'
+    information = global_summary.get("class_capsule_information")
+    information_html = "" if information is None else (
+        f"<p>Normalised mutual information between predicted class and selected capsule, "
+        f"MI / H(class): {float(information['normalized']):.3f} (0: the capsule says nothing about the "
+        "class; 1: it determines it).</p>"
+    )
+    return (
+        "<h2>Global: which capsules explain which classes</h2>"
+        f"{heatmap_html}{information_html}{_global_html(global_summary)}"
+    )
 
-    # Class order first; a prediction outside class_names still gets its own group.
-    group_names = list(dict.fromkeys([*class_names, *(e["prediction"] for e in examples)]))
-    sections = []
-    for name in group_names:
-        group = [example for example in examples if example["prediction"] == name]
-        if group:
-            sections.append(
-                f"<h3>predicted {_escape(name)} ({len(group)})</h3>"
-                + "".join(_example_html(example) for example in group)
-            )
 
+# ---------------------------------------------------------------------------------------------
+# Explanation report: every method side by side, the faithfulness table on top.
+# ---------------------------------------------------------------------------------------------
+
+# Tokens shown per example; longer texts are cut with a visible note.
+MAX_SHOWN_TOKENS = 300
+_POSITIVE_RGB, _NEGATIVE_RGB = "255, 140, 0", "30, 120, 255"
+
+_EXPLANATION_STYLE = """
+.tok { padding: 0.05em 0.1em; border-radius: 3px; }
+.scores { display: none; line-height: 1.9; }
+.methods { position: sticky; top: 0; background: #fff; padding: 0.4em 0; border-bottom: 1px solid #ccc; }
+.methods label { margin-right: 0.6em; padding: 0.15em 0.5em; border: 1px solid #999; border-radius: 4px;
+  cursor: pointer; }
+input[name="method"] { position: absolute; opacity: 0; }
+.note { color: #a33; font-size: 0.85em; }
+td.number { text-align: right; font-variant-numeric: tabular-nums; }
+"""
+
+
+def _method_id(method: str) -> str:
+    return "method-" + "".join(c if c.isalnum() else "-" for c in method)
+
+
+def signed_heatmap_html(tokens: Sequence[str], scores: Sequence[float], joiner: str = " ") -> str:
+    """Tokens as spans coloured by sign (orange +, blue -) with opacity |score| / max |score|;
+    escaped, each span's title holding its score."""
+    if len(tokens) != len(scores):
+        raise ValueError(f"{len(tokens)} tokens but {len(scores)} scores.")
+    largest = max((abs(float(s)) for s in scores), default=0.0)
+    spans = []
+    for token, score in zip(tokens, scores):
+        opacity = abs(float(score)) / largest if largest > 0 else 0.0
+        rgb = _POSITIVE_RGB if float(score) >= 0 else _NEGATIVE_RGB
+        spans.append(
+            f'<span class="tok" title="{float(score):g}" '
+            f'style="background-color: rgba({rgb}, {opacity:.3f})">{_escape(token)}</span>'
+        )
+    return joiner.join(spans)
+
+
+def _faithfulness_table(faithfulness: Mapping, completeness: float | None) -> str:
+    if not faithfulness:
+        return "<p>Faithfulness was not measured (run with <code>--faithfulness</code>).</p>"
+    random = faithfulness.get("random", {}).get("comprehensiveness")
+    columns = ("comprehensiveness", "sufficiency", "deletion_auc", "insertion_auc")
+    header = "".join(f"<th>{name.replace('_', ' ')}</th>" for name in columns)
+    rows = []
+    for method, values in faithfulness.items():
+        cells = "".join(
+            f'<td class="number">{values[c]:.4f}<br><small>[{values["ci95"][c][0]:.4f}, '
+            f'{values["ci95"][c][1]:.4f}]</small></td>'
+            for c in columns
+        )
+        ratio = values["comprehensiveness"] / random if random else float("nan")
+        rows.append(
+            f"<tr><td>{_escape(method)}</td>{cells}<td class=\"number\">{ratio:.2f}</td>"
+            f"<td class=\"number\">{values['seconds_per_100']:.3f}</td><td class=\"number\">{values['rows']}</td></tr>"
+        )
+    completeness_html = (
+        f"<p>Integrated gradients' median completeness error |Σ attributions − (f(x) − f(x′))| / "
+        f"|f(x) − f(x′)|: {completeness:.4f}.</p>" if completeness is not None else ""
+    )
+    return (
+        '<table class="faithfulness"><tr><th>method</th>'
+        f"{header}<th>comprehensiveness / random</th><th>s per 100</th><th>rows</th></tr>{''.join(rows)}</table>"
+        "<p>Comprehensiveness and sufficiency: AOPC over the top 1, 5, 10, 20 and 50 % of each "
+        "example's tokens removed (comprehensiveness, higher is better) or kept alone (sufficiency, "
+        "lower is better); deletion AUC lower and insertion AUC higher is better. 95 % bootstrap "
+        "intervals below each mean; random is the baseline ranking.</p>"
+        f"{completeness_html}"
+    )
+
+
+def _explained_example_html(entry: Mapping, methods: Sequence[str], joiner: str) -> str:
+    tokens = list(entry["tokens"])
+    shown = min(len(tokens), MAX_SHOWN_TOKENS)
+    note = (
+        f'<p class="note">showing the first {shown} of {len(tokens)} tokens</p>' if shown < len(tokens) else ""
+    )
+    lines = "".join(
+        f'<p class="scores s-{_method_id(method)}">'
+        f"{signed_heatmap_html(tokens[:shown], entry['scores'][method][:shown], joiner)}</p>"
+        for method in methods
+    )
+    label, prediction = entry.get("label"), entry.get("prediction")
+    label_text = "unlabelled" if label is None else (", ".join(label) if isinstance(label, list) else label)
+    prediction_text = ", ".join(prediction) if isinstance(prediction, list) else prediction
+    return (
+        f'<div class="example"><p class="meta">example {_escape(entry["index"])} · true: <b>{_escape(label_text)}</b>'
+        f" · predicted: <b>{_escape(prediction_text)}</b> · explained: <b>{_escape(entry['target'])}</b>"
+        f" (p {float(entry['probability']):.3f})</p>{lines}{note}</div>"
+    )
+
+
+def write_explanation_report(
+    path: str | os.PathLike,
+    *,
+    title: str,
+    methods: Sequence[str],
+    groups: Mapping[str, Sequence[Mapping]],
+    faithfulness: Mapping,
+    completeness: float | None = None,
+    joiner: str = " ",
+    extra_html: str = "",
+) -> str:
+    """Writes the explanation report: one self-contained HTML file without scripts.
+
+    Args:
+      path: where to write it.
+      title: the page title.
+      methods: the methods shown; a radio selector (pure CSS) picks the one highlighted.
+      groups: explained class or label name -> entries, each with tokens, scores {method: one
+        score per token}, probability, index, label, prediction and target.
+      faithfulness: `faithfulness.json`'s content (tabulated on top; {} says it was not run).
+      completeness: integrated gradients' median completeness error, or None.
+      joiner: what stands between tokens ("" for characters).
+      extra_html: a model's own section (e.g. iCapsNets' global interpretation), placed after
+        the table.
+
+    Returns:
+      `path` as a string.
+    """
+    # A CSS-only selector: hidden radio buttons before <main>, their labels in the sticky bar.
+    selector_css = "".join(
+        f"#{_method_id(m)}:checked ~ main .s-{_method_id(m)} {{ display: block; }}\n"
+        f"#{_method_id(m)}:checked ~ nav label[for={_method_id(m)}] {{ background: #333; color: #fff; }}\n"
+        for m in methods
+    )
+    radios = "".join(
+        f'<input type="radio" name="method" id="{_method_id(m)}"{" checked" if k == 0 else ""}>'
+        for k, m in enumerate(methods)
+    )
+    labels = "".join(f'<label for="{_method_id(m)}">{_escape(m)}</label>' for m in methods)
+    sections = "".join(
+        f"<h3>explained: {_escape(name)} ({len(entries)} shown)</h3>"
+        + "".join(_explained_example_html(entry, methods, joiner) for entry in entries)
+        for name, entries in groups.items()
+    )
     document = (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>iCapsNets interpretation</title><style>{_STYLE}</style></head><body>"
-        "<h1>iCapsNets interpretation</h1>"
-        "<h2>Global: which capsules explain which classes</h2>"
-        f"{heatmap_html}{_global_html(global_summary)}"
-        f"<h2>Local: examples ({len(examples)})</h2>"
-        "<p>Highlight strength = how many of the selected K-grams contain the word.</p>"
-        f"{''.join(sections)}</body></html>\n"
+        f"<title>{_escape(title)}</title><style>{_STYLE}{_EXPLANATION_STYLE}{selector_css}</style></head><body>"
+        f"<h1>{_escape(title)}</h1><h2>Faithfulness</h2>{_faithfulness_table(faithfulness, completeness)}"
+        f"{extra_html}<h2>Examples, grouped by the prediction explained</h2>"
+        "<p>Orange: the token raises the explained output; blue: it lowers it; stronger = larger |score| "
+        "within the example.</p>"
+        f'{radios}<nav class="methods">method: {labels}</nav><main>{sections}</main></body></html>\n'
     )
     with open(path, "w", encoding="utf-8") as out:
         out.write(document)

@@ -1,4 +1,4 @@
-"""`train.py` + `python -m jcaps.interpret` on the iCapsNets `:smoke` configs write all four files."""
+"""`train.py` + `python -m jcaps.interpret` on the iCapsNets `:smoke` configs write all five files."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def test_smoke_training_then_interpretation_writes_the_report(tmp_path, config):
     run("train.py", "--config", f"configs/{config}.py:smoke", "--workdir", str(workdir),
         f"--config.data.cache_dir={tmp_path / 'cache'}", "--config.train.progress=none")
     run("-m", "jcaps.interpret", "--workdir", str(workdir), "--split", "test", "--out", str(out), "--limit", "40")
-    assert sorted(os.listdir(out)) == ["C.png", "global.json", "local.jsonl", "report.html"]
+    assert sorted(os.listdir(out)) == ["C.png", "attributions.jsonl", "global.json", "local.jsonl", "report.html"]
 
     records = [json.loads(line) for line in (out / "local.jsonl").read_text().splitlines()]
     assert len(records) == 40
@@ -40,7 +40,7 @@ def test_smoke_training_then_interpretation_writes_the_report(tmp_path, config):
     summary = json.loads((out / "global.json").read_text())
     assert sum(map(sum, summary["C"])) == 40
     html = (out / "report.html").read_text()
-    assert "data:image/png;base64," in html
+    assert "data:image/png;base64," in html and 'id="method-capsules"' in html
     assert "rgba(" in html and ", 1.000)" in html  # the top word of an example is fully highlighted
     assert (out / "C.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # The smoke task is learnable: the keywords of each class dominate its capsules' words.

@@ -13,7 +13,7 @@ from jcaps.interpret.capsules import GlobalInterpretation
 from jcaps.data.vocab import LabelMap, Vocabulary
 from jcaps.interpret.report import example_record
 from jcaps.viz.figures import capsule_heatmap_figure, plot_capsule_heatmap
-from jcaps.viz.html import word_heatmap_html, write_report
+from jcaps.viz.html import MAX_SHOWN_TOKENS, capsule_global_html, signed_heatmap_html, write_explanation_report
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 CLASS_NAMES = ["World & <Politics>", "Sports"]
@@ -23,18 +23,20 @@ def _opacities(fragment):
     return [float(value) for value in re.findall(r"rgba\([^)]*, ([0-9.]+)\)", fragment)]
 
 
-def test_word_heatmap_scales_by_largest_score_and_escapes():
-    fragment = word_heatmap_html(["<b>bold</b>", "a&b", "plain"], [2.0, 4.0, 0.0])
+def test_signed_heatmap_scales_by_largest_magnitude_colours_by_sign_and_escapes():
+    fragment = signed_heatmap_html(["<b>bold</b>", "a&b", "plain"], [2.0, -4.0, 0.0])
     assert _opacities(fragment) == [0.5, 1.0, 0.0]
+    assert "rgba(255, 140, 0, 0.500)" in fragment and "rgba(30, 120, 255, 1.000)" in fragment
     assert "&lt;b&gt;bold&lt;/b&gt;" in fragment and "a&amp;b" in fragment
     assert "<b>" not in fragment
+    assert signed_heatmap_html(["a", "b"], [1, 1], joiner="").count("</span><span") == 1
 
 
-def test_word_heatmap_all_zero_scores_and_length_mismatch():
-    assert _opacities(word_heatmap_html(["x", "y"], [0, 0])) == [0.0, 0.0]
-    assert word_heatmap_html([], []) == ""
-    with pytest.raises(ValueError, match="2 words but 1 scores"):
-        word_heatmap_html(["x", "y"], [1.0])
+def test_signed_heatmap_all_zero_scores_and_length_mismatch():
+    assert _opacities(signed_heatmap_html(["x", "y"], [0, 0])) == [0.0, 0.0]
+    assert signed_heatmap_html([], []) == ""
+    with pytest.raises(ValueError, match="2 tokens but 1 scores"):
+        signed_heatmap_html(["x", "y"], [1.0])
 
 
 def test_capsule_heatmap_png(tmp_path):
@@ -44,58 +46,48 @@ def test_capsule_heatmap_png(tmp_path):
         plot_capsule_heatmap(np.zeros((3, 2)), CLASS_NAMES, tmp_path / "bad.png")
 
 
-def test_report_is_self_contained_and_escaped(tmp_path):
+def _faithfulness_entry(comprehensiveness):
+    metrics = {"comprehensiveness": comprehensiveness, "sufficiency": 0.1, "deletion_auc": 0.2,
+               "insertion_auc": 0.7}
+    return {**metrics, "ci95": {k: [v - 0.01, v + 0.01] for k, v in metrics.items()}, "seconds_per_100": 1.5,
+            "rows": 2}
+
+
+def test_report_is_self_contained_escaped_and_has_a_method_selector(tmp_path):
     heatmap = plot_capsule_heatmap(np.array([[1, 0], [0, 1]]), CLASS_NAMES, tmp_path / "C.png")
     acc = GlobalInterpretation(num_classes=2, num_capsules=2)
-    acc.update([0, 1], [0, 1], [["<ceasefire>", "talks"], ["goal", "&", "win"]])
-    examples = [
-        {
-            "text": "Ceasefire <talks> & more",
-            "words": ["ceasefire", "<talks>", "&", "more"],
-            "word_scores": [1, 2, 1, 0],
-            "label": "Sports",
-            "prediction": CLASS_NAMES[0],
-            "probabilities": {CLASS_NAMES[0]: 0.8, "Sports": 0.2},
-            "capsules": [0, 1],
-            "kgrams": [["ceasefire", "<talks>", "&"], ["<talks>", "&"]],
-        },
-        {
-            "text": "late goal",
-            "words": ["late", "goal"],
-            "word_scores": [0, 1],
-            "label": None,
-            "prediction": "Sports",
-            "probabilities": {CLASS_NAMES[0]: 0.1, "Sports": 0.9},
-            "capsules": [1],
-            "kgrams": [["late", "goal"]],
-        },
-    ]
-    path = write_report(tmp_path / "report.html", examples, CLASS_NAMES, heatmap, acc.to_json(CLASS_NAMES))
-    page = pathlib.Path(path).read_text(encoding="utf-8")
-
-    encoded = re.search(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page).group(1)
-    assert base64.b64decode(encoded) == pathlib.Path(heatmap).read_bytes()
-    assert "<script" not in page
-    # Data text appears only escaped: words, raw text, K-grams, class names, cell words.
-    for raw in ("<talks>", "<ceasefire>", "<Politics>", "<talks> & more"):
-        assert raw not in page
-    assert "&lt;talks&gt;" in page and "Ceasefire &lt;talks&gt; &amp; more" in page
-    assert "ceasefire &lt;talks&gt; &amp;" in page  # a K-gram
-    assert "&lt;ceasefire&gt; (1)" in page and "&amp; (1)" in page  # top words of cells
-    assert "World &amp; &lt;Politics&gt;" in page
-    assert "(wrong)" in page and "unlabelled" in page
-    # Probabilities listed best first inside each example.
-    assert page.index("0.900") < page.index("0.100")
-    # Grouped by prediction in class order: the World example before the Sports one.
-    assert page.index("Ceasefire &lt;talks&gt; &amp; more") < page.index("late goal")
-
-
-def test_report_without_heatmap(tmp_path):
-    path = write_report(
-        tmp_path / "report.html", [], CLASS_NAMES, None, GlobalInterpretation(2, 2).to_json(CLASS_NAMES)
+    acc.update([0, 1], [0, 1], [["<ceasefire>", "talks"], ["goal", "win"]])
+    entry = {"index": 3, "tokens": ["ceasefire", "<talks>", "&", "more"], "label": "Sports",
+             "prediction": CLASS_NAMES[0], "target": CLASS_NAMES[0], "probability": 0.8,
+             "scores": {"gradient": [1, 2, 1, 0], "random": [0.5, 0.1, 0.2, 0.3]}}
+    long_entry = {**entry, "index": 4, "tokens": ["w"] * (MAX_SHOWN_TOKENS + 5),
+                  "scores": {m: [1.0] * (MAX_SHOWN_TOKENS + 5) for m in ("gradient", "random")}}
+    path = write_explanation_report(
+        tmp_path / "report.html", title="fasttext <test>", methods=("gradient", "random"),
+        groups={CLASS_NAMES[0]: [entry, long_entry]},
+        faithfulness={"gradient": _faithfulness_entry(0.4), "random": _faithfulness_entry(0.1)},
+        completeness=0.003, extra_html=capsule_global_html(acc.to_json(CLASS_NAMES), heatmap),
     )
     page = pathlib.Path(path).read_text(encoding="utf-8")
-    assert page.startswith("<!DOCTYPE html>") and "data:image" not in page
+    encoded = re.search(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page).group(1)
+    assert base64.b64decode(encoded) == pathlib.Path(heatmap).read_bytes()
+    assert "<script" not in page and "http" not in page
+    for raw in ("<talks>", "<ceasefire>", "<Politics>", "<test>"):
+        assert raw not in page
+    assert "&lt;talks&gt;" in page and "World &amp; &lt;Politics&gt;" in page
+    # One radio button and one label per method; the first is checked.
+    assert page.count('type="radio"') == 2 and 'id="method-gradient" checked' in page
+    assert 'label for="method-random"' in page
+    # Comprehensiveness over random's: 0.4 / 0.1.
+    assert "4.00" in page and "0.0030" in page
+    assert f"showing the first {MAX_SHOWN_TOKENS} of {MAX_SHOWN_TOKENS + 5} tokens" in page
+
+
+def test_report_without_faithfulness(tmp_path):
+    path = write_explanation_report(tmp_path / "report.html", title="t", methods=("gradient",), groups={},
+                                    faithfulness={})
+    page = pathlib.Path(path).read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and "not measured" in page
 
 
 def test_heatmap_title_fits_inside_a_narrow_figure():

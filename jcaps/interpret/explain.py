@@ -1,0 +1,388 @@
+"""Explanations of every jcaps model behind one interface: per-position scores [R, P].
+
+A row r of an explained batch is one prediction: an example and the output c explained, the
+predicted class (single-label models), each predicted label (binary relevance: its sigmoid), or
+each generated label (SGM: the log-probability of that label at the step that emitted it,
+teacher-forced on the generated sequence). Positions are an example's tokens (iCapsNets Long:
+its M x N words, sentence by sentence) or a series' time steps.
+
+Methods (the names used by `python -m jcaps.interpret --methods` and as keys everywhere):
+  gradient, gradient_x_input, integrated_gradients, smoothgrad, occlusion
+      `jcaps.interpret.attribution` on the model's input vectors (word, character or composed
+      CWC / CC vectors; a series' values), every model;
+  capsules
+      iCapsNets' local interpretation: how many of the selected K-grams cover each word;
+  attention
+      the model's own attention over positions: the dilated FCN's (dot-product variants: the
+      weight each position receives, averaged over heads and queries; simplified / local over
+      time: averaged over channels; over channels it ranks nothing and is not offered), SGM's
+      source attention at the step that emitted the label, the input-cell attention of the last
+      step (averaged over hops) and the structured self-attention of the LSTM baseline;
+  random
+      uniform scores, the ranking every faithfulness score is compared with.
+fastText, CCCapsNet, binary relevance and the plain LSTM baselines have no position-level
+explanation of their own (fastText averages its words; CCCapsNet's capsules route pooled BiGRU
+features, not positions): they offer the gradient methods, occlusion and random.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jcaps.data.vocab import PAD, UNK
+from jcaps.interpret import attribution
+from jcaps.interpret import capsules as capsule_interpretation
+from jcaps.interpret.faithfulness import METRICS, faithfulness
+from jcaps.ops.decoding import NUM_SPECIAL
+
+REMOVALS = ("pad", "unk")
+CAPSULE_MODELS = ("icapsnet_short", "icapsnet_long")
+SERIES_ATTENTION_VARIANTS = ("input_cell", "lstm_self_attention")
+
+
+def native_method(model_config) -> str | None:
+    """The model's own position-level explanation ('capsules', 'attention') or None."""
+    name = model_config.name
+    if name in CAPSULE_MODELS:
+        return "capsules"
+    if name == "sgm":
+        return "attention"
+    if name == "dilated_fcn":
+        attention = model_config.get("attention", "none")
+        over_time = attention.startswith("dot") or model_config.get("attention_axis", "channels") == "time"
+        return "attention" if attention != "none" and over_time else None
+    if name == "input_cell_lstm" and model_config.get("variant", "input_cell") in SERIES_ATTENTION_VARIANTS:
+        return "attention"
+    return None
+
+
+def model_methods(model_config) -> tuple[str, ...]:
+    """Every method the model offers, in report order (random last)."""
+    native = native_method(model_config)
+    return attribution.GRADIENT_METHODS + ("occlusion",) + ((native,) if native else ()) + ("random",)
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """Settings of the attribution methods and of the faithfulness removal."""
+
+    ig_steps: int = 50
+    ig_chunk: int = 10
+    smoothgrad_samples: int = 25
+    removal: str = "pad"  # text: replace removed tokens with PAD or UNK (series: zeros)
+    k1: int = 3  # capsules: capsules and positions of the local interpretation
+    k2: int = 2
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Task:
+    """The pure functions one model family needs; hashed by identity, so jit treats it as static."""
+
+    model: object
+    family: object
+    model_config: object
+    kind: str  # single | br | sgm | series
+
+    # --- shapes: x [R, *S] the inputs of a row (token ids, or a series), side [R, ...] --------
+
+    def positions(self, x: jax.Array) -> jax.Array:
+        """[R, P] True at real positions."""
+        if self.kind == "series":
+            raise AssertionError("series rows carry their mask as the side input")
+        return (x > 0).reshape(x.shape[0], -1)
+
+    def apply(self, params, x, side, **kwargs):
+        if self.kind == "series":
+            return self.model.apply({"params": params}, x, side, train=False, **kwargs)
+        if self.kind == "sgm":
+            return self.model.apply({"params": params}, x, side, train=False, **kwargs)
+        return self.model.apply({"params": params}, x, train=False, **kwargs)
+
+    def vectors(self, params, x, side) -> jax.Array:
+        """[R, P, D] the vectors attributions differentiate against."""
+        if self.kind == "series":
+            return x.astype(jnp.float32)
+        words = self.apply(params, x, side)["embeddings"]
+        return words.reshape(x.shape[0], -1, words.shape[-1])
+
+    def outputs(self, params, x, side, vectors=None) -> jax.Array:
+        """[R', C] the explained outputs; `vectors` [R', P, D] with R' a multiple k of R (x and
+        side are tiled k times)."""
+        k = 1 if vectors is None else vectors.shape[0] // x.shape[0]
+        x_k = jnp.tile(x, (k,) + (1,) * (x.ndim - 1))
+        side_k = None if side is None else jnp.tile(side, (k,) + (1,) * (side.ndim - 1))
+        if self.kind == "series":
+            values = x_k if vectors is None else vectors.reshape(x_k.shape)
+            return self.model.apply({"params": params}, values, side_k, train=False)["scores"]
+        kwargs = {} if vectors is None else {"embeddings": vectors.reshape(x_k.shape + vectors.shape[-1:])}
+        outputs = self.apply(params, x_k, side_k, **kwargs)
+        if self.kind == "br":
+            return jax.nn.sigmoid(outputs["scores"].astype(jnp.float32))
+        if self.kind == "sgm":
+            log_probs = jax.nn.log_softmax(outputs["logits"].astype(jnp.float32), axis=-1)
+            return jnp.take_along_axis(log_probs, side_k[..., None].astype(jnp.int32), axis=-1)[..., 0]
+        return outputs["scores"]
+
+    def probabilities(self, params, x, side) -> jax.Array:
+        """[R, C] the probability of each explainable output (faithfulness reads these)."""
+        if self.kind == "sgm":
+            return jnp.exp(self.outputs(params, x, side))
+        if self.kind == "br":
+            return self.outputs(params, x, side)
+        outputs = (
+            self.model.apply({"params": params}, x, side, train=False)
+            if self.kind == "series"
+            else self.model.apply({"params": params}, x, train=False)
+        )
+        return self.family.probabilities(outputs)
+
+    def native(self, params, x, side, targets, options: Options) -> jax.Array:
+        """[R, P] the model's own explanation of each row's output."""
+        outputs = self.apply(params, x, side)
+        if self.kind == "series":
+            mask = side
+            if "attention_scores" in outputs:  # input-cell: the attention A_T of the last step
+                scores = jnp.where(mask[..., None], outputs["attention_scores"], -jnp.inf)
+                return jnp.mean(jax.nn.softmax(scores, axis=1), axis=-1)
+            return jnp.mean(outputs["attention"], axis=1)  # [R, r, T] structured self-attention
+        if self.kind == "sgm":  # [R, S, L]: the source attention of the emitting step
+            return jnp.take_along_axis(outputs["attention"], targets[:, None, None], axis=1)[:, 0]
+        if self.model_config.name in CAPSULE_MODELS:
+            mask = x > 0
+            sizes = dict(k1=options.k1, k2=options.k2, kernel_size=self.model_config.kernel_size)
+            if self.model_config.name == "icapsnet_long":
+                local = capsule_interpretation.batched_local_interpretation_long(
+                    outputs["alpha"], outputs["rho"], outputs["coupling"], targets, mask, **sizes
+                )
+            else:
+                local = capsule_interpretation.batched_local_interpretation(
+                    outputs["alpha"], outputs["coupling"], targets, mask, **sizes
+                )
+            return local["word_scores"].reshape(x.shape[0], -1).astype(jnp.float32)
+        weights = outputs["attention"]
+        if weights.ndim == 4:  # dot-product: [R, H, L, L] (query, key): what each key receives
+            valid = (x > 0).astype(weights.dtype)
+            received = jnp.einsum("rhqk,rq->rk", weights, valid)
+            return received / jnp.maximum(weights.shape[1] * jnp.sum(valid, axis=-1, keepdims=True), 1.0)
+        return jnp.mean(weights, axis=-1)  # simplified / local over time: [R, L, F]
+
+
+def _task(trained) -> _Task:
+    config = trained.config
+    if "series" in trained.family.inputs:
+        kind = "series"
+    elif config.model.name == "sgm":
+        kind = "sgm"
+    elif trained.family.predict_labels is not None:
+        kind = "br"
+    else:
+        kind = "single"
+    return _Task(trained.model, trained.family, config.model, kind)
+
+
+@functools.partial(jax.jit, static_argnames=("task", "method", "options"))
+def _scores(task: _Task, method: str, params, x, side, targets, key, options: Options):
+    """[R, P] scores of one method (0 at padding) and, for integrated gradients, [R] errors."""
+    mask = side if task.kind == "series" else task.positions(x)
+    if method == "random":
+        return attribution.random_scores(key, mask), None
+    if method in ("capsules", "attention"):
+        return jnp.where(mask, task.native(params, x, side, targets, options), 0.0).astype(jnp.float32), None
+    vectors = task.vectors(params, x, side)
+
+    def score_fn(e):
+        return task.outputs(params, x, side, e)
+
+    if method == "gradient":
+        return attribution.gradient(score_fn, vectors, targets, mask), None
+    if method == "gradient_x_input":
+        return attribution.gradient_x_input(score_fn, vectors, targets, mask), None
+    if method == "smoothgrad":
+        return attribution.smoothgrad(score_fn, vectors, targets, mask, key, n_samples=options.smoothgrad_samples), None
+    if method == "occlusion":
+        return attribution.occlusion(score_fn, vectors, targets, mask), None
+    scores = attribution.integrated_gradients(
+        score_fn, vectors, targets, mask, n_steps=options.ig_steps, chunk_size=options.ig_chunk
+    )
+    return scores, attribution.completeness_error(score_fn, vectors, targets, scores)
+
+
+@functools.partial(jax.jit, static_argnames=("task", "options"))
+def _faithfulness(task: _Task, params, x, side, targets, scores, options: Options):
+    if task.kind == "series":
+        mask, replacement = side, 0.0
+    else:
+        mask, replacement = task.positions(x), (PAD if options.removal == "pad" else UNK)
+
+    def probability_fn(flat):
+        return task.probabilities(params, flat.reshape(x.shape), side)
+
+    flat = x.reshape((x.shape[0], -1) + (x.shape[2:] if task.kind == "series" else ()))
+    return faithfulness(probability_fn, flat, mask, targets, scores, replacement=replacement)
+
+
+@functools.partial(jax.jit, static_argnames=("task",))
+def _predict(task: _Task, params, x, side):
+    if task.kind == "sgm":
+        return task.model.apply({"params": params}, x, method="predict")
+    if task.kind == "series":
+        return {"probabilities": task.probabilities(params, x, side)}
+    outputs = task.apply(params, x, side)
+    if task.kind == "br":
+        return {"probabilities": jax.nn.sigmoid(outputs["scores"].astype(jnp.float32))}
+    return {"probabilities": task.family.probabilities(outputs), "predicted": jnp.argmax(outputs["scores"], axis=-1)}
+
+
+@dataclasses.dataclass
+class ExplainedBatch:
+    """The explanations of one batch, as NumPy arrays (rows beyond `len(example)` dropped).
+
+    Attributes:
+      example: [R] the batch row of each explained prediction.
+      target: [R] the output explained (class or label id; SGM: the generating step).
+      target_name: [R] the name of the class or label explained.
+      probability: [R] its probability.
+      mask: [R, P] True at real positions.
+      scores: {method: [R, P]}.
+      completeness_error: [R] of integrated gradients (None when it did not run).
+      faithfulness: {method: {metric: [R]}} (empty unless asked for).
+      predictions: [B] for each batch row, its predicted classes or labels (names, in order).
+      seconds: {method: wall seconds of its scores for the batch (compiling included the first
+        time a shape is seen)}.
+    """
+
+    example: np.ndarray
+    target: np.ndarray
+    target_name: list
+    probability: np.ndarray
+    mask: np.ndarray
+    scores: dict
+    completeness_error: np.ndarray | None
+    faithfulness: dict
+    predictions: list
+    seconds: dict
+
+
+class Explainer:
+    """Explains batches of one trained model (`jcaps.train.workdir.load_trained`).
+
+    Example:
+      trained = load_trained(workdir, with_data=True)
+      explainer = Explainer(trained)
+      for batch in trained.dataset.eval_batches("test", 32, limit=100):
+          explained = explainer.explain(batch, ("integrated_gradients", "random"), with_faithfulness=True)
+    """
+
+    def __init__(self, trained, options: Options = Options(), seed: int = 0):
+        self.trained = trained
+        self.options = options
+        self.task = _task(trained)
+        self.methods = model_methods(trained.config.model)
+        self.names = trained.dataset.labels.names
+        self._key = jax.random.key(seed)
+
+    def _inputs(self, batch: dict):
+        if self.task.kind == "series":
+            return jnp.asarray(batch["series"]), jnp.asarray(batch["mask"])
+        return jnp.asarray(batch["tokens"]), None
+
+    def _rows(self, batch: dict, x, side) -> tuple[list, list, list, list, list]:
+        """Each explained prediction as (batch row, target, name, probability), the side input
+        of its row (SGM: the generated sequence), and every batch row's predictions."""
+        real = np.flatnonzero(np.asarray(batch["weight"]) > 0)
+        predicted = jax.device_get(_predict(self.task, self.trained.params, x, side))
+        rows, sides, predictions = [], [], [[] for _ in range(len(batch["weight"]))]
+        if self.task.kind == "sgm":
+            sequences, lengths = predicted["sequence"], predicted["length"]
+            log_probs = jax.device_get(
+                jnp.exp(self.task.outputs(self.trained.params, x, jnp.asarray(sequences)))
+            )
+            for b in real:
+                for step in range(int(lengths[b])):
+                    name = self.names[int(sequences[b, step]) - NUM_SPECIAL]
+                    rows.append((b, step, name, float(log_probs[b, step])))
+                    sides.append(sequences[b])
+                    predictions[b].append(name)
+            return rows, sides, predictions
+        probabilities = predicted["probabilities"]
+        for b in real:
+            if self.task.kind == "br":
+                chosen = [j for j in np.argsort(-probabilities[b]) if probabilities[b, j] >= self.trained.config.model.threshold]
+            else:
+                chosen = [int(np.argmax(probabilities[b]))]
+            for j in chosen:
+                rows.append((b, int(j), self.names[int(j)], float(probabilities[b, j])))
+                predictions[b].append(self.names[int(j)])
+        if self.task.kind == "series":
+            sides = [np.asarray(side[b]) for b, *_ in rows]
+        return rows, sides, predictions
+
+    def explain(self, batch: dict, methods: tuple[str, ...], with_faithfulness: bool = False) -> ExplainedBatch:
+        """Scores of `methods` for every prediction of `batch` (an `eval_batches` batch)."""
+        unknown = [m for m in methods if m not in self.methods]
+        if unknown:
+            raise ValueError(f"{self.trained.config.model.name} has no method {', '.join(unknown)}; "
+                             f"its methods: {', '.join(self.methods)}")
+        x, side = self._inputs(batch)
+        rows, sides, predictions = self._rows(batch, x, side)
+        count = len(rows)
+        if count == 0:  # nothing predicted (a multi-label model may predict no label)
+            return self._nothing(x, methods, with_faithfulness, predictions)
+        # Rows are padded to a multiple of the batch size, so each bucket compiles once.
+        size = max(1, -(-count // len(batch["weight"]))) * len(batch["weight"])
+        take = np.array([r[0] for r in rows] + [rows[0][0] if rows else 0] * (size - count))
+        targets = jnp.asarray([r[1] for r in rows] + [0] * (size - count), jnp.int32)
+        row_x = x[take]
+        row_side = None
+        if sides:
+            row_side = jnp.asarray(np.stack(sides + [sides[0]] * (size - count)))
+        elif side is not None:
+            row_side = side[take]
+        scores, completeness, faithful, seconds = {}, None, {}, {}
+        for method in methods:
+            self._key, key = jax.random.split(self._key)
+            start = time.perf_counter()
+            values, error = _scores(self.task, method, self.trained.params, row_x, row_side, targets, key, self.options)
+            scores[method] = np.asarray(values)[:count]
+            seconds[method] = time.perf_counter() - start
+            if error is not None:
+                completeness = np.asarray(error)[:count]
+            if with_faithfulness:
+                metrics = _faithfulness(self.task, self.trained.params, row_x, row_side, targets, values, self.options)
+                faithful[method] = {k: np.asarray(v)[:count] for k, v in metrics.items()}
+        mask = np.asarray(row_side if self.task.kind == "series" else self.task.positions(row_x))[:count]
+        return ExplainedBatch(
+            example=take[:count],
+            target=np.asarray(targets)[:count],
+            target_name=[r[2] for r in rows],
+            probability=np.asarray([r[3] for r in rows], np.float32),
+            mask=mask,
+            scores=scores,
+            completeness_error=completeness,
+            faithfulness=faithful,
+            predictions=predictions,
+            seconds=seconds,
+        )
+
+    def _nothing(self, x, methods, with_faithfulness, predictions) -> ExplainedBatch:
+        positions = int(np.prod(x.shape[1:2] if self.task.kind == "series" else x.shape[1:]))
+        empty = np.zeros((0,), np.float32)
+        return ExplainedBatch(
+            example=np.zeros((0,), np.int64),
+            target=np.zeros((0,), np.int32),
+            target_name=[],
+            probability=empty,
+            mask=np.zeros((0, positions), bool),
+            scores={method: np.zeros((0, positions), np.float32) for method in methods},
+            completeness_error=empty if "integrated_gradients" in methods else None,
+            faithfulness={method: {metric: empty for metric in METRICS + ("probability",)} for method in methods}
+            if with_faithfulness else {},
+            predictions=predictions,
+            seconds={method: 0.0 for method in methods},
+        )
