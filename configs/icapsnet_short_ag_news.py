@@ -1,9 +1,11 @@
-"""iCapsNets Short (Wang, Hu, Ji 2020) on AG News: MODELS.md §1 defaults.
+"""iCapsNets Short (Wang, Hu, Ji 2020) on AG News: MODELS.md §1 defaults, except the sizes and
+one W_ij per (primary capsule, class) pair in place of the paper's shared W_j (see below).
 
 Local files (zhang_csv: train.csv, test.csv, classes.txt):
     python train.py --config configs/icapsnet_short_ag_news.py --workdir /tmp/ic \
         --config.data.dir=PATH/ag_news
     python -m jcaps.interpret --workdir /tmp/ic --split test --out /tmp/ic/interp
+    python benchmarks/icapsnet_global.py --workdir /tmp/ic     # why C looks as it does
 TFDS catalogue (downloads `ag_news_subset` on first use):
     python train.py --config configs/icapsnet_short_ag_news.py --workdir /tmp/ic
 Offline smoke run on generated data:
@@ -13,9 +15,12 @@ Offline smoke run on generated data:
 `test.csv` with rows `class,title,description` (class 1..4) and `classes.txt`, as in the
 `ag_news_csv` archive they released with their datasets.
 
-Expected on the 10,648-row local train set, 2 CPU cores: about 9 minutes, test accuracy 0.875
-(measured; TF-IDF + linear SVM on the same split: 0.873). The README results table has the
-figures of each run.
+Expected on the 10,648-row local train set, 2 CPU cores: 3 to 9 minutes (by the machine's
+load), test accuracy 0.880, and a global interpretation whose selected capsule carries
+MI(class; capsule) / H(class) = 0.736 of the predicted class (measured, seed 0; seed 1: 0.869
+and 0.678). The paper's shared W_j (--config.model.shared_transform=True): 0.875 and 0.044, one
+capsule selected for every class. TF-IDF + linear SVM on the same split: 0.873. The README
+results table has the figures of each run.
 """
 
 from jcaps.train.config import base_config
@@ -39,6 +44,12 @@ def get_config(arg: str = ""):
     model.conv_activation = "none"  # [decision] or 'relu'
     model.attention_scale = False  # [decision] 1/sqrt(d_q) scaling off
     model.squash_primary = True  # [decision]
+    # One W_ij per (primary capsule, class) pair (the paper's Eq. 7) instead of its shared W_j
+    # (Eq. 8). With W_j shared, every capsule is a classifier for every class and the global
+    # interpretation picks one capsule for all of them: MI(class; capsule) / H(class) 0.044 at
+    # test accuracy 0.875, against 0.736 at 0.880 with W_ij (measured; README, iCapsNets
+    # interpretation). The shared form: --config.model.shared_transform=True.
+    model.shared_transform = False
     model.dropout_rate = 0.5  # on word embeddings
     model.loss = "margin"  # [decision]; '+'-separated terms among margin, focal, cross_entropy
 

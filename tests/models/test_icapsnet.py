@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from jcaps.models.icapsnet import ICapsNetLong, ICapsNetShort
+from jcaps.ops.capsules import dynamic_routing
 
 TINY = dict(
     vocab_size=13,
@@ -251,6 +252,33 @@ def test_short_knobs_keep_contract(short_run):
     out = apply(params, SHORT_TOKENS)
     _check_common(out)
     _assert_same_prediction(out, apply(params, np.pad(SHORT_TOKENS, ((0, 0), (0, 3)))))
+
+
+def test_shared_transform_has_one_kernel_per_class(short_run):
+    _, params, _ = short_run
+    chex.assert_shape(params["params"]["class_kernel"], (J, D_C, D_P))
+    chex.assert_shape(params["params"]["class_bias"], (J, D_C))
+
+
+@pytest.mark.parametrize("model_class", [ICapsNetShort, ICapsNetLong])
+def test_unshared_transform_routes_one_prediction_per_capsule_and_class(model_class):
+    """shared_transform=False: u_hat[i, j] = W_ij pc_i + b_ij (Eq. 7), then dynamic routing."""
+    model = model_class(**TINY, shared_transform=False)
+    tokens = SHORT_TOKENS if model_class is ICapsNetShort else LONG_TOKENS
+    params, out = _init_apply(model, tokens)
+    kernel, bias = params["params"]["class_kernel"], params["params"]["class_bias"]
+    chex.assert_shape(kernel, (I, J, D_C, D_P))
+    chex.assert_shape(bias, (I, J, D_C))
+    _check_common(out)
+    # Non-zero biases, different for every (capsule, class) pair, so that the pairing is checked.
+    bias = jax.random.normal(_key(3), bias.shape)
+    params = {"params": {**params["params"], "class_bias": bias}}
+    out = jax.jit(model.apply)(params, tokens)
+    primary = np.asarray(out["primary_capsules"], np.float64)
+    u_hat = np.einsum("bid,ijed->bije", primary, np.asarray(kernel, np.float64)) + np.asarray(bias)
+    v, c = dynamic_routing(jnp.asarray(u_hat, jnp.float32), 3)
+    np.testing.assert_allclose(out["class_capsules"], v, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out["coupling"], c, rtol=1e-5, atol=1e-6)
 
 
 def test_dropout_only_in_training(short_run):
