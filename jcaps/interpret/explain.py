@@ -228,6 +228,12 @@ def _faithfulness(task: _Task, params, x, side, targets, scores, options: Option
 
 
 @functools.partial(jax.jit, static_argnames=("task",))
+def _forward(task: _Task, params, x, side):
+    """The explained outputs of the rows [R, C]: what one forward pass costs."""
+    return task.outputs(params, x, side)
+
+
+@functools.partial(jax.jit, static_argnames=("task",))
 def _predict(task: _Task, params, x, side):
     if task.kind == "sgm":
         return task.model.apply({"params": params}, x, method="predict")
@@ -334,16 +340,7 @@ class Explainer:
         count = len(rows)
         if count == 0:  # nothing predicted (a multi-label model may predict no label)
             return self._nothing(x, methods, with_faithfulness, predictions)
-        # Rows are padded to a multiple of the batch size, so each bucket compiles once.
-        size = max(1, -(-count // len(batch["weight"]))) * len(batch["weight"])
-        take = np.array([r[0] for r in rows] + [rows[0][0] if rows else 0] * (size - count))
-        targets = jnp.asarray([r[1] for r in rows] + [0] * (size - count), jnp.int32)
-        row_x = x[take]
-        row_side = None
-        if sides:
-            row_side = jnp.asarray(np.stack(sides + [sides[0]] * (size - count)))
-        elif side is not None:
-            row_side = side[take]
+        take, row_x, row_side, targets = self._row_inputs(batch, x, side, rows, sides)
         scores, completeness, faithful, seconds = {}, None, {}, {}
         for method in methods:
             self._key, key = jax.random.split(self._key)
@@ -369,6 +366,42 @@ class Explainer:
             predictions=predictions,
             seconds=seconds,
         )
+
+    def _row_inputs(self, batch, x, side, rows, sides):
+        """(batch row of each row, inputs [R, ...], side inputs, targets [R]); rows are padded
+        (repeating the first) to a multiple of the batch size, so each bucket compiles once."""
+        count = len(rows)
+        size = max(1, -(-count // len(batch["weight"]))) * len(batch["weight"])
+        take = np.array([r[0] for r in rows] + [rows[0][0]] * (size - count))
+        targets = jnp.asarray([r[1] for r in rows] + [0] * (size - count), jnp.int32)
+        row_side = None
+        if sides:
+            row_side = jnp.asarray(np.stack(sides + [sides[0]] * (size - count)))
+        elif side is not None:
+            row_side = side[take]
+        return take, x[take], row_side, targets
+
+    def seconds(self, batch: dict, method: str | None, repeats: int = 5) -> float:
+        """The median wall time, after one warm-up (compiling) call, of `method`'s scores of the
+        batch's predictions, or (`method` None) of one forward pass computing the explained
+        outputs of the same rows."""
+        x, side = self._inputs(batch)
+        rows, sides, _ = self._rows(batch, x, side)
+        if not rows:
+            raise ValueError("the batch has no prediction to explain")
+        _, row_x, row_side, targets = self._row_inputs(batch, x, side, rows, sides)
+        if method is None:
+            run = functools.partial(_forward, self.task, self.trained.params, row_x, row_side)
+        else:
+            run = functools.partial(_scores, self.task, method, self.trained.params, row_x, row_side, targets,
+                                    self._key, self.options)
+        jax.block_until_ready(run())
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            jax.block_until_ready(run())
+            times.append(time.perf_counter() - start)
+        return float(np.median(times))
 
     def _nothing(self, x, methods, with_faithfulness, predictions) -> ExplainedBatch:
         positions = int(np.prod(x.shape[1:2] if self.task.kind == "series" else x.shape[1:]))
