@@ -1,7 +1,7 @@
 """Faithfulness of every explanation method of a trained workdir, with its cost.
 
     python benchmarks/faithfulness.py --workdir W --out DIR [--examples 500] [--split test]
-        [--methods ...] [--removal pad|unk] [--batch_size 32] [--ig_steps 50]
+        [--methods ...] [--removal pad|unk] [--batch_size 32] [--ig_steps 50] [--ig_chunk 1]
 
 Explains the first `--examples` examples of the split with every method the model offers (as
 `python -m jcaps.interpret --faithfulness` does, whose files it also writes to DIR) and writes
@@ -65,13 +65,14 @@ def main():
     parser.add_argument("--removal", default="pad", choices=explain.REMOVALS)
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--ig_steps", type=int, default=50)
+    parser.add_argument("--ig_chunk", type=int, default=explain.Options.ig_chunk)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
     started = time.perf_counter()
     trained = load_trained(args.workdir, with_data=True)
     methods = tuple(args.methods.split(",")) if args.methods else explain.model_methods(trained.config.model)
-    options = explain.Options(ig_steps=args.ig_steps, removal=args.removal)
+    options = explain.Options(ig_steps=args.ig_steps, ig_chunk=args.ig_chunk, removal=args.removal)
     results = explain_workdir(trained, args.split, args.out, methods=methods, limit=args.examples,
                               with_faithfulness=True, options=options, batch_size=args.batch_size, seed=args.seed)
 
@@ -82,7 +83,7 @@ def main():
     results["integrated_gradients_over_forward"] = results["integrated_gradients_s"] / results["forward_s"]
     results["run"] = {
         "workdir": os.path.abspath(args.workdir), "model": trained.config.model.name, "split": args.split,
-        "examples": args.examples, "batch_size": args.batch_size, "ig_steps": args.ig_steps,
+        "examples": args.examples, "batch_size": args.batch_size, "ig_steps": args.ig_steps, "ig_chunk": args.ig_chunk,
         "removal": args.removal, "wall_s": round(time.perf_counter() - started, 1),
     }
     os.makedirs(args.out, exist_ok=True)

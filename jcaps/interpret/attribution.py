@@ -80,22 +80,40 @@ def integrated_gradients(
     baseline: jax.Array | None = None,
     n_steps: int = 50,
     chunk_size: int | None = 10,
+    linear_map: Callable[[jax.Array], jax.Array] | None = None,
 ) -> jax.Array:
     """Integrated gradients summed over each token's vector (signed).
 
+    A model whose first layer is affine, f(e) = g(L(e)), can pass L as `linear_map` and g as
+    `score_fn`: the straight path from e' to e maps to the straight path from L(e') to L(e), so
+    the mean gradient along it is taken in z = L(e) and brought back once through L's transpose,
+    grad_e f = L^T grad_z g. The attributions are the same; each of the K steps then costs the
+    layers after L only.
+
     Args:
-      score_fn, embeddings, target, mask: as `gradient`.
+      score_fn, embeddings, target, mask: as `gradient` (`score_fn` of z when `linear_map`).
       baseline: e' broadcastable to e; zeros when None.
       n_steps: interpolation points (midpoint rule).
       chunk_size: the most points evaluated at once (memory ~ chunk_size * B); None: all.
+      linear_map: L, an affine map of e [B, T, D] (examples independent), or None.
 
     Returns:
       [B, T] scores, 0 at padding; their sum over t approximates f_c(e) - f_c(e').
     """
-    attributions = saliency.integrated_gradients(
-        score_fn, embeddings, _targets(target, embeddings), baseline=baseline, n_steps=n_steps,
-        chunk_size=chunk_size, output="logit",
-    )
+    targets = _targets(target, embeddings)
+    baseline = jnp.zeros_like(embeddings) if baseline is None else jnp.broadcast_to(baseline, embeddings.shape)
+    baseline = baseline.astype(embeddings.dtype)
+    if linear_map is None:
+        attributions = saliency.integrated_gradients(
+            score_fn, embeddings, targets, baseline=baseline, n_steps=n_steps, chunk_size=chunk_size, output="logit"
+        )
+    else:
+        mean_gradient = saliency.mean_path_gradient(
+            score_fn, linear_map(embeddings), targets, baseline=linear_map(baseline), n_steps=n_steps,
+            chunk_size=chunk_size, output="logit",
+        )
+        _, transpose = jax.vjp(linear_map, embeddings)
+        attributions = (embeddings - baseline) * transpose(mean_gradient)[0]
     return _masked(jnp.sum(attributions, axis=-1), mask)
 
 

@@ -127,6 +127,29 @@ def integrated_gradients(
     Returns:
       [B, ...] signed attributions, shaped like x.
     """
+    baseline = jnp.zeros_like(x) if baseline is None else jnp.broadcast_to(baseline, x.shape).astype(x.dtype)
+    mean_gradient = mean_path_gradient(
+        score_fn, x, target, baseline=baseline, n_steps=n_steps, chunk_size=chunk_size, output=output
+    )
+    return (x - baseline) * mean_gradient
+
+
+def mean_path_gradient(
+    score_fn: ScoreFn,
+    x: jax.Array,
+    target: int | jax.Array,
+    *,
+    baseline: jax.Array | None = None,
+    n_steps: int = 50,
+    chunk_size: int | None = None,
+    output: str = "logit",
+) -> jax.Array:
+    """(1/K) sum_{k<K} g(x' + a_k (x - x')), the mean gradient along the straight path that
+    `integrated_gradients` multiplies by x - x' (same arguments, same chunking).
+
+    Returns:
+      [B, ...] signed mean gradients, shaped like x.
+    """
     _check_output(output)
     if n_steps < 1:
         raise ValueError(f"n_steps must be positive, got {n_steps}.")
@@ -154,7 +177,7 @@ def integrated_gradients(
         return gradient_sum + jnp.sum(gradients, axis=0), None
 
     gradient_sum, _ = jax.lax.scan(add_chunk, jnp.zeros_like(x), (alphas, is_step))
-    return difference * (gradient_sum / n_steps)
+    return gradient_sum / n_steps
 
 
 def smoothgrad(

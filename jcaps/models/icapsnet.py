@@ -192,20 +192,31 @@ class _ICapsNet(nn.Module):
         return self.query_dim**-0.5 if self.attention_scale else 1.0
 
     def region_embeddings(
-        self, tokens: jax.Array, train: bool, embeddings: jax.Array | None = None
-    ) -> tuple[jax.Array, jax.Array, jax.Array]:
-        """tokens [..., N] int ids -> (w [..., N, d_w], mask [..., N], e [..., N, d_e]); conv
-        along N only. `embeddings` [..., N, d_e], when given, replace the looked-up e."""
+        self,
+        tokens: jax.Array,
+        train: bool,
+        embeddings: jax.Array | None = None,
+        regions: jax.Array | None = None,
+    ) -> tuple[jax.Array, jax.Array, jax.Array | None]:
+        """tokens [..., N] int ids -> (w [..., N, d_w], mask [..., N], e [..., N, d_e] or None);
+        conv along N only. `embeddings` [..., N, d_e], when given, replace the looked-up e;
+        `regions` [..., N, d_w], when given, replace conv(e) (then e is None)."""
         mask = tokens != PAD_ID
-        words = self.embed(tokens) if embeddings is None else embeddings
-        # Zeroed PAD embeddings make appended PADs indistinguishable from the conv's own zero
-        # padding, so results do not depend on how far a batch is padded.
-        embedded = jnp.where(mask[..., None], words, 0)
-        embedded = self.embed_dropout(embedded, deterministic=not train)
-        regions = self.region_conv(embedded)
+        words = None
+        if regions is None:
+            words = self.embed(tokens) if embeddings is None else embeddings
+            # Zeroed PAD embeddings make appended PADs indistinguishable from the conv's own zero
+            # padding, so results do not depend on how far a batch is padded.
+            embedded = jnp.where(mask[..., None], words, 0)
+            regions = self.region_conv(self.embed_dropout(embedded, deterministic=not train))
         if self.conv_activation == "relu":
             regions = nn.relu(regions)
         return regions, mask, words
+
+    def region_conv_of(self, tokens: jax.Array, embeddings: jax.Array) -> jax.Array:
+        """conv(e) [..., N, d_w] of given word vectors e [..., N, d_e] (PADs zeroed, no dropout):
+        an affine map of e, which attribution methods can integrate through (`regions=`)."""
+        return self.region_conv(jnp.where((tokens != PAD_ID)[..., None], embeddings, 0))
 
     def capsule_head(self, primary: jax.Array) -> dict[str, jax.Array]:
         """primary [B, I, d_p] unsquashed -> scores, class/primary capsules and coupling."""
@@ -239,18 +250,25 @@ class ICapsNetShort(_ICapsNet):
         )
 
     def __call__(
-        self, tokens: jax.Array, *, train: bool = False, embeddings: jax.Array | None = None
+        self,
+        tokens: jax.Array,
+        *,
+        train: bool = False,
+        embeddings: jax.Array | None = None,
+        regions: jax.Array | None = None,
     ) -> dict[str, jax.Array]:
         """tokens [B, N] int32, 0 = PAD; embeddings [B, N, d_e] word vectors to read instead of
-        looking `tokens` up (gradients with respect to each word; `tokens` still give the mask).
+        looking `tokens` up (gradients with respect to each word; `tokens` still give the mask);
+        regions [B, N, d_w]: the region conv's output to read instead (`region_conv_of`).
 
         Returns a dict: scores [B, J] (class-capsule lengths, in [0, 1)), class_capsules
         [B, J, d_c], primary_capsules [B, I, d_p], alpha [B, I, N] (zero at PADs), coupling
-        [B, I, J] (rows sum to 1), embeddings [B, N, d_e] (the word vectors read).
+        [B, I, J] (rows sum to 1), embeddings [B, N, d_e] (the word vectors read; not when
+        `regions` are given).
         """
-        regions, mask, words = self.region_embeddings(tokens, train, embeddings)
+        regions, mask, words = self.region_embeddings(tokens, train, embeddings, regions)
         primary, alpha = self.word_attention(self.queries, regions, mask)
-        return {**self.capsule_head(primary), "alpha": alpha, "embeddings": words}
+        return {**self.capsule_head(primary), "alpha": alpha, **_read(words)}
 
 
 class ICapsNetLong(_ICapsNet):
@@ -275,16 +293,23 @@ class ICapsNetLong(_ICapsNet):
         )
 
     def __call__(
-        self, tokens: jax.Array, *, train: bool = False, embeddings: jax.Array | None = None
+        self,
+        tokens: jax.Array,
+        *,
+        train: bool = False,
+        embeddings: jax.Array | None = None,
+        regions: jax.Array | None = None,
     ) -> dict[str, jax.Array]:
         """tokens [B, M, N] int32, 0 = PAD; an all-PAD sentence is masked out. embeddings
-        [B, M, N, d_e]: word vectors to read instead of looking `tokens` up.
+        [B, M, N, d_e]: word vectors to read instead of looking `tokens` up; regions
+        [B, M, N, d_w]: the region conv's output to read instead (`region_conv_of`).
 
         Returns a dict: scores [B, J], class_capsules [B, J, d_c], primary_capsules [B, I, d_p],
         alpha [B, I, M, N] (zero at PAD words and in empty sentences), rho [B, I, M] (zero at
-        empty sentences), coupling [B, I, J], embeddings [B, M, N, d_e] (the word vectors read).
+        empty sentences), coupling [B, I, J], embeddings [B, M, N, d_e] (the word vectors read;
+        not when `regions` are given).
         """
-        regions, word_mask, words = self.region_embeddings(tokens, train, embeddings)
+        regions, word_mask, words = self.region_embeddings(tokens, train, embeddings, regions)
         # Word level over every sentence at once: leading axes [B, M].
         sentences, alpha = self.word_attention(self.queries, regions, word_mask)
         sentence_mask = jnp.any(word_mask, axis=-1)
@@ -294,5 +319,10 @@ class ICapsNetLong(_ICapsNet):
             **self.capsule_head(primary),
             "alpha": jnp.swapaxes(alpha, -3, -2),
             "rho": rho,
-            "embeddings": words,
+            **_read(words),
         }
+
+
+def _read(words: jax.Array | None) -> dict[str, jax.Array]:
+    """The `embeddings` output: the word vectors a pass read, when it read any."""
+    return {} if words is None else {"embeddings": words}

@@ -105,3 +105,20 @@ def test_attributions_work_under_jit():
     jitted = jax.jit(lambda e: attribution.integrated_gradients(linear, e, 0, MASK, n_steps=4))
     np.testing.assert_allclose(jitted(EMBEDDINGS), attribution.gradient_x_input(linear, EMBEDDINGS, 0, MASK),
                                rtol=1e-5, atol=1e-6)
+
+
+def test_integrating_through_an_affine_first_layer_gives_the_same_attributions():
+    kernel = jnp.asarray(RNG.normal(size=(D, 5)), jnp.float32)
+    head = jnp.asarray(RNG.normal(size=(5, C)), jnp.float32)
+
+    def affine(e):
+        return e @ kernel + 0.3
+
+    def after(z):
+        return jnp.sum(jnp.tanh(z) ** 2 * tiled_mask(z)[..., None], axis=1) @ head
+
+    target = jnp.asarray([0, 1, 0])
+    direct = attribution.integrated_gradients(lambda e: after(affine(e)), EMBEDDINGS, target, MASK, n_steps=8)
+    through = attribution.integrated_gradients(after, EMBEDDINGS, target, MASK, n_steps=8, linear_map=affine)
+    np.testing.assert_allclose(through, direct, rtol=1e-4, atol=1e-5)
+    assert float(jnp.max(jnp.abs(direct))) > 0.1
