@@ -113,3 +113,21 @@ def run(main: Callable[[list[str]], object]) -> None:
             raise
         report(error)
         sys.exit(EXIT_USER_ERROR)
+
+
+# The data keys a command that reads a trained workdir's data may change: they move the data,
+# not alter it. Spelt as train.py takes them, so an error's hint to set one works everywhere.
+DATA_LOCATION_KEYS = ("dir", "cache_dir")
+
+
+def define_data_location_flags() -> None:
+    """`--config.data.dir` and `--config.data.cache_dir` for evaluate and interpret."""
+    flags.DEFINE_string("config.data.dir", None, "Read the data from this folder instead of the workdir's data.dir.")
+    flags.DEFINE_string("config.data.cache_dir", None,
+                        "Prepared data lives here instead of the workdir's data.cache_dir.")
+
+
+def data_location_overrides() -> dict[str, str]:
+    """{key: value} of the data-location flags given on the command line."""
+    values = {key: flags.FLAGS[f"config.data.{key}"].value for key in DATA_LOCATION_KEYS}
+    return {key: value for key, value in values.items() if value is not None}

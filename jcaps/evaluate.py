@@ -20,20 +20,18 @@ from jcaps.errors import UserError
 
 FLAGS = flags.FLAGS
 
-# The data location keys a command-line flag may change: they move the data, not alter it.
-DATA_LOCATION_KEYS = ("dir", "cache_dir")
-
 
 def evaluate(workdir: str, split: str = "test", data_overrides: dict | None = None) -> dict:
     """`{"split", "selected_step", "parameters", "last_step", **metrics}` of `workdir` on `split`.
-    `data_overrides`: `data.*` keys of the workdir's config to change (`DATA_LOCATION_KEYS`)."""
+    `data_overrides`: `data.*` keys of the workdir's config to change (`cli.DATA_LOCATION_KEYS`)."""
     from jcaps.train import loop
     from jcaps.train import mesh as mesh_lib
     from jcaps.train.workdir import load_trained, use_compilation_cache
 
     for key in data_overrides or {}:
-        if key not in DATA_LOCATION_KEYS:
-            raise UserError(f"--config.data.{key}: evaluate changes only {', '.join(DATA_LOCATION_KEYS)} of config.data")
+        if key not in cli.DATA_LOCATION_KEYS:
+            raise UserError(f"--config.data.{key}: evaluate changes only {', '.join(cli.DATA_LOCATION_KEYS)} "
+                            "of config.data")
     trained = load_trained(workdir, with_data=True, data_overrides=data_overrides)
     use_compilation_cache(trained.config)
     if split not in trained.dataset.splits:
@@ -49,15 +47,12 @@ def evaluate(workdir: str, split: str = "test", data_overrides: dict | None = No
 
 def main(argv):
     del argv
-    overrides = {key: FLAGS[f"config.data.{key}"].value for key in DATA_LOCATION_KEYS}
-    overrides = {key: value for key, value in overrides.items() if value is not None}
-    print(json.dumps(evaluate(FLAGS.workdir, FLAGS.split, overrides)))
+    print(json.dumps(evaluate(FLAGS.workdir, FLAGS.split, cli.data_location_overrides())))
 
 
 if __name__ == "__main__":
     # Flags are defined only when run as a program, so importing this module defines none.
     flags.DEFINE_string("workdir", None, "A workdir written by train.py.", required=True)
     flags.DEFINE_string("split", "test", "Split to evaluate: train, validation or test.")
-    flags.DEFINE_string("config.data.dir", None, "Read the data from this folder instead of the workdir's data.dir.")
-    flags.DEFINE_string("config.data.cache_dir", None, "Prepared data lives here instead of the workdir's data.cache_dir.")
+    cli.define_data_location_flags()
     cli.run(main)

@@ -1,4 +1,5 @@
-"""`python -m jcaps.interpret --workdir W [--split test] [--limit N] [--methods ...] [--faithfulness]`.
+"""`python -m jcaps.interpret --workdir W [--split test] [--limit N] [--methods ...] [--faithfulness]
+[--config.data.dir=D]`.
 
 Explains the predictions of any trained workdir, every model name, and writes to `--out`
 (default WORKDIR/interpretation), see `jcaps.interpret.explanations`:
@@ -46,6 +47,7 @@ flags.DEFINE_integer("k1", 3, "iCapsNets: capsules selected per example (top by 
 flags.DEFINE_integer("k2", 2, "iCapsNets: positions selected per capsule (top by attention).")
 flags.DEFINE_integer("report_examples", 12, "Examples per explained class or label shown in report.html.")
 flags.DEFINE_integer("seed", 0, "Seed of SmoothGrad's noise, the random ranking and the bootstrap.")
+cli.define_data_location_flags()
 FLAGS = flags.FLAGS
 
 
@@ -73,20 +75,20 @@ def main(argv):
     methods = _check_flags(config.model)
     out = FLAGS.out or os.path.join(FLAGS.workdir, "interpretation")
     limit = FLAGS.limit or DEFAULT_LIMIT
-    trained = load_trained(FLAGS.workdir, with_data=True)
+    trained = load_trained(FLAGS.workdir, with_data=True, data_overrides=cli.data_location_overrides())
     if FLAGS.split not in trained.dataset.splits:
         raise UserError(f"--split: no split {FLAGS.split!r}; the dataset has {', '.join(trained.dataset.splits)}")
 
     extra_html, closing = "", []
     if config.model.name in explain.CAPSULE_MODELS:
-        summary = interpret_workdir(FLAGS.workdir, FLAGS.split, out, FLAGS.limit or 0, FLAGS.k1, FLAGS.k2)
+        summary = interpret_workdir(trained, FLAGS.split, out, FLAGS.limit or 0, FLAGS.k1, FLAGS.k2)
         extra_html = capsule_global_html(summary, os.path.join(out, "C.png"))
         sparsity = summary["sparsity"]
         closing.append(f"share of each class's examples in its top {sparsity['top']} capsules: "
                        f"{sparsity['overall']:.3f}; MI(class; capsule) / H(class): "
                        f"{summary['class_capsule_information']['normalized'] or 0:.3f}")
     elif "series" in trained.family.inputs:
-        summary = saliency_report(FLAGS.workdir, FLAGS.split, out, FLAGS.limit or DEFAULT_SERIES_FIGURES)
+        summary = saliency_report(trained, FLAGS.split, out, FLAGS.limit or DEFAULT_SERIES_FIGURES)
         shares = " ".join(f"{s:.2f}" for s in summary["mean_share_by_tenth"])
         closing.append(f"wrote {len(summary['examples'])} saliency figures; mean share of saliency per tenth of "
                        f"the series: {shares}")

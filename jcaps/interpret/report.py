@@ -23,7 +23,7 @@ import numpy as np
 from jcaps.errors import UserError
 from jcaps.interpret import capsules as capsule_interpretation
 from jcaps.interpret.explain import CAPSULE_MODELS
-from jcaps.train.workdir import TrainedModel, load_trained
+from jcaps.train.workdir import TrainedModel
 from jcaps.viz.figures import plot_capsule_heatmap
 
 
@@ -81,17 +81,16 @@ def example_record(trained: TrainedModel, text: str, tokens: np.ndarray, label, 
 
 
 def interpret_workdir(
-    workdir: str, split: str = "test", out: str | None = None, limit: int = 0, k1: int = 3, k2: int = 2,
+    trained: TrainedModel, split: str, out: str, limit: int = 0, k1: int = 3, k2: int = 2,
     keep_punctuation: bool = False,
 ) -> dict:
-    """Writes the three interpretation files of `workdir` on `split`; returns the global summary.
-    `keep_punctuation`: list punctuation-only tokens among the most frequent words of each cell."""
-    trained = load_trained(workdir, with_data=True)
+    """Writes the three interpretation files of a trained iCapsNets model (`load_trained(...,
+    with_data=True)`) on `split` to `out`; returns the global summary. `keep_punctuation`: list
+    punctuation-only tokens among the most frequent words of each cell."""
     if trained.config.model.name not in CAPSULE_MODELS:
         raise UserError(f"interpretation needs an iCapsNets workdir, not {trained.config.model.name!r}")
     if split not in trained.dataset.splits:
         raise UserError(f"--split: no split {split!r}; the dataset has {', '.join(trained.dataset.splits)}")
-    out = out or os.path.join(workdir, "interpretation")
     os.makedirs(out, exist_ok=True)
     names = trained.dataset.labels.names
     interpret = _interpretation_fn(trained, k1, k2)

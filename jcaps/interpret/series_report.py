@@ -1,7 +1,7 @@
 """Saliency maps of a trained sequence model (the input-cell attention LSTM and its baselines).
 
 `attribution_maps(trained, batch, method)` returns one [T, N] map per example of a batch, for
-the true class; `saliency_report(workdir, ...)` writes PNG figures of a few examples and
+the true class; `saliency_report(trained, ...)` writes PNG figures of a few examples and
 `saliency.json` with, per example, the true and predicted class and the share of the saliency
 that falls in each tenth of the series: the quantity whose decay over time the input-cell
 paper is about (an LSTM's saliency piles up on the last steps).
@@ -20,7 +20,7 @@ import numpy as np
 
 from jcaps.errors import UserError
 from jcaps.interpret import saliency as saliency_lib
-from jcaps.train.workdir import TrainedModel, load_trained
+from jcaps.train.workdir import TrainedModel
 from jcaps.viz.figures import plot_saliency_maps
 
 METHODS = ("saliency", "integrated_gradients", "smoothgrad")
@@ -64,13 +64,12 @@ def saliency_by_time(maps: np.ndarray, mask: np.ndarray, bins: int = 10) -> np.n
     return shares
 
 
-def saliency_report(workdir: str, split: str = "test", out: str | None = None, limit: int = 8,
+def saliency_report(trained: TrainedModel, split: str, out: str, limit: int = 8,
                     methods: tuple[str, ...] = ("saliency", "integrated_gradients")) -> dict:
-    """Figures and `saliency.json` for the first `limit` examples of `split`; returns the summary."""
-    trained = load_trained(workdir, with_data=True)
+    """Figures and `saliency.json` of a trained series model (`load_trained(..., with_data=True)`)
+    for the first `limit` examples of `split`, in `out`; returns the summary."""
     if "series" not in trained.family.inputs:
-        raise UserError(f"{workdir} holds a {trained.config.model.name} model: saliency maps are for series models")
-    out = out or os.path.join(workdir, "saliency")
+        raise UserError(f"a {trained.config.model.name} model reads text: saliency maps are for series models")
     os.makedirs(out, exist_ok=True)
     names = trained.dataset.labels.names
     records = []
@@ -92,7 +91,6 @@ def saliency_report(workdir: str, split: str = "test", out: str | None = None, l
             records.append({"index": index, "label": true, "predicted": guess, "figure": os.path.basename(figure),
                             "saliency_share_by_tenth": shares[b].round(4).tolist()})
     summary = {
-        "workdir": os.path.abspath(workdir),
         "split": split,
         "methods": list(methods),
         "examples": records,
