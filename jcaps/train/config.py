@@ -8,6 +8,7 @@ shared key's type and range before any data is read (a `ConfigError` naming the 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
@@ -348,3 +349,21 @@ def compilation_cache_dir(setting: str) -> str:
     if setting == "auto":
         return os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "jcaps", "jax")
     return os.path.expanduser(setting)
+
+
+def load(path_with_arg: str) -> ml_collections.ConfigDict:
+    """The config of `configs/NAME.py[:ARG]` as `train.py --config` builds it (`get_config(ARG)`),
+    unlocked, for scripts and tests that change it before training.
+
+    Example:
+      config = load("configs/fasttext_ag_news.py:smoke")
+      config.train.num_steps = 10
+    """
+    path, _, arg = path_with_arg.partition(":")
+    if not os.path.isfile(path):
+        raise ConfigError(f"config file {path} not found")
+    name = "jcaps_config_" + "".join(c if c.isalnum() else "_" for c in os.path.abspath(path))
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.get_config(arg) if arg else module.get_config()

@@ -10,11 +10,11 @@ import sys
 
 import numpy as np
 import pytest
-from ml_collections import config_flags
 
 from jcaps.interpret import explain
 from jcaps.interpret.explanations import explain_workdir
 from jcaps.interpret.faithfulness import METRICS
+from jcaps.train import config as config_lib
 from jcaps.train import loop
 from jcaps.train.workdir import load_trained
 
@@ -39,7 +39,7 @@ COMPLETENESS_EXCEPTIONS: dict[str, tuple[float, str]] = {}
 
 
 def load_config(name: str, arg: str, cache_dir):
-    config = config_flags.config_flags._LoadConfigModule(name, os.path.join(ROOT, "configs", name)).get_config(arg)
+    config = config_lib.load(f"{os.path.join(ROOT, 'configs', name)}:{arg}")
     config.data.cache_dir = str(cache_dir)
     config.train.progress = "none"
     return config

@@ -18,7 +18,7 @@ from jcaps.errors import ConfigError
 from jcaps.models import MODELS
 from jcaps.models.dilated_fcn import ATTENTION_VARIANTS
 from jcaps.models.input_cell_lstm import VARIANTS
-from jcaps.train.config import base_config, class_weight_power, series_config, validate
+from jcaps.train.config import base_config, class_weight_power, load, series_config, validate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -226,3 +226,12 @@ def test_train_py_stops_on_a_bad_value_with_one_error_line_and_no_checkpoint(tmp
     assert "Traceback" not in result.stderr
     assert not (workdir / "checkpoints").exists()
     assert not (tmp_path / "tfds").exists()  # no data was read or prepared
+
+
+def test_load_builds_a_config_file_with_its_argument():
+    smoke = load(os.path.join(ROOT, "configs", "fasttext_ag_news.py:smoke"))
+    full = load(os.path.join(ROOT, "configs", "fasttext_ag_news.py"))
+    assert smoke.model.name == full.model.name == "fasttext"
+    assert smoke.data.source == "synthetic" and full.data.source != "synthetic"
+    with pytest.raises(ConfigError, match="no_such.py not found"):
+        load(os.path.join(ROOT, "configs", "no_such.py:smoke"))
