@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable
 
@@ -59,6 +60,20 @@ def _config_key_message(error: Exception) -> str:
     return _one_line(text)
 
 
+def _unknown_key_message(message: str, argv: list[str]) -> str:
+    """`--config.train.batch_sise: no such config key; did you mean "batch_size"?` from
+    ml_collections' `'batch_sise' Did you mean "batch_size" instead of "batch_sise"?`."""
+    key = re.match(r"'([^']+)'", message)
+    flag = None
+    if key:
+        names = (argument.split("=", 1)[0] for argument in argv[1:] if argument.startswith("--config."))
+        flag = next((name for name in names if key.group(1) in name.split(".")), None)
+    if flag is None:
+        return f"bad --config.* flag: {message}"
+    suggestion = re.search(r'Did you mean "([^"]+)"', message)
+    return f"{flag}: no such config key" + (f'; did you mean "{suggestion.group(1)}"?' if suggestion else "")
+
+
 def _flag_error_message(error: flags.Error) -> str:
     """absl's message, with a config file's embedded traceback cut down to its last line."""
     lines = [line for line in str(error).splitlines() if line.strip()]
@@ -91,7 +106,7 @@ def parse_flags(argv: list[str]) -> list[str]:
         raise UserError(_flag_error_message(error), hint=hint) from error
     except (KeyError, AttributeError, TypeError, ValueError, OSError) as error:
         # A `--config.KEY=VALUE` override naming a key the config does not have.
-        raise UserError(f"bad --config.* flag: {_config_key_message(error)}", hint=hint) from error
+        raise UserError(_unknown_key_message(_config_key_message(error), argv), hint=hint) from error
     _check_config_files_loaded()
     return remaining
 

@@ -45,7 +45,8 @@ def trained(tmp_path_factory):
 
 def test_misspelt_config_key_suggests_the_right_one_without_escapes(tmp_path):
     line = assert_user_error(run("train.py", "--config", SMOKE, "--workdir", str(tmp_path / "w"),
-                                 "--config.train.batch_sise=3"), "'batch_sise'", 'Did you mean "batch_size"')
+                                 "--config.train.batch_sise=3"),
+                             '--config.train.batch_sise: no such config key; did you mean "batch_size"?')
     assert "\\" not in line
     assert not (tmp_path / "w").exists()
 
