@@ -110,3 +110,9 @@ def test_debug_shows_the_traceback_and_a_bug_keeps_it(tmp_path):
     assert bug.returncode == 1 and "Traceback" in bug.stderr and "RuntimeError: an internal bug" in bug.stderr
     assert not any(line.startswith("error: ") for line in bug.stderr.splitlines())
 
+
+
+def test_a_batch_larger_than_the_training_data(tmp_path):
+    assert_user_error(run("train.py", "--config", SMOKE, "--workdir", str(tmp_path / "w"),
+                          f"--config.data.cache_dir={tmp_path / 'cache'}", "--config.train.batch_size=1024"),
+                      "train.batch_size=1024 is more than the", "examples of the train split")

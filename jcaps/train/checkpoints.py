@@ -15,9 +15,14 @@ import jax
 import orbax.checkpoint as ocp
 
 
+def checkpoint_directory(workdir: str) -> str:
+    """WORKDIR/checkpoints, where the manager keeps its steps (created when first opened)."""
+    return os.path.join(os.path.abspath(workdir), "checkpoints")
+
+
 class Checkpoints:
     def __init__(self, workdir: str, keep: int = 3):
-        self.directory = os.path.join(os.path.abspath(workdir), "checkpoints")
+        self.directory = checkpoint_directory(workdir)
         self.best_directory = os.path.join(os.path.abspath(workdir), "best")
         self._best = None
         self._manager = ocp.CheckpointManager(

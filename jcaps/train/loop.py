@@ -31,7 +31,7 @@ from jcaps.data.pipeline import ExampleDataset
 from jcaps.models import MODELS, build_model, get_family
 from jcaps.train import config as config_lib
 from jcaps.train import mesh as mesh_lib
-from jcaps.train.checkpoints import Checkpoints
+from jcaps.train.checkpoints import Checkpoints, checkpoint_directory
 from jcaps.train import metrics as metrics_lib
 from jcaps.train.metrics import MetricWriter, evaluation_metrics
 from jcaps.train.optim import make_optimizer
@@ -235,9 +235,10 @@ def _train_and_evaluate(config, workdir: str, reevaluate: bool = False, started:
     class_weight_power = config_lib.class_weight_power(config.train.class_weights)  # fails before the data loads
 
     # Data: the vocabulary (or standardisation) of a resumed run is the saved one, never rebuilt.
+    # The checkpoint manager (which creates its folder) opens only once the data has loaded.
+    has_metadata = datasets.has_metadata(checkpoint_directory(workdir))
+    dataset = datasets.load_dataset(config.data, config.train.seed, checkpoint_directory(workdir))
     checkpoints = Checkpoints(workdir, keep=config.train.keep_checkpoints)
-    has_metadata = datasets.has_metadata(checkpoints.directory)
-    dataset = datasets.load_dataset(config.data, config.train.seed, checkpoints.directory)
     steps_per_epoch = dataset.steps_per_epoch(config.train.batch_size)
     num_steps = config.train.num_steps or config.train.num_epochs * steps_per_epoch
     last_saved = checkpoints.latest_step()
