@@ -24,7 +24,7 @@ import threading
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import numpy as np
@@ -35,6 +35,9 @@ from jcaps.data.tokenizers import get_tokenizer
 from jcaps.data.vocab import LabelMap, Vocabulary
 from jcaps.errors import ConfigError, UserError
 from jcaps.ops.decoding import EOS_ID, NUM_SPECIAL
+
+if TYPE_CHECKING:  # imported where batches are made: predicting does not pay for it
+    import grain
 
 # What a workdir keeps to encode new inputs as training did (see `save_metadata`).
 LABELS_FILE = "labels.json"

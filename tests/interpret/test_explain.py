@@ -14,7 +14,6 @@ import pytest
 from jcaps.interpret import explain
 from jcaps.interpret.explanations import explain_workdir
 from jcaps.interpret.faithfulness import METRICS
-from jcaps.train import config as config_lib
 from jcaps.train import loop
 from jcaps.train.workdir import load_trained
 
@@ -38,21 +37,14 @@ COMPLETENESS_BOUND = {"fasttext": 0.01}
 COMPLETENESS_EXCEPTIONS: dict[str, tuple[float, str]] = {}
 
 
-def load_config(name: str, arg: str, cache_dir):
-    config = config_lib.load(f"{os.path.join(ROOT, 'configs', name)}:{arg}")
-    config.data.cache_dir = str(cache_dir)
-    config.train.progress = "none"
-    return config
-
-
 @pytest.fixture(scope="module")
-def workdirs(tmp_path_factory):
+def workdirs(tmp_path_factory, config_file):
     """One `:smoke` workdir per model name, trained a few steps on first use."""
     root, made = tmp_path_factory.mktemp("explain"), {}
 
     def workdir(model_name: str) -> str:
         if model_name not in made:
-            config = load_config(*SMOKE[model_name], root / "cache")
+            config = config_file(*SMOKE[model_name], root / "cache")
             # Explanations need a trained workdir, not a good model; SGM learns to emit labels.
             config.train.num_steps = 60 if model_name == "sgm" else 4
             if config.data.max_len:  # one padded shape: each function compiles once

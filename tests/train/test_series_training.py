@@ -13,18 +13,10 @@ import pytest
 from jcaps.errors import UserError
 from jcaps.models.input_cell_lstm import VARIANTS
 from jcaps.predict import predict
-from jcaps.train import config as config_lib
 from jcaps.train import loop
 from jcaps.train.workdir import load_trained
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def load_config(name: str, arg: str, cache_dir):
-    config = config_lib.load(f"{os.path.join(ROOT, 'configs', name)}:{arg}")
-    config.data.cache_dir = str(cache_dir)
-    config.train.progress = "none"
-    return config
 
 
 @pytest.fixture(scope="module")
@@ -33,9 +25,9 @@ def cache_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def input_cell_run(tmp_path_factory, cache_dir):
+def input_cell_run(tmp_path_factory, cache_dir, config_file):
     workdir = tmp_path_factory.mktemp("input_cell")
-    config = load_config("input_cell_boxes.py", "earlier,input_cell,smoke", cache_dir)
+    config = config_file("input_cell_boxes.py", "earlier,input_cell,smoke", cache_dir)
     config.train.num_epochs = 6
     return workdir, loop.train_and_evaluate(config, str(workdir))
 
@@ -52,8 +44,8 @@ def test_input_cell_learns_the_box_task(input_cell_run):
 
 
 @pytest.mark.parametrize("variant", [v for v in VARIANTS if v != "input_cell"])
-def test_every_variant_trains(tmp_path, cache_dir, variant):
-    config = load_config("input_cell_boxes.py", f"middle,{variant},smoke", cache_dir)
+def test_every_variant_trains(tmp_path, cache_dir, variant, config_file):
+    config = config_file("input_cell_boxes.py", f"middle,{variant},smoke", cache_dir)
     config.train.num_steps = 4  # one compile of each step: the point is that the variant trains
     final = loop.train_and_evaluate(config, str(tmp_path))
     assert np.isfinite(final["test"]["loss"]) and 0.0 <= final["test"]["accuracy"] <= 1.0
@@ -91,11 +83,11 @@ def test_trained_series_workdir_refuses_text(input_cell_run):
         ("input_cell_mnist.py", "idx", "feature"),
     ],
 )
-def test_real_data_configs(name, data_format, normalize, tmp_path):
-    config = load_config(name, "", tmp_path)
+def test_real_data_configs(name, data_format, normalize, tmp_path, config_file):
+    config = config_file(name, "", tmp_path)
     assert (config.data.format, config.data.normalize, config.model.variant) == (data_format, normalize, "input_cell")
-    assert load_config(name, "lstm", tmp_path).model.variant == "lstm"
+    assert config_file(name, "lstm", tmp_path).model.variant == "lstm"
     with pytest.raises(ValueError, match="unknown config argument"):
-        load_config(name, "nonsense", tmp_path)
-    smoke = load_config(name, "smoke", tmp_path)
+        config_file(name, "nonsense", tmp_path)
+    smoke = config_file(name, "smoke", tmp_path)
     assert smoke.data.format == "boxes"  # offline

@@ -14,18 +14,10 @@ import pytest
 from jcaps.errors import UserError
 from jcaps.models.dilated_fcn import ATTENTION_VARIANTS
 from jcaps.predict import predict
-from jcaps.train import config as config_lib
 from jcaps.train import loop
 from jcaps.train.workdir import load_trained
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def load_config(name: str, arg: str, cache_dir):
-    config = config_lib.load(f"{os.path.join(ROOT, 'configs', name)}:{arg}")
-    config.data.cache_dir = str(cache_dir)
-    config.train.progress = "none"
-    return config
 
 
 def train_losses(workdir) -> list[float]:
@@ -44,8 +36,8 @@ def cache_dir(tmp_path_factory):
 
 
 @pytest.mark.parametrize("variant", ATTENTION_VARIANTS)
-def test_every_attention_variant_trains(tmp_path, cache_dir, variant):
-    config = load_config("dilated_fcn_emoji.py", f"{variant},smoke", cache_dir)
+def test_every_attention_variant_trains(tmp_path, cache_dir, variant, config_file):
+    config = config_file("dilated_fcn_emoji.py", f"{variant},smoke", cache_dir)
     # One shape, one compile of each step: the point is that the variant trains.
     config.train.num_steps = 3
     config.data.max_len, config.data.bucket_boundaries = 64, (64,)
@@ -54,8 +46,8 @@ def test_every_attention_variant_trains(tmp_path, cache_dir, variant):
     assert np.isfinite(final["test"]["loss"]) and 0.0 <= final["test"]["macro_f1"] <= 1.0
 
 
-def test_dilated_fcn_learns_and_compiles_once_per_bucket(tmp_path, cache_dir):
-    config = load_config("dilated_fcn_emoji.py", "smoke", cache_dir)
+def test_dilated_fcn_learns_and_compiles_once_per_bucket(tmp_path, cache_dir, config_file):
+    config = config_file("dilated_fcn_emoji.py", "smoke", cache_dir)
     final = loop.train_and_evaluate(config, str(tmp_path))
     losses = train_losses(tmp_path)
     assert losses[-1] < 0.9 * losses[0]
@@ -67,14 +59,14 @@ def test_dilated_fcn_learns_and_compiles_once_per_bucket(tmp_path, cache_dir):
     assert result["label"] in trained.dataset.labels.names
 
 
-def test_dilated_fcn_epoch_compiles_at_most_one_step_per_bucket(cache_dir):
+def test_dilated_fcn_epoch_compiles_at_most_one_step_per_bucket(cache_dir, config_file):
     from jcaps.data.datasets import load_dataset
     from jcaps.models import build_model, get_family
     from jcaps.train import mesh as mesh_lib
     from jcaps.train.steps import model_inputs
 
     # Generated documents are 50 to 250 characters; batch maxima of 16 lie between 200 and 250.
-    config = load_config("dilated_fcn_emoji.py", "smoke", cache_dir)
+    config = config_file("dilated_fcn_emoji.py", "smoke", cache_dir)
     config.data.max_len, config.data.bucket_boundaries = 256, (216, 224, 232, 240, 256)
     dataset = load_dataset(config.data, config.train.seed)
     family = get_family(config.model.name)
@@ -99,11 +91,11 @@ def test_dilated_fcn_epoch_compiles_at_most_one_step_per_bucket(cache_dir):
 
 
 @pytest.fixture(scope="module")
-def multilabel_runs(tmp_path_factory, cache_dir):
+def multilabel_runs(tmp_path_factory, cache_dir, config_file):
     runs = {}
     for name in ("br_reuters.py", "sgm_reuters.py", "sgm_ge_reuters.py"):
         workdir = tmp_path_factory.mktemp(name.removesuffix(".py"))
-        runs[name] = (workdir, loop.train_and_evaluate(load_config(name, "smoke", cache_dir), str(workdir)))
+        runs[name] = (workdir, loop.train_and_evaluate(config_file(name, "smoke", cache_dir), str(workdir)))
     return runs
 
 
