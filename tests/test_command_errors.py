@@ -71,9 +71,10 @@ def test_unknown_workdir(tmp_path, command):
                       "not a jcaps workdir")
 
 
-def test_workdir_without_checkpoint(tmp_path, trained):
+@pytest.mark.parametrize("command", [["-m", "jcaps.evaluate"], ["-m", "jcaps.interpret"]])
+def test_workdir_without_checkpoint(tmp_path, trained, command):
     (tmp_path / "config.json").write_text((trained / "config.json").read_text())
-    assert_user_error(run("-m", "jcaps.evaluate", "--workdir", str(tmp_path)), "no checkpoint yet")
+    assert_user_error(run(*command, "--workdir", str(tmp_path)), "no checkpoint yet")
 
 
 def test_unknown_split(trained):

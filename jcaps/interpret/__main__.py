@@ -40,6 +40,7 @@ flags.DEFINE_list("methods", None, "Methods to run (default: all the model offer
 flags.DEFINE_bool("faithfulness", False, "Also measure each method's faithfulness (faithfulness.json).")
 flags.DEFINE_enum("removal", "pad", list(explain.REMOVALS), "Faithfulness: a removed token becomes PAD or UNK.")
 flags.DEFINE_integer("ig_steps", explain.Options.ig_steps, "Integrated gradients: interpolation points.")
+flags.DEFINE_integer("smoothgrad_samples", explain.Options.smoothgrad_samples, "SmoothGrad: noisy copies averaged.")
 flags.DEFINE_integer("ig_chunk", explain.Options.ig_chunk, "Integrated gradients: points evaluated at once "
                      "(1 is fastest on a CPU; more on an accelerator).")
 flags.DEFINE_integer("batch_size", 32, "Examples per batch.")
@@ -53,7 +54,7 @@ FLAGS = flags.FLAGS
 
 def _check_flags(model_config) -> tuple[str, ...]:
     """The methods to run; a one-line user error for anything out of range."""
-    for name in ("limit", "ig_steps", "ig_chunk", "batch_size", "k1", "k2", "report_examples"):
+    for name in ("limit", "ig_steps", "ig_chunk", "smoothgrad_samples", "batch_size", "k1", "k2", "report_examples"):
         value = getattr(FLAGS, name)
         if value is not None and value < 1:
             raise UserError(f"--{name} must be at least 1, not {value}")
@@ -93,8 +94,8 @@ def main(argv):
         closing.append(f"wrote {len(summary['examples'])} saliency figures; mean share of saliency per tenth of "
                        f"the series: {shares}")
 
-    options = explain.Options(ig_steps=FLAGS.ig_steps, ig_chunk=FLAGS.ig_chunk, removal=FLAGS.removal, k1=FLAGS.k1,
-                              k2=FLAGS.k2)
+    options = explain.Options(ig_steps=FLAGS.ig_steps, ig_chunk=FLAGS.ig_chunk,
+                              smoothgrad_samples=FLAGS.smoothgrad_samples, removal=FLAGS.removal, k1=FLAGS.k1, k2=FLAGS.k2)
     faithfulness = explain_workdir(
         trained, FLAGS.split, out, methods=methods, limit=limit, with_faithfulness=FLAGS.faithfulness,
         options=options, batch_size=FLAGS.batch_size, report_examples=FLAGS.report_examples, seed=FLAGS.seed,

@@ -127,3 +127,13 @@ def test_bad_flags_are_one_line_errors(workdirs, flags, message):
     if "capsules" in flags:  # the error lists the model's own methods
         assert "its methods: gradient, gradient_x_input, integrated_gradients, smoothgrad, occlusion, random" \
             in result.stderr
+
+
+@pytest.mark.parametrize("model_name", sorted(SMOKE))
+def test_the_command_runs_on_every_model(workdirs, tmp_path, model_name):
+    result = run("--workdir", workdirs(model_name), "--out", str(tmp_path), "--limit", "2", "--methods", "random",
+                 "--faithfulness")
+    assert result.returncode == 0, result.stderr
+    assert set(json.loads((tmp_path / "faithfulness.json").read_text())) == {"random"}
+    assert {"attributions.jsonl", "report.html"} <= set(os.listdir(tmp_path))
+
