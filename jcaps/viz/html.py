@@ -187,7 +187,8 @@ def write_explanation_report(
     Args:
       path: where to write it.
       title: the page title.
-      methods: the methods shown; a radio selector (pure CSS) picks the one highlighted.
+      methods: the methods shown; a radio selector (pure CSS) picks the one highlighted, at first
+        integrated gradients (or the first method).
       groups: explained class or label name -> entries, each with tokens, scores {method: one
         score per token}, probability, index, label, prediction and target.
       faithfulness: `faithfulness.json`'s content (tabulated on top; {} says it was not run).
@@ -205,9 +206,11 @@ def write_explanation_report(
         f"#{_method_id(m)}:checked ~ nav label[for={_method_id(m)}] {{ background: #333; color: #fff; }}\n"
         for m in methods
     )
+    # The page opens on integrated gradients where it ran (the axiomatic reference), else the first.
+    opened = "integrated_gradients" if "integrated_gradients" in methods else methods[0]
     radios = "".join(
-        f'<input type="radio" name="method" id="{_method_id(m)}"{" checked" if k == 0 else ""}>'
-        for k, m in enumerate(methods)
+        f'<input type="radio" name="method" id="{_method_id(m)}"{" checked" if m == opened else ""}>'
+        for m in methods
     )
     labels = "".join(f'<label for="{_method_id(m)}">{_escape(m)}</label>' for m in methods)
     sections = "".join(
