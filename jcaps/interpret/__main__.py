@@ -46,6 +46,8 @@ flags.DEFINE_integer("ig_chunk", explain.Options.ig_chunk, "Integrated gradients
 flags.DEFINE_integer("batch_size", 32, "Examples per batch.")
 flags.DEFINE_integer("k1", 3, "iCapsNets: capsules selected per example (top by coupling to the prediction).")
 flags.DEFINE_integer("k2", 2, "iCapsNets: positions selected per capsule (top by attention).")
+flags.DEFINE_bool("keep_punctuation", False, "iCapsNets: list punctuation-only tokens among each cell's "
+                  "most frequent K-gram words in global.json (left out by default).")
 flags.DEFINE_integer("report_examples", 12, "Examples per explained class or label shown in report.html.")
 flags.DEFINE_integer("seed", 0, "Seed of SmoothGrad's noise, the random ranking and the bootstrap.")
 cli.define_data_location_flags()
@@ -82,7 +84,8 @@ def main(argv):
 
     extra_html, closing = "", []
     if config.model.name in explain.CAPSULE_MODELS:
-        summary = interpret_workdir(trained, FLAGS.split, out, FLAGS.limit or 0, FLAGS.k1, FLAGS.k2)
+        summary = interpret_workdir(trained, FLAGS.split, out, FLAGS.limit or 0, FLAGS.k1, FLAGS.k2,
+                                    keep_punctuation=FLAGS.keep_punctuation)
         extra_html = capsule_global_html(summary, os.path.join(out, "C.png"))
         sparsity = summary["sparsity"]
         closing.append(f"share of each class's examples in its top {sparsity['top']} capsules: "

@@ -62,6 +62,20 @@ def native_method(model_config) -> str | None:
     return None
 
 
+def native_note(model_config) -> str:
+    """What the model's own explanation is, or why it has none (the report shows it)."""
+    native = native_method(model_config)
+    if native == "capsules":
+        return "capsules: the words covered by the K-grams of the capsules most coupled to the prediction."
+    if native == "attention":
+        return "attention: the model's own attention over the positions."
+    return (f"A {model_config.name} model has no position-level explanation of its own"
+            + (": it averages its words." if model_config.name == "fasttext" else
+               ": its capsules route pooled BiGRU features, not positions." if model_config.name == "cccapsnet" else
+               ".")
+            + " Its tokens are explained by the gradient methods and occlusion only.")
+
+
 def model_methods(model_config) -> tuple[str, ...]:
     """Every method the model offers, in report order (random last)."""
     native = native_method(model_config)

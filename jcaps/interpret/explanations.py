@@ -21,7 +21,7 @@ import os
 
 import numpy as np
 
-from jcaps.interpret.explain import Explainer, Options
+from jcaps.interpret.explain import Explainer, Options, native_note
 from jcaps.interpret.faithfulness import METRICS, bootstrap_interval
 from jcaps.viz.html import write_explanation_report
 
@@ -146,6 +146,7 @@ def explain_workdir(
         completeness=float(np.median(errors)) if errors.size else None,
         joiner="" if is_text and trained.config.data.tokenizer.endswith("chars") else " ",
         extra_html=extra_html,
+        note=native_note(trained.config.model),
     )
     return summary
 

@@ -181,6 +181,7 @@ def write_explanation_report(
     completeness: float | None = None,
     joiner: str = " ",
     extra_html: str = "",
+    note: str = "",
 ) -> str:
     """Writes the explanation report: one self-contained HTML file without scripts.
 
@@ -196,6 +197,7 @@ def write_explanation_report(
       joiner: what stands between tokens ("" for characters).
       extra_html: a model's own section (e.g. iCapsNets' global interpretation), placed after
         the table.
+      note: a sentence about the model's explanations, shown under the title.
 
     Returns:
       `path` as a string.
@@ -218,10 +220,12 @@ def write_explanation_report(
         + "".join(_explained_example_html(entry, methods, joiner) for entry in entries)
         for name, entries in groups.items()
     )
+    note_html = f'<p class="meta">{_escape(note)}</p>' if note else ""
     document = (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{_escape(title)}</title><style>{_STYLE}{_EXPLANATION_STYLE}{selector_css}</style></head><body>"
-        f"<h1>{_escape(title)}</h1><h2>Faithfulness</h2>{_faithfulness_table(faithfulness, completeness)}"
+        f"<h1>{_escape(title)}</h1>{note_html}"
+        f"<h2>Faithfulness</h2>{_faithfulness_table(faithfulness, completeness)}"
         f"{extra_html}<h2>Examples, grouped by the prediction explained</h2>"
         "<p>Orange: the token raises the explained output; blue: it lowers it; stronger = larger |score| "
         "within the example.</p>"

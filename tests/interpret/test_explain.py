@@ -3,6 +3,7 @@ files; integrated gradients' completeness per model; the command's bad inputs.""
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import subprocess
@@ -91,6 +92,7 @@ def test_every_method_of_every_model_with_faithfulness(workdirs, tmp_path, model
         assert median <= COMPLETENESS_BOUND.get(model_name, 0.05), f"{model_name}: completeness error {median}"
     page = (tmp_path / "report.html").read_text(encoding="utf-8")
     assert all(f'id="method-{m.replace("_", "-")}"' in page for m in methods)
+    assert html.escape(explain.native_note(trained.config.model)) in page
 
 
 def test_native_methods_follow_the_model():
@@ -107,6 +109,9 @@ def test_native_methods_follow_the_model():
     assert "attention" not in methods(name="dilated_fcn", attention="local", attention_axis="channels")
     assert "attention" not in methods(name="input_cell_lstm", variant="lstm")
     assert "attention" in methods(name="sgm")
+    for name in ("fasttext", "cccapsnet", "br"):
+        assert "no position-level explanation of its own" in explain.native_note(ConfigDict({"name": name}))
+    assert explain.native_note(ConfigDict({"name": "icapsnet_short"})).startswith("capsules:")
 
 
 def run(*args):
