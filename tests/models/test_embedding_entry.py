@@ -54,7 +54,7 @@ def test_embedding_entry_point_gives_the_token_outputs_and_gradients_only_at_rea
     for key in from_ids:
         np.testing.assert_allclose(from_vectors[key], from_ids[key], rtol=1e-6, atol=1e-6, err_msg=key)
 
-    gradient = jax.grad(lambda e: _score(name, model.apply(variables, *inputs, embeddings=e)).sum())(embeddings)
+    gradient = jax.jit(jax.grad(lambda e: _score(name, model.apply(variables, *inputs, embeddings=e)).sum()))(embeddings)
     per_token = np.linalg.norm(np.asarray(gradient), axis=-1)
     real = inputs[0] > 0
     assert np.all(per_token[~real] == 0), "a PAD position received gradient"
