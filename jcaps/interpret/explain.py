@@ -115,9 +115,7 @@ class _Task:
         return (x > 0).reshape(x.shape[0], -1)
 
     def apply(self, params, x, side, **kwargs):
-        if self.kind == "series":
-            return self.model.apply({"params": params}, x, side, train=False, **kwargs)
-        if self.kind == "sgm":
+        if self.kind in ("series", "sgm"):  # the side input is the mask, or the label sequence
             return self.model.apply({"params": params}, x, side, train=False, **kwargs)
         return self.model.apply({"params": params}, x, train=False, **kwargs)
 
@@ -341,13 +339,11 @@ class Explainer:
         rows, sides, predictions = [], [], [[] for _ in range(len(batch["weight"]))]
         if self.task.kind == "sgm":
             sequences, lengths = predicted["sequence"], predicted["length"]
-            log_probs = jax.device_get(
-                jnp.exp(self.task.outputs(self.trained.params, x, jnp.asarray(sequences)))
-            )
+            step_probabilities = jax.device_get(jnp.exp(_forward(self.task, self.trained.params, x, jnp.asarray(sequences))))
             for b in real:
                 for step in range(int(lengths[b])):
                     name = self.names[int(sequences[b, step]) - NUM_SPECIAL]
-                    rows.append((b, step, name, float(log_probs[b, step])))
+                    rows.append((b, step, name, float(step_probabilities[b, step])))
                     sides.append(sequences[b])
                     predictions[b].append(name)
             return rows, sides, predictions
