@@ -339,7 +339,8 @@ class Explainer:
         rows, sides, predictions = [], [], [[] for _ in range(len(batch["weight"]))]
         if self.task.kind == "sgm":
             sequences, lengths = predicted["sequence"], predicted["length"]
-            step_probabilities = jax.device_get(jnp.exp(_forward(self.task, self.trained.params, x, jnp.asarray(sequences))))
+            step_log_probs = _forward(self.task, self.trained.params, x, jnp.asarray(sequences))
+            step_probabilities = jax.device_get(jnp.exp(step_log_probs))
             for b in real:
                 for step in range(int(lengths[b])):
                     name = self.names[int(sequences[b, step]) - NUM_SPECIAL]
@@ -350,7 +351,8 @@ class Explainer:
         probabilities = predicted["probabilities"]
         for b in real:
             if self.task.kind == "br":
-                chosen = [j for j in np.argsort(-probabilities[b]) if probabilities[b, j] >= self.trained.config.model.threshold]
+                threshold = self.trained.config.model.threshold
+                chosen = [j for j in np.argsort(-probabilities[b]) if probabilities[b, j] >= threshold]
             else:
                 chosen = [int(np.argmax(probabilities[b]))]
             for j in chosen:
