@@ -21,6 +21,11 @@ BOS_TOKEN = "<bos>"
 EOS_TOKEN = "<eos>"
 PAD = 0
 UNK = 1
+# A label sequence's ids: PAD, UNK, BOS, EOS, then label j at id NUM_SPECIAL + j; a sequence
+# ends with EOS (the ids `jcaps.ops.decoding` takes as `bos_id`, `eos_id`, `num_special`).
+BOS = 2
+EOS = 3
+NUM_SPECIAL = 4
 
 
 def _index(names: Sequence[str], what: str) -> dict[str, int]:
