@@ -1,5 +1,5 @@
 """CCCapsNet training throughput: the BiGRU encoder alone and the whole model, against the
-PyTorch reference's measured step times (PERFORMANCE.md).
+PyTorch reference's measured step times (docs/performance.md).
 
     python benchmarks/cccapsnet_speed.py --out DIR [--lengths 64,256] [--batch 32]
         [--vocab_size 62535] [--repeats 10] [--config configs/cccapsnet_ag_news.py]
@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from jcaps.models.cccapsnet import Encoder
 from throughput import load_config, measure, median_seconds  # this script's folder is on sys.path
 
-# PERFORMANCE.md: the PyTorch reference's seconds per training step at batch 32, and jcaps' target.
+# docs/performance.md: the PyTorch reference's seconds per training step at batch 32, and jcaps' target.
 REFERENCE = {64: (0.216, 0.108), 256: (0.825, 0.41)}
 
 

@@ -1,4 +1,4 @@
-"""The input-cell attention paper's saliency benchmark on its synthetic box data (MODELS.md §3).
+"""The input-cell attention paper's saliency benchmark on its synthetic box data (docs/models.md §3).
 
     python benchmarks/saliency_boxes.py --out DIR [--boxes earlier,middle,...]
         [--variants lstm,input_cell,...] [--quick]

@@ -8,13 +8,13 @@ For SGM without and with the global embedding, and for BR, it times through the 
 `--repeats`) one optimiser step on random batches of `--batch` examples of `--length` tokens
 (SGM: label sequences of up to 3 labels + EOS, padded to 8 steps), and, for SGM, `predict` with
 greedy decoding and with beam search (beam 5, at most 30 label steps). `--sizes reference`
-uses PERFORMANCE.md's reference shape (3-layer 512 BiLSTM encoder, 3-layer 512 decoder,
+uses the reference shape of docs/performance.md (3-layer 512 BiLSTM encoder, 3-layer 512 decoder,
 vocabulary 50k, 90 labels + 4 specials); `config` uses `configs/sgm_reuters.py`'s sizes. Writes
 
     DIR/results.json  {"<model>": {"train_step_s", "train_examples_per_s", "compile_s",
                        "greedy_s", "greedy_examples_per_s", "beam_s", "beam_examples_per_s", ...}}
 
-with the PyTorch reference's step times (PERFORMANCE.md) beside. Needs no data.
+with the PyTorch reference's step times (docs/performance.md) beside. Needs no data.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from jcaps.models import build_model
 from jcaps.ops.decoding import EOS_ID
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# PERFORMANCE.md, reference shape, batch 64, source 200: seconds per training step (6 label
+# docs/performance.md, reference shape, batch 64, source 200: seconds per training step (6 label
 # steps) and per greedy decoding of 30 steps.
 REFERENCE = {"train_step_s": 10.2, "greedy_s": 3.72}
 NUM_LABELS = 90

@@ -1,5 +1,5 @@
 """Dilated causal convolution network (Anderson, EVALITA 2018 ITAmoji) on SemEval-2018 Task 2,
-English emoji prediction (20 emoji): MODELS.md §4.
+English emoji prediction (20 emoji): docs/models.md §4.
 
 Config argument: `[VARIANT][,smoke]`, VARIANT the attention block, one of
 none (default) | dot | dot8 | simplified | local | simplified8 | local8.
@@ -53,7 +53,7 @@ def get_config(arg: str = ""):
     model.filters = 128  # [ref]
     model.width = 7  # [ref]
     model.num_layers = 9  # [ref] dilations 1, 2, ..., 256
-    # [decision] The paper names no activation inside the residual layers (MODELS.md's default
+    # [decision] The paper names no activation inside the residual layers (docs/models.md §4: the default
     # 'none' keeps them linear); ReLU makes the stack a deep network at no cost. With 'none' and
     # Adam 1e-3 the loss was still at the label prior's entropy after 350 steps (measured).
     model.activation = "relu"

@@ -10,7 +10,7 @@ Offline smoke run on generated data:
 
 `PATH/ag_news`: the AG News files described in icapsnet_short_ag_news.py.
 
-Documents are split into sentences (`sentences` tokenizer) and padded on both axes; MODELS.md
+Documents are split into sentences (`sentences` tokenizer) and padded on both axes; docs/models.md
 §1 defaults: at most 30 sentences of at most 50 words. Expected runtime and accuracy: see the
 README results table.
 """

@@ -1,4 +1,4 @@
-"""iCapsNets Short (Wang, Hu, Ji 2020) on AG News: MODELS.md §1 defaults, except the sizes and
+"""iCapsNets Short (Wang, Hu, Ji 2020) on AG News: docs/models.md §1 defaults, except the sizes and
 one W_ij per (primary capsule, class) pair in place of the paper's shared W_j (see below).
 
 Local files (zhang_csv: train.csv, test.csv, classes.txt):
@@ -30,7 +30,7 @@ def get_config(arg: str = ""):
     config = base_config()
     model = config.model
     model.name = "icapsnet_short"
-    # MODELS.md §1 defaults are d_e 300, d_w 256, I 32; with 10k training rows the smaller
+    # docs/models.md §1 defaults are d_e 300, d_w 256, I 32; with 10k training rows the smaller
     # model below generalises better (test 0.875 vs 0.859 at the defaults, measured).
     model.embed_dim = 200
     model.kernel_size = 3

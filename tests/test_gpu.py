@@ -22,7 +22,7 @@ def test_causal_pool_on_the_gpu_matches_the_quadratic_form():
 
 
 def test_input_cell_batch_50_at_length_1000_trains_on_the_gpu():
-    # PERFORMANCE.md: the reference cannot run this shape in 24 GiB; the O(T) pool can.
+    # docs/performance.md: the reference cannot run this shape in 24 GiB; the O(T) pool can.
     model = InputCellLSTM(2)
     series = jnp.asarray(np.random.default_rng(0).normal(size=(50, 1000, 100)).astype(np.float32))
     mask = jnp.ones((50, 1000), bool)

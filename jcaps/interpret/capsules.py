@@ -1,4 +1,4 @@
-"""Local and global interpretation of iCapsNets (Wang, Hu, Ji 2020), MODELS.md §1.
+"""Local and global interpretation of iCapsNets (Wang, Hu, Ji 2020), docs/models.md §1.
 
 Local, per example with predicted class j: the top-k1 primary capsules i by coupling c[i, j];
 for each, the top-k2 positions n by word attention alpha[i, n]; each position maps back to the

@@ -1,4 +1,4 @@
-"""Gradient attributions of a classifier's inputs, and the box metrics that score them, MODELS.md §3.
+"""Gradient attributions of a classifier's inputs, and the box metrics that score them, docs/models.md §3.
 
 Attributions, for a batch x [B, ...] and a class c per example:
   * Saliency: |d out_c / d x|, with out the softmax probability (the input-cell attention paper's

@@ -9,7 +9,7 @@
          no bias, k-means routing, 3 iterations
       -> scores = capsule lengths [B, J]
 
-or, with `classifier="linear"`, scores = Linear(128 -> J, no bias) logits. MODELS.md §2 holds
+or, with `classifier="linear"`, scores = Linear(128 -> J, no bias) logits. docs/models.md §2 holds
 the equations and the published parameter counts this module reproduces (`count_parameters`).
 Padding is masked in the GRU and the mean; `reference_padding=True` processes pads as words
 and averages over all T steps, as the authors' code does.
@@ -163,7 +163,7 @@ class CapsuleClassifier(nn.Module):
 
 
 class CCCapsNet(nn.Module):
-    """CCCapsNet (MODELS.md §2); every default is the published configuration.
+    """CCCapsNet (docs/models.md §2); every default is the published configuration.
 
     Attributes:
         vocab_size: V, including PAD (id 0).

@@ -76,7 +76,7 @@ _stacked_kernel_init = nn.initializers.glorot_uniform(batch_axis=(0,))
 
 
 class DilatedFCN(nn.Module):
-    """Dilated causal convolution network (module docstring; defaults are MODELS.md Sec. 4).
+    """Dilated causal convolution network (module docstring; defaults are docs/models.md §4).
 
     Attributes:
         vocab_size: V, including PAD (id 0).

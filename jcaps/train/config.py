@@ -46,7 +46,7 @@ RESUMABLE_KEYS = (
 
 
 def base_config() -> ml_collections.ConfigDict:
-    """The shared keys with their defaults (see ARCHITECTURE.md)."""
+    """The shared keys with their defaults (README, "Configs")."""
     config = ml_collections.ConfigDict()
 
     config.model = ml_collections.ConfigDict()
