@@ -1,8 +1,9 @@
 """Attention ops: masked softmax and the attention kinds used by jcaps models.
 
-Pure functions on arrays, usable under `jit`, `vmap` and `grad`. Every op takes a padding mask
-(True for real positions): padded positions receive exactly zero weight, and a row with no
-real position yields all-zero weights and a zero pooled vector rather than NaN.
+Pure functions on arrays, usable under `jit`, `vmap` and `grad`. Sequences are batch-major,
+[..., T, F] with any leading batch axes (none for a single sequence). Every op takes a padding
+mask [..., T] (True for real positions): padded positions receive exactly zero weight, and a
+row with no real position yields all-zero weights and a zero pooled vector rather than NaN.
 
 Sections:
   * Masked softmax (shared by every attention kind).
@@ -33,6 +34,7 @@ References:
 import jax
 import jax.numpy as jnp
 
+from jcaps.ops._arrays import merge_leading_axes, split_leading_axes, valid_positions, zero_padding
 from jcaps.ops.convolution import causal_conv1d
 
 # ---------------------------------------------------------------------------------------------
@@ -130,7 +132,7 @@ def head_query_attention(
 
 
 def _time_major(x: jax.Array) -> jax.Array:
-    """[B, T, ...] <-> [T, B, ...]."""
+    """[B, T, ...] <-> [T, B, ...]: the scan runs over the leading axis."""
     return jnp.swapaxes(x, 0, 1)
 
 
@@ -263,40 +265,47 @@ def causal_softmax_pool(scores: jax.Array, inputs: jax.Array, mask: jax.Array | 
     `causal_softmax_pool_quadratic` is the same function computed from the [T, T] weights.
 
     Args:
-      scores: [B, T, r] attention scores s (one per hop and position), independent of t.
-      inputs: [B, T, N] the vectors x_j that are pooled.
-      mask: optional [B, T], True at real positions.
+      scores: [..., T, r] attention scores s (one per hop and position), independent of t.
+      inputs: [..., T, N] the vectors x_j that are pooled.
+      mask: optional [..., T], True at real positions.
 
     Returns:
-      [B, T, N] m_t for every step t (zero at padded steps).
+      [..., T, N] m_t for every step t (zero at padded steps).
     """
-    valid = jnp.ones(scores.shape[:2], bool) if mask is None else jnp.asarray(mask).astype(bool)
+    valid = valid_positions(mask, scores.shape[:-1])
     dtype = jnp.result_type(scores, inputs)
-    pooled = _causal_pool(_time_major(scores.astype(dtype)), _time_major(inputs.astype(dtype)), _time_major(valid))
-    return _time_major(pooled)
+    # The scan reads one time-major batch axis: [..., T, F] -> [T, B, F] and back.
+    (scores, lead), (inputs, _), (valid, _) = (
+        merge_leading_axes(scores.astype(dtype), 2),
+        merge_leading_axes(inputs.astype(dtype), 2),
+        merge_leading_axes(valid, 1),
+    )
+    pooled = _causal_pool(_time_major(scores), _time_major(inputs), _time_major(valid))
+    return split_leading_axes(_time_major(pooled), lead)
 
 
 def causal_softmax_pool_quadratic(scores: jax.Array, inputs: jax.Array, mask: jax.Array | None = None) -> jax.Array:
-    """`causal_softmax_pool` from the explicit [B, r, T, T] weights A_t[k, j], O(T^2) in time
+    """`causal_softmax_pool` from the explicit [..., r, T, T] weights A_t[k, j], O(T^2) in time
     and memory: the reference for the streaming version (same padding convention).
 
     Args:
-      scores: [B, T, r].
-      inputs: [B, T, N].
-      mask: optional [B, T], True at real positions.
+      scores: [..., T, r].
+      inputs: [..., T, N].
+      mask: optional [..., T], True at real positions.
 
     Returns:
-      [B, T, N] m_t for every step t (zero at padded steps).
+      [..., T, N] m_t for every step t (zero at padded steps).
     """
-    batch, steps, num_hops = scores.shape
-    valid = jnp.ones((batch, steps), bool) if mask is None else jnp.asarray(mask).astype(bool)
-    causal = jnp.tril(jnp.ones((steps, steps), bool))
-    # [B, 1, t, j]: j <= t, j real, and t real (a padded step's row is all zero).
-    weight_mask = causal[None, None] & valid[:, None, None, :] & valid[:, None, :, None]
-    logits = jnp.broadcast_to(jnp.swapaxes(scores, 1, 2)[:, :, None, :], (batch, num_hops, steps, steps))
+    steps, num_hops = scores.shape[-2:]
+    valid = valid_positions(mask, scores.shape[:-1])
+    causal = jnp.expand_dims(jnp.tril(jnp.ones((steps, steps), bool)), tuple(range(valid.ndim)))
+    # [..., 1, t, j]: j <= t, j real, and t real (a padded step's row is all zero).
+    weight_mask = causal & valid[..., None, None, :] & valid[..., None, :, None]
+    logits = jnp.broadcast_to(
+        jnp.swapaxes(scores, -1, -2)[..., None, :], scores.shape[:-2] + (num_hops, steps, steps)
+    )
     weights = masked_softmax(logits, weight_mask, axis=-1)
-    inputs = jnp.where(valid[..., None], inputs, 0)
-    return jnp.einsum("brtj,bjn->btn", weights, inputs) / num_hops
+    return jnp.einsum("...rtj,...jn->...tn", weights, zero_padding(inputs, valid)) / num_hops
 
 
 # ---------------------------------------------------------------------------------------------
@@ -316,20 +325,20 @@ def structured_self_attention(
       pooled = (1/r) sum_k sum_t A[k, t] h_t         the rows of M = A H, averaged over hops
 
     Args:
-      hidden: [B, T, H] states h_t.
+      hidden: [..., T, H] states h_t.
       w1: [H, d_a], W_s1^T.
       w2: [d_a, r], W_s2^T.
-      mask: optional [B, T], True at real positions.
+      mask: optional [..., T], True at real positions.
 
     Returns:
-      pooled: [B, H]; zero for a sequence with no real position.
-      weights: [B, r, T] attention A; each row sums to 1 (0 if fully padded).
+      pooled: [..., H]; zero for a sequence with no real position.
+      weights: [..., r, T] attention A; each row sums to 1 (0 if fully padded).
     """
-    valid = jnp.ones(hidden.shape[:2], bool) if mask is None else jnp.asarray(mask).astype(bool)
-    hidden = jnp.where(valid[..., None], hidden, 0)
-    logits = jnp.einsum("bta,ar->brt", jnp.tanh(jnp.einsum("bth,ha->bta", hidden, w1)), w2)
-    weights = masked_softmax(logits, valid[:, None, :], axis=-1)
-    return jnp.einsum("brt,bth->bh", weights, hidden) / w2.shape[-1], weights
+    valid = valid_positions(mask, hidden.shape[:-1])
+    hidden = zero_padding(hidden, valid)
+    logits = jnp.einsum("...ta,ar->...rt", jnp.tanh(jnp.einsum("...th,ha->...ta", hidden, w1)), w2)
+    weights = masked_softmax(logits, valid[..., None, :], axis=-1)
+    return jnp.einsum("...rt,...th->...h", weights, hidden) / w2.shape[-1], weights
 
 
 # ---------------------------------------------------------------------------------------------
@@ -337,7 +346,7 @@ def structured_self_attention(
 # ---------------------------------------------------------------------------------------------
 #
 # The attention blocks of the dilated causal convolution network (docs/models.md §4), applied to
-# its features x [B, L, C] after ReLU(sum of skips). Each returns y [B, L, C] and its weights;
+# its features x [..., L, C] after ReLU(sum of skips). Each returns y [..., L, C] and its weights;
 # x, y and the weights are zero at padded positions, and a row with no valid position gives
 # zeros (no NaN, in value or gradient).
 #
@@ -357,20 +366,8 @@ def structured_self_attention(
 CONV_ATTENTION_AXES = ("channels", "time")
 
 
-def _valid_positions(x: jax.Array, mask: jax.Array | None) -> jax.Array:
-    """[B, L] bool, all True without a mask."""
-    return jnp.ones(x.shape[:2], bool) if mask is None else jnp.asarray(mask).astype(bool)
-
-
-def _zero_padded_rows(x: jax.Array, valid: jax.Array) -> jax.Array:
-    """x [B, L, ...] with zeros where valid [B, L] is False: whatever padding holds (inf, NaN)
-    cannot reach a product, since 0 weight times inf is still NaN."""
-    valid = valid.reshape(valid.shape + (1,) * (x.ndim - valid.ndim))
-    return jnp.where(valid, x, jnp.zeros_like(x))
-
-
 def _group_size(x: jax.Array, groups: int) -> int:
-    """C/G, after checking that G divides the C channels of x [B, L, C]."""
+    """C/G, after checking that G divides the C channels of x [..., L, C]."""
     channels = x.shape[-1]
     if groups < 1 or channels % groups:
         raise ValueError(f"groups must be a positive divisor of the {channels} channels, got {groups}")
@@ -384,20 +381,20 @@ def _check_kernel_shape(kernel: jax.Array, expected: tuple, layout: str) -> None
 
 def _softmax_gate(x, scores, valid, groups, axis):
     """weights = softmax(scores) within each channel group (axis "channels") or over the valid
-    positions per channel (axis "time"); returns (weights * x, weights), [B, L, C] each."""
+    positions per channel (axis "time"); returns (weights * x, weights), [..., L, C] each."""
     if axis not in CONV_ATTENTION_AXES:
         raise ValueError(f"axis must be one of {CONV_ATTENTION_AXES}, got {axis!r}")
-    batch, length, channels = x.shape
-    grouped = scores.reshape(batch, length, groups, channels // groups)
+    grouped = scores.reshape(x.shape[:-1] + (groups, x.shape[-1] // groups))
     # The mask removes whole padded positions: with axis "channels" their rows become all-zero
-    # weights, with axis "time" they drop out of every channel's normalisation.
-    weights = masked_softmax(grouped, valid[:, :, None, None], axis=-1 if axis == "channels" else 1)
-    weights = weights.reshape(batch, length, channels)
+    # weights, with axis "time" (axis -3 of [..., L, G, C/G]) they drop out of every channel's
+    # normalisation.
+    weights = masked_softmax(grouped, valid[..., None, None], axis=-1 if axis == "channels" else -3)
+    weights = weights.reshape(x.shape)
     return weights * x, weights
 
 
 def _add_group_bias(scores: jax.Array, bias: jax.Array | None) -> jax.Array:
-    """scores [B, L, C] + bias [G, C/G] (flattened group-major, as the channels are)."""
+    """scores [..., L, C] + bias [G, C/G] (flattened group-major, as the channels are)."""
     if bias is None:
         return scores
     return scores + jnp.broadcast_to(bias.reshape(-1).astype(scores.dtype), scores.shape)
@@ -422,24 +419,23 @@ def simplified_attention(
     Causal with axis "channels" (y_t reads x_t only); not causal with axis "time".
 
     Args:
-      x: [B, L, C].
+      x: [..., L, C].
       kernel: [G, C/G, C/G], W_g^T of each group.
       bias: optional [G, C/G].
-      mask: [B, L] bool, True at real positions (None: all real).
+      mask: [..., L] bool, True at real positions (None: all real).
       groups: G (1 or 8 in the network).
       axis: "channels" or "time".
 
     Returns:
-      y: [B, L, C]; zero at padded positions.
-      weights: [B, L, C] attention a; zero at padded positions.
+      y: [..., L, C]; zero at padded positions.
+      weights: [..., L, C] attention a; zero at padded positions.
     """
-    batch, length, channels = x.shape
     group_size = _group_size(x, groups)
     _check_kernel_shape(kernel, (groups, group_size, group_size), "[G, C/G, C/G]")
-    valid = _valid_positions(x, mask)
-    x = _zero_padded_rows(x, valid)
-    grouped = x.reshape(batch, length, groups, group_size)
-    scores = jnp.einsum("blgi,gio->blgo", grouped, kernel.astype(x.dtype)).reshape(batch, length, channels)
+    valid = valid_positions(mask, x.shape[:-1])
+    x = zero_padding(x, valid)
+    grouped = x.reshape(x.shape[:-1] + (groups, group_size))
+    scores = jnp.einsum("...gi,gio->...go", grouped, kernel.astype(x.dtype)).reshape(x.shape)
     return _softmax_gate(x, _add_group_bias(scores, bias), valid, groups, axis)
 
 
@@ -462,23 +458,23 @@ def local_attention(
     the network stays causal; with axis "time" it is not causal.
 
     Args:
-      x: [B, L, C].
+      x: [..., L, C].
       kernel: [G, W, C/G, C/G], the conv kernel of each group (width first, then in, out).
       bias: optional [G, C/G].
-      mask: [B, L] bool, True at real positions (None: all real).
+      mask: [..., L] bool, True at real positions (None: all real).
       groups: G (1 or 8 in the network).
       axis: "channels" or "time".
 
     Returns:
-      y: [B, L, C]; zero at padded positions.
-      weights: [B, L, C] attention a; zero at padded positions.
+      y: [..., L, C]; zero at padded positions.
+      weights: [..., L, C] attention a; zero at padded positions.
     """
     channels = x.shape[-1]
     group_size = _group_size(x, groups)
     width = kernel.shape[1] if kernel.ndim == 4 else 3
     _check_kernel_shape(kernel, (groups, width, group_size, group_size), "[G, W, C/G, C/G]")
-    valid = _valid_positions(x, mask)
-    x = _zero_padded_rows(x, valid)
+    valid = valid_positions(mask, x.shape[:-1])
+    x = zero_padding(x, valid)
     # [G, W, C/G, C/G] -> [W, C/G, G C/G]: lax's grouped-conv layout, whose output channel
     # g C/G + j reads only input group g, matching the group-major channel order.
     conv_kernel = jnp.transpose(kernel, (1, 2, 0, 3)).reshape(width, group_size, channels)
@@ -504,33 +500,32 @@ def dot_product_attention(
     Not causal: position t reads every valid position, before and after it. No biases.
 
     Args:
-      x: [B, L, C].
+      x: [..., L, C].
       query_kernel, key_kernel, value_kernel: [C, D], D divisible by `num_heads`.
       output_kernel: [D, C_out].
-      mask: [B, L] bool, True at real positions (None: all real).
+      mask: [..., L] bool, True at real positions (None: all real).
       num_heads: H (1 or 8 in the network).
 
     Returns:
-      y: [B, L, C_out]; zero at padded positions.
-      weights: [B, H, L, L] attention A (query t, key s); zero rows at padded queries, zero
+      y: [..., L, C_out]; zero at padded positions.
+      weights: [..., H, L, L] attention A (query t, key s); zero rows at padded queries, zero
         columns at padded keys.
     """
-    batch, length, _ = x.shape
     width = query_kernel.shape[-1]
     if num_heads < 1 or width % num_heads:
         raise ValueError(f"num_heads must be a positive divisor of the {width} projection features, got {num_heads}")
-    valid = _valid_positions(x, mask)
-    x = _zero_padded_rows(x, valid)
+    valid = valid_positions(mask, x.shape[:-1])
+    x = zero_padding(x, valid)
 
     def heads(kernel):
-        return jnp.einsum("blc,cd->bld", x, kernel.astype(x.dtype)).reshape(batch, length, num_heads, -1)
+        return jnp.einsum("...c,cd->...d", x, kernel.astype(x.dtype)).reshape(x.shape[:-1] + (num_heads, -1))
 
     queries, keys, values = heads(query_kernel), heads(key_kernel), heads(value_kernel)
-    logits = jnp.einsum("bthd,bshd->bhts", queries, keys) * (width // num_heads) ** -0.5
-    weights = masked_softmax(logits, valid[:, None, :, None] & valid[:, None, None, :], axis=-1)
-    pooled = jnp.einsum("bhts,bshd->bthd", weights, values).reshape(batch, length, width)
-    y = jnp.einsum("bld,dc->blc", pooled, output_kernel.astype(x.dtype))
-    return _zero_padded_rows(y, valid), weights
+    logits = jnp.einsum("...thd,...shd->...hts", queries, keys) * (width // num_heads) ** -0.5
+    weights = masked_softmax(logits, valid[..., None, :, None] & valid[..., None, None, :], axis=-1)
+    pooled = jnp.einsum("...hts,...shd->...thd", weights, values).reshape(x.shape[:-1] + (width,))
+    y = jnp.einsum("...d,dc->...c", pooled, output_kernel.astype(x.dtype))
+    return zero_padding(y, valid), weights
 
 
 # ---------------------------------------------------------------------------------------------
@@ -548,7 +543,7 @@ def additive_attention(
 ) -> tuple[jax.Array, jax.Array]:
     """Additive (Bahdanau) attention of one query per example over a sequence of keys.
 
-      e_i = v^T tanh(W_a s + U_a h_i)       [B, L]; padded i get weight 0
+      e_i = v^T tanh(W_a s + U_a h_i)       [..., L]; padded i get weight 0
       a   = softmax_i(e)
       c   = sum_i a_i h_i
 
@@ -558,20 +553,19 @@ def additive_attention(
     every e_i equally and cancels in the softmax.
 
     Args:
-      query: [B, Dq] the query s (a decoder state).
-      keys: [B, L, Dk] the states h_i that are pooled (values are the keys).
-      projected_keys: [B, L, A] U_a h_i.
+      query: [..., Dq] the query s (a decoder state).
+      keys: [..., L, Dk] the states h_i that are pooled (values are the keys).
+      projected_keys: [..., L, A] U_a h_i.
       query_kernel: [Dq, A] W_a^T.
       score_vector: [A] v.
-      mask: [B, L], True (or 1) at real positions.
+      mask: [..., L], True (or 1) at real positions.
 
     Returns:
-      context: [B, Dk] c; zero for a row with no real position.
-      weights: [B, L] a; sums to 1 (0 if fully padded).
+      context: [..., Dk] c; zero for a row with no real position.
+      weights: [..., L] a; sums to 1 (0 if fully padded).
     """
     valid = jnp.asarray(mask).astype(bool)
-    hidden = jnp.tanh(projected_keys + (query @ query_kernel)[:, None, :])
-    weights = masked_softmax(jnp.einsum("bla,a->bl", hidden, score_vector), valid)
+    hidden = jnp.tanh(projected_keys + (query @ query_kernel)[..., None, :])
+    weights = masked_softmax(jnp.einsum("...la,a->...l", hidden, score_vector), valid)
     # Zeroed pads: a non-finite value there would turn its 0 weight into NaN in the sum.
-    keys = jnp.where(valid[..., None], keys, jnp.zeros_like(keys))
-    return jnp.einsum("bl,bld->bd", weights, keys), weights
+    return jnp.einsum("...l,...ld->...d", weights, zero_padding(keys, valid)), weights

@@ -13,6 +13,8 @@ from typing import Literal
 import jax
 import jax.numpy as jnp
 
+from jcaps.ops._arrays import add_bias
+
 
 def _safe_norm(x: jax.Array, axis: int, eps: float) -> jax.Array:
     """`sqrt(sum(x^2) + eps)` with kept dims: finite value and gradient at `x = 0`."""
@@ -57,12 +59,6 @@ def capsule_length(v: jax.Array) -> jax.Array:
     return jnp.where(positive, jnp.sqrt(jnp.where(positive, squared, 1)), 0)
 
 
-def _add_bias(u_hat: jax.Array, bias: jax.Array | None) -> jax.Array:
-    if bias is None:
-        return u_hat
-    return u_hat + jnp.broadcast_to(bias, u_hat.shape)
-
-
 def shared_prediction_vectors(
     u: jax.Array, weight: jax.Array, bias: jax.Array | None = None
 ) -> jax.Array:
@@ -78,7 +74,7 @@ def shared_prediction_vectors(
     Returns:
         u_hat: [..., in_caps, out_caps, d_out].
     """
-    return _add_bias(jnp.einsum("...id,jed->...ije", u, weight), bias)
+    return add_bias(jnp.einsum("...id,jed->...ije", u, weight), bias)
 
 
 def unshared_prediction_vectors(
@@ -96,7 +92,7 @@ def unshared_prediction_vectors(
     Returns:
         u_hat: [..., in_caps, out_caps, d_out].
     """
-    return _add_bias(jnp.einsum("...id,ijed->...ije", u, weight), bias)
+    return add_bias(jnp.einsum("...id,ijed->...ije", u, weight), bias)
 
 
 def _output_major(

@@ -1,7 +1,8 @@
 """Causal convolutions and the dilated residual stack of the dilated causal convolution network.
 
-Pure functions on arrays, usable under `jit`, `vmap` and `grad`. Sequences are batch-major and
-channels last ([B, L, C]); kernels are [W, C_in, C_out] (width first, as `lax` reads "WIO").
+Pure functions on arrays, usable under `jit`, `vmap` and `grad`. Sequences are channels last,
+[..., L, C] with any leading batch axes (none for a single sequence); kernels are
+[W, C_in, C_out] (width first, as `lax` reads "WIO").
 
 A causal convolution of width W and dilation d sees, at position t, the inputs
 
@@ -38,6 +39,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from jcaps.ops._arrays import add_bias, merge_leading_axes, split_leading_axes
+
 ACTIVATIONS = ("none", "relu", "gated")
 # The order in which a residual layer given as a tuple holds its arrays.
 LAYER_KEYS = ("conv_kernel", "conv_bias", "projection_kernel", "projection_bias")
@@ -46,13 +49,6 @@ LAYER_KEYS = ("conv_kernel", "conv_bias", "projection_kernel", "projection_bias"
 def _check_activation(activation: str) -> None:
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
-
-
-def _add_bias(x: jax.Array, bias: jax.Array | None) -> jax.Array:
-    """x [..., C] + bias [C], broadcast explicitly (the tests forbid implicit rank promotion)."""
-    if bias is None:
-        return x
-    return x + jnp.broadcast_to(bias.astype(x.dtype), x.shape)
 
 
 def causal_conv1d(
@@ -70,7 +66,7 @@ def causal_conv1d(
     the input's length and K_{W-1} multiplies the current input.
 
     Args:
-      x: [B, L, C_in].
+      x: [..., L, C_in].
       kernel: [W, C_in / groups, C_out].
       bias: optional [C_out].
       dilation: static int >= 1.
@@ -78,18 +74,20 @@ def causal_conv1d(
         channels [g C_out/G, (g+1) C_out/G) only (a block-diagonal conv).
 
     Returns:
-      [B, L, C_out].
+      [..., L, C_out].
     """
     dtype = jnp.result_type(x, kernel)
     # Taps that reach back L or more positions read only the left padding at every output:
     # they are left out (the sequence length is static), which makes the large dilations of a
     # stack cheap on short inputs (at L = 64, dilations 64..256 keep one tap of seven).
-    width, length = kernel.shape[0], x.shape[1]
+    width, length = kernel.shape[0], x.shape[-2]
     first = next(k for k in range(width) if (width - 1 - k) * dilation < max(length, 1))
     kernel = kernel[first:]
     pad = (kernel.shape[0] - 1) * dilation
+    # lax's convolution takes exactly one batch axis.
+    x, lead = merge_leading_axes(x.astype(dtype), 2)
     y = lax.conv_general_dilated(
-        x.astype(dtype),
+        x,
         kernel.astype(dtype),
         window_strides=(1,),
         padding=((pad, 0),),
@@ -97,14 +95,14 @@ def causal_conv1d(
         dimension_numbers=("NWC", "WIO", "NWC"),
         feature_group_count=groups,
     )
-    return _add_bias(y, bias)
+    return add_bias(split_leading_axes(y, lead), bias)
 
 
 def pointwise_conv(x: jax.Array, kernel: jax.Array, bias: jax.Array | None = None) -> jax.Array:
-    """Width-1 convolution, a matmul per position: x [B, L, C_in], kernel [C_in, C_out], bias
-    optional [C_out] -> [B, L, C_out]."""
+    """Width-1 convolution, a matmul per position: x [..., L, C_in], kernel [C_in, C_out], bias
+    optional [C_out] -> [..., L, C_out]."""
     dtype = jnp.result_type(x, kernel)
-    return _add_bias(jnp.einsum("blc,cd->bld", x.astype(dtype), kernel.astype(dtype)), bias)
+    return add_bias(jnp.einsum("...c,cd->...d", x.astype(dtype), kernel.astype(dtype)), bias)
 
 
 def _activate(conv: jax.Array, activation: str) -> jax.Array:
@@ -129,7 +127,7 @@ def residual_layer(
     """One residual layer: d = act(DilatedCausalConv(x)); x_next = d + P x; skip = d.
 
     Args:
-      x: [B, L, C_in].
+      x: [..., L, C_in].
       conv_kernel: [W, C_in, C] ([W, C_in, 2C] for `gated`: filter half, then gate half).
       conv_bias: optional [C] ([2C] for `gated`).
       projection_kernel: [C_in, C], P (a width-1 conv).
@@ -138,8 +136,8 @@ def residual_layer(
       activation: "none", "relu" or "gated" (tanh(filter) * sigmoid(gate), WaveNet).
 
     Returns:
-      x_next: [B, L, C], the next layer's input.
-      skip: [B, L, C], d.
+      x_next: [..., L, C], the next layer's input.
+      skip: [..., L, C], d.
     """
     _check_activation(activation)
     outputs = conv_kernel.shape[-1]
@@ -167,14 +165,14 @@ def dilated_residual_stack(
       x_0 = x;   x_l, skip_l = residual_layer(x_{l-1}, ..., dilation d_l);   y = ReLU(sum_l skip_l)
 
     Args:
-      x: [B, L, C].
+      x: [..., L, C].
       layers: one entry per layer, a mapping with keys `LAYER_KEYS` (conv_kernel [W, C, C or
         2C], conv_bias, projection_kernel [C, C], projection_bias) or a tuple in that order.
       dilations: static ints, one per layer (the network uses 1, 2, 4, ..., 256).
       activation: "none", "relu" or "gated", for every layer.
 
     Returns:
-      [B, L, C]; output t sees inputs t - (W-1) sum_l d_l .. t.
+      [..., L, C]; output t sees inputs t - (W-1) sum_l d_l .. t.
     """
     _check_activation(activation)
     if len(layers) != len(dilations):
