@@ -1,0 +1,126 @@
+"""The array ops of the jcaps models: pure JAX functions, usable under `jit`, `vmap` and `grad`.
+
+Sequences are batch-major, [..., T, F] with any leading batch axes (none for a single
+sequence), with a padding mask [..., T] that is True at real positions; capsules are
+[..., num_caps, dim]. Every op runs on one example and under `vmap` over a batch. This
+package imports JAX only (no Flax, no Optax, nothing else of jcaps).
+
+Modules (each docstring gives the equations and the papers):
+  attention    masked softmax; head-query, causal-pool, structured self-, convolutional-network
+               and additive attention
+  capsules     squash, prediction vectors, dynamic and k-means routing
+  convolution  causal convolutions and the dilated residual stack
+  decoding     greedy and beam-search decoding of label sequences
+  embeddings   compositional word embeddings (codeword-weighted and compositional coding)
+  losses       per-example classification losses
+  recurrent    GRU and LSTM scans, pooling over time
+
+Example:
+    >>> import jax.numpy as jnp
+    >>> from jcaps import ops
+    >>> print(ops.masked_softmax(jnp.zeros(4), jnp.array([True, True, False, False])))
+    [0.5 0.5 0.  0. ]
+"""
+
+from jcaps.ops.attention import (
+    CONV_ATTENTION_AXES,
+    additive_attention,
+    causal_softmax_pool,
+    causal_softmax_pool_quadratic,
+    dot_product_attention,
+    head_query_attention,
+    local_attention,
+    masked_softmax,
+    simplified_attention,
+    structured_self_attention,
+)
+from jcaps.ops.capsules import (
+    capsule_length,
+    dynamic_routing,
+    kmeans_routing,
+    shared_prediction_vectors,
+    squash,
+    unshared_prediction_vectors,
+)
+from jcaps.ops.convolution import (
+    ACTIVATIONS,
+    LAYER_KEYS,
+    causal_conv1d,
+    dilated_residual_stack,
+    pointwise_conv,
+    receptive_field,
+    residual_layer,
+)
+from jcaps.ops.decoding import DecodeResult, beam_search, emitted_to_multi_hot, greedy_decode, label_mask_logits
+from jcaps.ops.embeddings import cc_embedding, cwc_embedding, num_codewords
+from jcaps.ops.losses import (
+    cross_entropy,
+    focal_loss,
+    margin_loss,
+    sequence_cross_entropy,
+    sigmoid_binary_cross_entropy,
+)
+from jcaps.ops.recurrent import (
+    bidirectional_gru,
+    bidirectional_lstm,
+    gru_scan,
+    last_valid_state,
+    lstm_cell,
+    lstm_scan,
+    masked_max_over_time,
+    masked_mean_over_time,
+)
+
+__all__ = [
+    # attention
+    "CONV_ATTENTION_AXES",
+    "additive_attention",
+    "causal_softmax_pool",
+    "causal_softmax_pool_quadratic",
+    "dot_product_attention",
+    "head_query_attention",
+    "local_attention",
+    "masked_softmax",
+    "simplified_attention",
+    "structured_self_attention",
+    # capsules
+    "capsule_length",
+    "dynamic_routing",
+    "kmeans_routing",
+    "shared_prediction_vectors",
+    "squash",
+    "unshared_prediction_vectors",
+    # convolution
+    "ACTIVATIONS",
+    "LAYER_KEYS",
+    "causal_conv1d",
+    "dilated_residual_stack",
+    "pointwise_conv",
+    "receptive_field",
+    "residual_layer",
+    # decoding
+    "DecodeResult",
+    "beam_search",
+    "emitted_to_multi_hot",
+    "greedy_decode",
+    "label_mask_logits",
+    # embeddings
+    "cc_embedding",
+    "cwc_embedding",
+    "num_codewords",
+    # losses
+    "cross_entropy",
+    "focal_loss",
+    "margin_loss",
+    "sequence_cross_entropy",
+    "sigmoid_binary_cross_entropy",
+    # recurrent
+    "bidirectional_gru",
+    "bidirectional_lstm",
+    "gru_scan",
+    "last_valid_state",
+    "lstm_cell",
+    "lstm_scan",
+    "masked_max_over_time",
+    "masked_mean_over_time",
+]
