@@ -1,35 +1,60 @@
-"""TFDS builders for jcaps' local formats, written as `array_record` and read without TensorFlow.
+"""TFDS builders of the local formats, written as `array_record` and read without TensorFlow:
+one for each text format (`zhang_csv`, `jsonl`, `text_labels`) and one for every series format
+(`ts`, `idx`, `boxes`).
 
-Each builder turns a folder of local files into a TFDS dataset cached under `cache_dir`; the
-cache key is a fingerprint of the source files (path, size, modification time), so edited files
-are prepared again. Every example carries the 1-based `line` of the file it came from, so that
-problems found later (an unknown label in the test split) still name the file and line.
+Each builder turns a folder of local files (or generated box data) into a TFDS dataset cached
+under `cache_dir`, at `cache_dir/<builder name>/<folder>-<fingerprint>/<version>`: the builder
+name comes from its class name (`ZhangCsv` is `zhang_csv`, `SeriesBuilder` is `series_builder`),
+the fingerprint from what it reads (path, size and modification time of the source files; the
+generator's settings for box data), so edited files are prepared again. Every example carries the
+1-based `line` of the file it came from, so that problems found later (an unknown label in the
+test split) still name the file and line; examples keep the file order.
 
-Bad rows are errors, unless the builder is made with `drop_bad_rows=True`: then they are left
-out, and how many (with the first problems) is written beside the prepared data, so every later
-run that reads the cache can still say what was dropped (`dropped_rows`).
+Bad rows of text files are errors, unless the builder is made with `drop_bad_rows=True`: then
+they are left out, and how many (with the first problems) is written beside the prepared data,
+so every later run that reads the cache can still say what was dropped (`dropped_rows`).
+
+Series formats (`data.format`):
+    ts      UEA/UCR `.ts` files in `data.dir`: `NAME_TRAIN.ts` / `NAME_TEST.ts` (or the stems
+            `data.train_file` / `data.test_file`); equal or unequal lengths.
+    idx     MNIST idx-ubyte(.gz) files in `data.dir`: `{stem}-images-idx3-ubyte[.gz]` and
+            `{stem}-labels-idx1-ubyte[.gz]`, stems `train` and `t10k` by default; an image is
+            a sequence of its rows (28 steps x 28 features).
+    boxes   the input-cell attention paper's synthetic box data (`data.box`), generated from
+            `data.generator_seed`: no files.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import fcntl
+import glob
 import hashlib
 import json
 import os
-import shutil
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import tensorflow_datasets as tfds
 
-from jcaps.data import choices, formats
+from jcaps.data import boxes, choices
 from jcaps.data.errors import DataError
+from jcaps.data.readers import idx, jsonl, text_labels, ts, zhang_csv
+from jcaps.data.vocab import LabelMap
 from jcaps.errors import ConfigError
 
 FORMATS = choices.TEXT_FORMATS
+
+# ---------------------------------------------------------------------------------------------
+# Text formats: the files of each split, the class names, one builder a format
+# ---------------------------------------------------------------------------------------------
+
+
+def _source_directory(directory: str) -> str:
+    """`directory` as an absolute path; raises `DataError` when it does not exist."""
+    directory = os.path.abspath(os.path.expanduser(directory))
+    if not os.path.isdir(directory):
+        raise DataError(directory, None, "data directory does not exist (set --config.data.dir)")
+    return directory
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,9 +67,7 @@ class SplitFiles:
 
 def split_files(data_format: str, directory: str, train_file: str = "", test_file: str = "") -> dict[str, SplitFiles]:
     """Where each split of a local dataset lives; raises `DataError` for a missing file."""
-    directory = os.path.abspath(os.path.expanduser(directory))
-    if not os.path.isdir(directory):
-        raise DataError(directory, None, "data directory does not exist (set --config.data.dir)")
+    directory = _source_directory(directory)
     if data_format == "zhang_csv":
         files = {s: SplitFiles(os.path.join(directory, f"{s}.csv")) for s in ("train", "test")}
     elif data_format == "jsonl":
@@ -72,18 +95,18 @@ def class_names(data_format: str, directory: str, files: dict[str, SplitFiles]) 
     if data_format == "zhang_csv":
         classes = os.path.join(directory, "classes.txt")
         if os.path.isfile(classes):
-            return formats.read_classes(classes)
-        return [str(i + 1) for i in range(formats.zhang_csv_num_classes(directory))]
+            return zhang_csv.read_classes(classes)
+        return [str(i + 1) for i in range(zhang_csv.zhang_csv_num_classes(directory))]
     if data_format == "text_labels":
         mappings = sorted(Path(directory).glob(Path(files["train"].text).stem.split("_")[0] + "_mapping.txt"))
         if mappings:
-            return formats.read_emoji_mapping(str(mappings[0]))
-        num_classes = 1 + max(ex["label"] for _, ex in formats.read_text_labels(files["train"].text, files["train"].labels))
+            return text_labels.read_emoji_mapping(str(mappings[0]))
+        num_classes = 1 + max(ex["label"] for _, ex in text_labels.read_text_labels(files["train"].text, files["train"].labels))
         return [str(i) for i in range(num_classes)]
     return None
 
 
-def _fingerprint(files: dict[str, SplitFiles]) -> str:
+def _files_fingerprint(files: dict[str, SplitFiles]) -> str:
     digest = hashlib.sha1()
     for split in sorted(files):
         for path in (files[split].text, files[split].labels):
@@ -93,7 +116,7 @@ def _fingerprint(files: dict[str, SplitFiles]) -> str:
     return digest.hexdigest()[:12]
 
 
-class _LocalBuilder(tfds.core.GeneratorBasedBuilder):
+class TextFilesBuilder(tfds.core.GeneratorBasedBuilder):
     """Shared plumbing: a builder configured with a source folder, cached by fingerprint."""
 
     VERSION = tfds.core.Version("1.0.0")
@@ -107,7 +130,7 @@ class _LocalBuilder(tfds.core.GeneratorBasedBuilder):
         self._drop_bad_rows = drop_bad_rows
         self._cache_root = os.path.expanduser(kwargs.get("data_dir") or os.path.join("~", "tensorflow_datasets"))
         config = tfds.core.BuilderConfig(
-            name=f"{Path(directory).name or 'data'}-{_fingerprint(self._files)}" + ("-dropbad" if drop_bad_rows else ""),
+            name=f"{Path(directory).name or 'data'}-{_files_fingerprint(self._files)}" + ("-dropbad" if drop_bad_rows else ""),
             description=f"{data_format} files in {os.path.abspath(directory)}",
         )
         super().__init__(config=config, file_format="array_record", **kwargs)
@@ -163,110 +186,175 @@ class _LocalBuilder(tfds.core.GeneratorBasedBuilder):
         return self._files[split].text
 
 
-class ZhangCsv(_LocalBuilder):
+class ZhangCsv(TextFilesBuilder):
     """`train.csv` / `test.csv` with the class index 1..J first (Zhang et al. 2015)."""
 
     def _generate_examples(self, files: SplitFiles, dropped: list[DataError] | None):
-        for key, example in formats.read_zhang_csv(files.text, num_classes=len(self._names), dropped=dropped):
+        for key, example in zhang_csv.read_zhang_csv(files.text, num_classes=len(self._names), dropped=dropped):
             yield key, {**example, "line": int(key)}
 
 
-class Jsonl(_LocalBuilder):
+class Jsonl(TextFilesBuilder):
     """One JSON object a line, with `label` (single-label) or `labels` (multi-label)."""
 
     def _generate_examples(self, files: SplitFiles, dropped: list[DataError] | None):
         label_key = "labels" if self._multi_label else "label"
-        for key, example in formats.read_jsonl(files.text, label_key=label_key, dropped=dropped):
+        for key, example in jsonl.read_jsonl(files.text, label_key=label_key, dropped=dropped):
             yield key, {"text": example["text"], label_key: example[label_key], "line": int(key)}
 
 
-class TextLabels(_LocalBuilder):
+class TextLabels(TextFilesBuilder):
     """Parallel `NAME.text` / `NAME.labels` files, one example a line (SemEval-2018 emoji)."""
 
     def _generate_examples(self, files: SplitFiles, dropped: list[DataError] | None):
-        for key, example in formats.read_text_labels(
+        for key, example in text_labels.read_text_labels(
             files.text, files.labels, num_classes=len(self._names), dropped=dropped
         ):
             yield key, {**example, "line": int(key)}
 
 
-BUILDERS = {"zhang_csv": ZhangCsv, "jsonl": Jsonl, "text_labels": TextLabels}
+TEXT_BUILDERS = {"zhang_csv": ZhangCsv, "jsonl": Jsonl, "text_labels": TextLabels}
 
 
-def prepare_local(data_format: str, directory: str, cache_dir: str, **kwargs) -> _LocalBuilder:
-    """Prepares (once) and returns the builder of a local dataset."""
-    if data_format not in BUILDERS:
-        raise ConfigError(f"data.format must be one of {', '.join(FORMATS)}, not {data_format!r}")
-    builder_class = BUILDERS[data_format]
-    return prepared_once(
-        lambda: builder_class(data_format=data_format, directory=directory, data_dir=cache_dir, **kwargs),
-        cache_dir,
-    )
+# ---------------------------------------------------------------------------------------------
+# Series formats: {split: (list of [T, N] arrays, label ids, lines, path)} and class names
+# ---------------------------------------------------------------------------------------------
 
 
-def prepared_once(make_builder: Callable[[], tfds.core.DatasetBuilder], cache_dir: str) -> tfds.core.DatasetBuilder:
-    """A builder from `make_builder()` after `download_and_prepare`, serialised across processes
-    by a file lock. A preparation that fails leaves no empty or half-written folders behind
-    (`remove_new_directories`)."""
-    # Several runs started at once on the same files (an ablation sweep) would race to rename
-    # the same prepared folder into place; one prepares while the others wait, then reuse it.
-    # The builder is made under the lock: one made before another process finished preparing
-    # would keep the unprepared (split-less) info it read at construction.
-    os.makedirs(cache_dir, exist_ok=True)
-    with open(os.path.join(cache_dir, ".prepare.lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        before = directories_under(cache_dir)
-        try:
-            builder = make_builder()
-            if not builder.is_prepared():
-                # TFDS would print "Downloading and preparing dataset Unknown size ..." and
-                # "... downloaded and prepared" for files that are already local.
-                builder._log_download_bytes = builder._log_download_done = lambda: None
-                print(f"preparing {builder.builder_config.description} into {builder.data_dir} (once)", flush=True)
-            builder.download_and_prepare()
-        except BaseException:
-            remove_new_directories(cache_dir, before)
-            raise
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-    return builder
+@dataclasses.dataclass
+class RawSplit:
+    series: list[np.ndarray]
+    labels: np.ndarray  # [n] int32 class ids
+    lines: np.ndarray  # [n] int32, 1-based position in the source file
+    path: str
 
 
-def directories_under(root: str) -> set[str]:
-    """Every directory under `root`, `root` included."""
-    return {path for path, _, _ in os.walk(root)}
+def _find(directory: str, pattern: str, what: str) -> str:
+    matches = sorted(glob.glob(os.path.join(directory, pattern)))
+    if not matches:
+        raise DataError(os.path.join(directory, pattern), None, f"no {what} file matches (set --config.data.dir)")
+    return matches[0]
 
 
-def _is_scratch(path: str, root: str) -> bool:
-    """A folder only a preparation in progress writes: TFDS' temporary ones (`incomplete.<id>_1.0.0`,
-    `....tmp.<hex>`) and jcaps' record of the rows dropped from each split."""
-    name = os.path.basename(path)
-    if name.startswith("incomplete.") or ".incomplete" in name or ".tmp." in name:
-        return True
-    return os.path.relpath(path, root).startswith("jcaps_dropped" + os.sep)
+def _read_ts_splits(data_config) -> tuple[dict[str, RawSplit], list[str]]:
+    directory = _source_directory(data_config.dir)
+    paths = {
+        "train": _find(directory, f"{data_config.train_file}.ts" if data_config.train_file else "*_TRAIN.ts", "training"),
+        "test": _find(directory, f"{data_config.test_file}.ts" if data_config.test_file else "*_TEST.ts", "test"),
+    }
+    files = {split: ts.read_ts(path) for split, path in paths.items()}
+    names = list(files["train"].class_labels)
+    if files["test"].num_channels != files["train"].num_channels:
+        raise DataError(paths["test"], None, f"{files['test'].num_channels} channels, but the training file has "
+                                             f"{files['train'].num_channels}")
+    labels = LabelMap(names)
+    splits = {}
+    for split, ts_file in files.items():
+        ids = [labels.encode(name, path=paths[split], line=line) for name, line in zip(ts_file.labels, ts_file.lines)]
+        splits[split] = RawSplit(list(ts_file.series), np.asarray(ids, np.int32), np.asarray(ts_file.lines, np.int32),
+                                 paths[split])
+    return splits, names
 
 
-def remove_new_directories(root: str, before: set[str]) -> None:
-    """Removes what a failed preparation left under `root`: each directory not in `before` that
-    is empty (once its own leftovers are gone) or a scratch folder; others are kept."""
-    for path, _, _ in os.walk(root, topdown=False):
-        if path in before or path == root:
-            continue
-        if _is_scratch(path, root):
-            shutil.rmtree(path, ignore_errors=True)
-            continue
-        try:
-            os.rmdir(path)
-        except OSError:  # not empty: it holds something this preparation did not make
-            pass
+def _read_idx_splits(data_config) -> tuple[dict[str, RawSplit], list[str]]:
+    directory = _source_directory(data_config.dir)
+    stems = {"train": data_config.train_file or "train", "test": data_config.test_file or "t10k"}
+    if data_config.test_fraction > 0:
+        # The test split is carved from the training files (e.g. only MNIST's t10k is at hand).
+        stems.pop("test")
+    splits = {}
+    for split, stem in stems.items():
+        images = _find(directory, f"{stem}-images-idx3-ubyte*", f"{split} images")
+        labels = _find(directory, f"{stem}-labels-idx1-ubyte*", f"{split} labels")
+        series, ids = idx.read_idx_images_as_sequences(images, labels)
+        splits[split] = RawSplit(list(series), ids.astype(np.int32), np.arange(1, len(ids) + 1, dtype=np.int32), images)
+    names = [str(i) for i in range(int(max(s.labels.max() for s in splits.values())) + 1)]
+    return splits, names
 
 
-@contextlib.contextmanager
-def no_leftover_directories(root: str):
-    """Runs a preparation into `root`; when it fails, `remove_new_directories`."""
-    before = directories_under(root)
-    try:
-        yield
-    except BaseException:
-        remove_new_directories(root, before)
-        raise
+def _generate_box_splits(data_config) -> tuple[dict[str, RawSplit], list[str]]:
+    sizes = {"train": data_config.box_train_size, "test": data_config.box_test_size}
+    splits = {}
+    for split, size in sizes.items():
+        data = boxes.generate_boxes(
+            data_config.box,
+            split,
+            data_config.generator_seed,
+            num_examples=size or None,
+            time_steps=data_config.box_time_steps,
+            num_features=data_config.box_features,
+        )
+        n = len(data.labels)
+        splits[split] = RawSplit(list(data.series), data.labels.astype(np.int32), np.arange(1, n + 1, dtype=np.int32),
+                                 f"boxes:{data_config.box}/{split}")
+    return splits, ["y=-1", "y=+1"]
+
+
+SERIES_READERS = {"ts": _read_ts_splits, "idx": _read_idx_splits, "boxes": _generate_box_splits}
+
+
+def _series_fingerprint(data_config) -> str:
+    digest = hashlib.sha1(data_config.format.encode())
+    if data_config.format == "boxes":
+        keys = ("box", "generator_seed", "box_train_size", "box_test_size", "box_time_steps", "box_features")
+        digest.update(repr([data_config[k] for k in keys]).encode())
+    else:
+        digest.update(repr([data_config.train_file, data_config.test_file, data_config.test_fraction]).encode())
+        for path in sorted(glob.glob(os.path.join(os.path.abspath(os.path.expanduser(data_config.dir)), "*"))):
+            stat = os.stat(path)
+            digest.update(f"{path}:{stat.st_size}:{stat.st_mtime_ns};".encode())
+    return digest.hexdigest()[:12]
+
+
+class SeriesBuilder(tfds.core.GeneratorBasedBuilder):
+    """Writes the splits of a series dataset as array_record, in file order."""
+
+    VERSION = tfds.core.Version("1.0.0")
+
+    def __init__(self, *, data_config, **kwargs):
+        self._data_config = data_config
+        self._raw: tuple[dict[str, RawSplit], list[str]] | None = None
+        stem = data_config.box if data_config.format == "boxes" else os.path.basename(os.path.normpath(data_config.dir))
+        config = tfds.core.BuilderConfig(
+            name=f"{stem or 'data'}-{_series_fingerprint(data_config)}",
+            description=f"{data_config.format} data" + (f" in {os.path.abspath(data_config.dir)}" if data_config.dir else ""),
+        )
+        super().__init__(config=config, file_format="array_record", **kwargs)
+
+    @property
+    def raw(self) -> tuple[dict[str, RawSplit], list[str]]:
+        """The splits as read from the source files (only read when the dataset is prepared)."""
+        if self._raw is None:
+            self._raw = SERIES_READERS[self._data_config.format](self._data_config)
+        return self._raw
+
+    def _info(self):
+        # The feature shapes and class names come from the source, so it is read (a second or
+        # two for these sizes) even when the prepared copy is reused.
+        splits, names = self.raw
+        num_features = int(splits["train"].series[0].shape[1])
+        return tfds.core.DatasetInfo(
+            builder=self,
+            description=self.builder_config.description,
+            features=tfds.features.FeaturesDict(
+                {
+                    "series": tfds.features.Tensor(shape=(None, num_features), dtype=np.float32),
+                    "label": tfds.features.ClassLabel(names=names),
+                    "line": tfds.features.Scalar(np.int32),
+                }
+            ),
+            disable_shuffling=True,  # keep file order: example i of a split is line i of its file
+        )
+
+    def _split_generators(self, dl_manager):
+        del dl_manager
+        splits, _ = self.raw
+        return {name: self._generate_examples(split) for name, split in splits.items()}
+
+    def _generate_examples(self, split: RawSplit):
+        for i, (series, label, line) in enumerate(zip(split.series, split.labels, split.lines)):
+            yield i, {"series": np.asarray(series, np.float32), "label": int(label), "line": int(line)}
+
+    def source_path(self, split: str) -> str:
+        splits, _ = self.raw
+        return splits[split].path

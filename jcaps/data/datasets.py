@@ -1,4 +1,9 @@
-"""One entry point from a data config to a dataset, text or series, new or saved in a workdir.
+"""From a data config to a dataset, text or series, new or with the metadata saved in a workdir.
+
+The flow, one stage a module: `readers` (one a file format) → `preparation` (TFDS
+`array_record` builders prepared once into the cache) → `text` or `series` (validation carved
+from train, vocabulary, labels, standardisation) → `batching` (buckets, length grouping, each
+process's rows of a global batch).
 
 A workdir keeps what encodes new inputs exactly as in training (`save_metadata`): the
 vocabulary and label names of a text dataset, the label names and standardisation of a series
@@ -9,20 +14,13 @@ from __future__ import annotations
 
 import os
 
-from jcaps.data import series
-from jcaps.data.pipeline import (
-    LABELS_FILE,
-    VOCAB_FILE,
-    ExampleDataset,
-    default_cache_dir,
-    load_text_dataset,
-    make_text_dataset,
-)
-from jcaps.data.vocab import LabelMap, Vocabulary
+from jcaps.data import choices, preparation, series, text
+from jcaps.data.batching import ExampleDataset
+from jcaps.data.vocab import LABELS_FILE, VOCAB_FILE, LabelMap, Vocabulary
 
 
 def is_series(data_config) -> bool:
-    return data_config.format in series.SERIES_FORMATS
+    return data_config.format in choices.SERIES_FORMATS
 
 
 def has_metadata(directory: str) -> bool:
@@ -34,10 +32,11 @@ def load_dataset(data_config, seed: int, saved_dir: str | None = None) -> Exampl
     `saved_dir` when it holds some, else with metadata built from the training split."""
     saved = saved_dir if saved_dir and has_metadata(saved_dir) else None
     if is_series(data_config):
-        return series.load_series_dataset(data_config, seed, default_cache_dir(data_config), saved)
+        return series.series_dataset(data_config, preparation.prepare_series_splits(data_config), seed, saved)
+    prepared = preparation.prepare_text_splits(data_config, seed)
     if saved is None:
-        return load_text_dataset(data_config, seed)
-    return load_text_dataset(data_config, seed, *_text_metadata(saved))
+        return text.text_dataset(data_config, prepared, seed)
+    return text.text_dataset(data_config, prepared, seed, *text_metadata(saved))
 
 
 def inference_dataset(data_config, saved_dir: str) -> ExampleDataset:
@@ -49,10 +48,11 @@ def inference_dataset(data_config, saved_dir: str) -> ExampleDataset:
         standardizer = series.Standardizer.load(os.path.join(saved_dir, series.STATS_FILE))
         num_features = _saved_num_features(saved_dir)
         return series.make_series_dataset(data_config, {}, labels, num_features, standardizer)
-    return make_text_dataset(data_config, {}, *_text_metadata(saved_dir))
+    return text.make_text_dataset(data_config, {}, *text_metadata(saved_dir))
 
 
-def _text_metadata(directory: str) -> tuple[Vocabulary, LabelMap]:
+def text_metadata(directory: str) -> tuple[Vocabulary, LabelMap]:
+    """The vocabulary and label map a workdir saved."""
     return Vocabulary.load(os.path.join(directory, VOCAB_FILE)), LabelMap.load(os.path.join(directory, LABELS_FILE))
 
 

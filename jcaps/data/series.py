@@ -1,19 +1,8 @@
-"""Numeric sequences (time series, images read row by row, the synthetic box data) as datasets.
+"""Numeric sequence datasets (time series, images read row by row, the synthetic box data):
+splits held in memory as float32 arrays, standardised, and padded to buckets.
 
-Formats (`data.format`):
-    ts      UEA/UCR `.ts` files in `data.dir`: `NAME_TRAIN.ts` / `NAME_TEST.ts` (or the stems
-            `data.train_file` / `data.test_file`); equal or unequal lengths.
-    idx     MNIST idx-ubyte(.gz) files in `data.dir`: `{stem}-images-idx3-ubyte[.gz]` and
-            `{stem}-labels-idx1-ubyte[.gz]`, stems `train` and `t10k` by default; an image is
-            a sequence of its rows (28 steps x 28 features).
-    boxes   the input-cell attention paper's synthetic box data (`data.box`), generated from
-            `data.generator_seed`: no files.
-
-Like the text formats, each becomes a TFDS dataset (array_record, prepared once under
-`data.cache_dir`, read without TensorFlow) whose examples keep the file order and carry their
-1-based `line`. Series datasets are small, so the splits are then held in memory as float32
-arrays. A batch is `series` [B, T, N] float32, `mask` [B, T] bool (True on real steps), `label`
-[B] int32, `weight` [B] and `index` [B]; T is the batch's longest series rounded up to a bucket.
+A batch is `series` [B, T, N] float32, `mask` [B, T] bool (True on real steps), `label` [B]
+int32, `weight` [B] and `index` [B]; T is the batch's longest series rounded up to a bucket.
 
 Standardisation (`data.normalize`), from the training part only and saved in the workdir:
 `time_feature` (the paper's: mean and standard deviation of every (step, feature) cell over
@@ -24,180 +13,20 @@ all valid steps: the choice for unequal lengths) or `none`.
 from __future__ import annotations
 
 import dataclasses
-import glob
-import hashlib
 import os
 from collections.abc import Sequence
 
 import numpy as np
-import tensorflow_datasets as tfds
 
-from jcaps.data import boxes, choices, formats
+from jcaps.data import choices
+from jcaps.data.batching import ExampleDataset, bucket_length, default_boundaries
 from jcaps.data.errors import DataError
-from jcaps.data.pipeline import LABELS_FILE, ExampleDataset, Split, bucket_length, carve_validation, default_boundaries
-from jcaps.data.vocab import LabelMap
+from jcaps.data.splits import PreparedSplits, Split, carve_validation
+from jcaps.data.vocab import LABELS_FILE, LabelMap
 
-SERIES_FORMATS = choices.SERIES_FORMATS
 NORMALIZATIONS = choices.NORMALIZATIONS
 STATS_FILE = "series_stats.npz"
 FEATURES_FILE = "num_features.txt"
-
-
-# ---------------------------------------------------------------------------------------------
-# Reading each format: {split: (list of [T, N] arrays, label ids, lines, path)} and class names
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass
-class RawSplit:
-    series: list[np.ndarray]
-    labels: np.ndarray  # [n] int32 class ids
-    lines: np.ndarray  # [n] int32, 1-based position in the source file
-    path: str
-
-
-def _find(directory: str, pattern: str, what: str) -> str:
-    matches = sorted(glob.glob(os.path.join(directory, pattern)))
-    if not matches:
-        raise DataError(os.path.join(directory, pattern), None, f"no {what} file matches (set --config.data.dir)")
-    return matches[0]
-
-
-def _read_ts_splits(data_config) -> tuple[dict[str, RawSplit], list[str]]:
-    directory = os.path.abspath(os.path.expanduser(data_config.dir))
-    if not os.path.isdir(directory):
-        raise DataError(directory, None, "data directory does not exist (set --config.data.dir)")
-    paths = {
-        "train": _find(directory, f"{data_config.train_file}.ts" if data_config.train_file else "*_TRAIN.ts", "training"),
-        "test": _find(directory, f"{data_config.test_file}.ts" if data_config.test_file else "*_TEST.ts", "test"),
-    }
-    files = {split: formats.read_ts(path) for split, path in paths.items()}
-    names = list(files["train"].class_labels)
-    if files["test"].num_channels != files["train"].num_channels:
-        raise DataError(paths["test"], None, f"{files['test'].num_channels} channels, but the training file has "
-                                             f"{files['train'].num_channels}")
-    labels = LabelMap(names)
-    splits = {}
-    for split, ts in files.items():
-        ids = [labels.encode(name, path=paths[split], line=line) for name, line in zip(ts.labels, ts.lines)]
-        splits[split] = RawSplit(list(ts.series), np.asarray(ids, np.int32), np.asarray(ts.lines, np.int32), paths[split])
-    return splits, names
-
-
-def _read_idx_splits(data_config) -> tuple[dict[str, RawSplit], list[str]]:
-    directory = os.path.abspath(os.path.expanduser(data_config.dir))
-    if not os.path.isdir(directory):
-        raise DataError(directory, None, "data directory does not exist (set --config.data.dir)")
-    stems = {"train": data_config.train_file or "train", "test": data_config.test_file or "t10k"}
-    if data_config.test_fraction > 0:
-        # The test split is carved from the training files (e.g. only MNIST's t10k is at hand).
-        stems.pop("test")
-    splits = {}
-    for split, stem in stems.items():
-        images = _find(directory, f"{stem}-images-idx3-ubyte*", f"{split} images")
-        labels = _find(directory, f"{stem}-labels-idx1-ubyte*", f"{split} labels")
-        series, ids = formats.read_idx_images_as_sequences(images, labels)
-        splits[split] = RawSplit(list(series), ids.astype(np.int32), np.arange(1, len(ids) + 1, dtype=np.int32), images)
-    names = [str(i) for i in range(int(max(s.labels.max() for s in splits.values())) + 1)]
-    return splits, names
-
-
-def _generate_box_splits(data_config) -> tuple[dict[str, RawSplit], list[str]]:
-    sizes = {"train": data_config.box_train_size, "test": data_config.box_test_size}
-    splits = {}
-    for split, size in sizes.items():
-        data = boxes.generate_boxes(
-            data_config.box,
-            split,
-            data_config.generator_seed,
-            num_examples=size or None,
-            time_steps=data_config.box_time_steps,
-            num_features=data_config.box_features,
-        )
-        n = len(data.labels)
-        splits[split] = RawSplit(list(data.series), data.labels.astype(np.int32), np.arange(1, n + 1, dtype=np.int32),
-                                 f"boxes:{data_config.box}/{split}")
-    return splits, ["y=-1", "y=+1"]
-
-
-READERS = {"ts": _read_ts_splits, "idx": _read_idx_splits, "boxes": _generate_box_splits}
-
-
-# ---------------------------------------------------------------------------------------------
-# The TFDS builder: one for all series formats, keyed by a fingerprint of what it reads
-# ---------------------------------------------------------------------------------------------
-
-
-def _fingerprint(data_config) -> str:
-    digest = hashlib.sha1(data_config.format.encode())
-    if data_config.format == "boxes":
-        keys = ("box", "generator_seed", "box_train_size", "box_test_size", "box_time_steps", "box_features")
-        digest.update(repr([data_config[k] for k in keys]).encode())
-    else:
-        digest.update(repr([data_config.train_file, data_config.test_file, data_config.test_fraction]).encode())
-        for path in sorted(glob.glob(os.path.join(os.path.abspath(os.path.expanduser(data_config.dir)), "*"))):
-            stat = os.stat(path)
-            digest.update(f"{path}:{stat.st_size}:{stat.st_mtime_ns};".encode())
-    return digest.hexdigest()[:12]
-
-
-class SeriesBuilder(tfds.core.GeneratorBasedBuilder):
-    """Writes the splits of a series dataset as array_record, in file order."""
-
-    VERSION = tfds.core.Version("1.0.0")
-
-    def __init__(self, *, data_config, **kwargs):
-        self._data_config = data_config
-        self._raw: tuple[dict[str, RawSplit], list[str]] | None = None
-        stem = data_config.box if data_config.format == "boxes" else os.path.basename(os.path.normpath(data_config.dir))
-        config = tfds.core.BuilderConfig(
-            name=f"{stem or 'data'}-{_fingerprint(data_config)}",
-            description=f"{data_config.format} data" + (f" in {os.path.abspath(data_config.dir)}" if data_config.dir else ""),
-        )
-        super().__init__(config=config, file_format="array_record", **kwargs)
-
-    @property
-    def raw(self) -> tuple[dict[str, RawSplit], list[str]]:
-        """The splits as read from the source files (only read when the dataset is prepared)."""
-        if self._raw is None:
-            self._raw = READERS[self._data_config.format](self._data_config)
-        return self._raw
-
-    def _info(self):
-        # The feature shapes and class names come from the source, so it is read (a second or
-        # two for these sizes) even when the prepared copy is reused.
-        splits, names = self.raw
-        num_features = int(splits["train"].series[0].shape[1])
-        return tfds.core.DatasetInfo(
-            builder=self,
-            description=self.builder_config.description,
-            features=tfds.features.FeaturesDict(
-                {
-                    "series": tfds.features.Tensor(shape=(None, num_features), dtype=np.float32),
-                    "label": tfds.features.ClassLabel(names=names),
-                    "line": tfds.features.Scalar(np.int32),
-                }
-            ),
-            disable_shuffling=True,  # keep file order: example i of a split is line i of its file
-        )
-
-    def _split_generators(self, dl_manager):
-        del dl_manager
-        splits, _ = self.raw
-        return {name: self._generate_examples(split) for name, split in splits.items()}
-
-    def _generate_examples(self, split: RawSplit):
-        for i, (series, label, line) in enumerate(zip(split.series, split.labels, split.lines)):
-            yield i, {"series": np.asarray(series, np.float32), "label": int(label), "line": int(line)}
-
-    def source_path(self, split: str) -> str:
-        splits, _ = self.raw
-        return splits[split].path
-
-
-# ---------------------------------------------------------------------------------------------
-# Standardisation
-# ---------------------------------------------------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True)
@@ -245,33 +74,6 @@ class Standardizer:
             return None
         with np.load(path) as stats:
             return cls(stats["mean"], stats["std"])
-
-
-# ---------------------------------------------------------------------------------------------
-# The dataset
-# ---------------------------------------------------------------------------------------------
-
-
-class InMemorySplit:
-    """Random access to a TFDS split loaded once: `[i]` is a dict like the TFDS example."""
-
-    def __init__(self, series: list[np.ndarray], labels: np.ndarray, lines: np.ndarray):
-        self.series, self.labels, self.lines = series, labels, lines
-
-    @classmethod
-    def read(cls, source) -> InMemorySplit:
-        examples = [source[i] for i in range(len(source))]
-        return cls(
-            [np.asarray(e["series"], np.float32) for e in examples],
-            np.asarray([e["label"] for e in examples], np.int32),
-            np.asarray([e["line"] for e in examples], np.int32),
-        )
-
-    def __len__(self) -> int:
-        return len(self.labels)
-
-    def __getitem__(self, i: int) -> dict:
-        return {"series": self.series[i], "label": self.labels[i], "line": self.lines[i]}
 
 
 @dataclasses.dataclass
@@ -338,24 +140,11 @@ class SeriesDataset(ExampleDataset):
         }
 
 
-def prepare(data_config, cache_dir: str) -> SeriesBuilder:
-    """Prepares (once) and returns the TFDS builder of a series dataset."""
-    from jcaps.data.builders import prepared_once
-
-    return prepared_once(lambda: SeriesBuilder(data_config=data_config, data_dir=cache_dir), cache_dir)
-
-
-def load_series_dataset(data_config, seed: int, cache_dir: str, saved_dir: str | None = None) -> SeriesDataset:
-    """Opens (preparing once) the splits, carves validation (and test, with `data.test_fraction`)
-    from train, and fits the standardisation on the training part, or reads it and the labels
-    from `saved_dir` (a directory that holds saved metadata)."""
-    if data_config.format not in SERIES_FORMATS:
-        raise ValueError(f"{data_config.format!r} is not a series format ({', '.join(SERIES_FORMATS)})")
-    builder = prepare(data_config, cache_dir)
-    splits = {
-        name: Split(InMemorySplit.read(builder.as_data_source(split=name)), builder.source_path(name))
-        for name in builder.info.splits
-    }
+def series_dataset(data_config, prepared: PreparedSplits, seed: int, saved_dir: str | None = None) -> SeriesDataset:
+    """A `SeriesDataset` over the `prepared` splits: validation (and test, with
+    `data.test_fraction`) carved from train, and the standardisation fitted on the training part,
+    or read with the labels from `saved_dir` (a directory that holds saved metadata)."""
+    splits = dict(prepared.splits)
     if "test" not in splits:
         carved = carve_validation(splits["train"], data_config.test_fraction, seed + 1)
         splits.update(train=carved["train"], test=carved["validation"])
@@ -365,7 +154,7 @@ def load_series_dataset(data_config, seed: int, cache_dir: str, saved_dir: str |
         labels = LabelMap.load(os.path.join(saved_dir, LABELS_FILE))
         standardizer = Standardizer.load(os.path.join(saved_dir, STATS_FILE))
     else:
-        labels = LabelMap(builder.info.features["label"].names)
+        labels = LabelMap(prepared.class_names)
         standardizer = Standardizer.fit([train[i]["series"] for i in range(len(train))],
                                         data_config.normalize, splits["train"].path)
     lengths = [len(split.source[i]["series"]) for split in splits.values() for i in range(len(split.source))]

@@ -26,6 +26,9 @@ UNK = 1
 BOS = 2
 EOS = 3
 NUM_SPECIAL = 4
+# Where a workdir keeps the vocabulary and the label map (to encode new inputs as training did).
+VOCAB_FILE = "vocab.json"
+LABELS_FILE = "labels.json"
 
 
 def _index(names: Sequence[str], what: str) -> dict[str, int]:

@@ -27,7 +27,7 @@ import numpy as np
 
 from jcaps.data import datasets
 from jcaps.errors import ConfigError, UserError
-from jcaps.data.pipeline import ExampleDataset
+from jcaps.data.batching import ExampleDataset, Shard
 from jcaps.models import MODELS, build_model, get_family
 from jcaps.train import config as config_lib
 from jcaps.train import mesh as mesh_lib
@@ -166,7 +166,7 @@ def compile_steps(config, family, dataset: ExampleDataset, mesh):
 def evaluate_split(eval_fn, state, dataset: ExampleDataset, split: str, batch_size: int, mesh) -> dict:
     """Metrics of `state` on one split (sums accumulated on the device, divided on the host)."""
     totals = None
-    for local in dataset.eval_batches(split, batch_size):
+    for local in dataset.eval_batches(split, batch_size, shard=Shard(jax.process_index(), jax.process_count())):
         sums = eval_fn(state, mesh_lib.global_batch(local, mesh))
         totals = sums if totals is None else jax.tree.map(jnp.add, totals, sums)
     if totals is None:
@@ -284,7 +284,8 @@ def _train_and_evaluate(config, workdir: str, reevaluate: bool = False, started:
     train_fn, eval_fn = compile_steps(config, family, dataset, mesh)
 
     class_weights = None if class_weight_power is None else dataset.balanced_class_weights(class_weight_power)
-    train_iterator = dataset.train_iterator(batch_size, config.train.seed, class_weights, config.data.length_grouping)
+    train_iterator = dataset.train_iterator(batch_size, config.train.seed, class_weights, config.data.length_grouping,
+                                            shard=Shard(jax.process_index(), jax.process_count()))
     if last_saved is not None:
         state, data_state = checkpoints.restore(state)
         train_iterator.set_state(data_state)

@@ -20,8 +20,9 @@ import os
 import jax
 import jax.numpy as jnp
 
-from jcaps.data import pipeline
-from jcaps.data.vocab import LabelMap, Vocabulary
+from jcaps.data.batching import ExampleDataset
+from jcaps.data.text import make_text_dataset
+from jcaps.data.vocab import LABELS_FILE, VOCAB_FILE, LabelMap, Vocabulary
 from jcaps.errors import UserError
 from jcaps.models import ModelFamily, build_model, get_family
 from jcaps.train import config as config_lib
@@ -36,7 +37,7 @@ class TrainedModel:
     family: ModelFamily
     model: object
     params: object
-    dataset: pipeline.ExampleDataset  # splits are empty unless opened with `with_data=True`
+    dataset: ExampleDataset  # splits are empty unless opened with `with_data=True`
     parameters: str = "last"  # "best" (on validation) or "last" (the last checkpoint's)
     selected_step: int = 0  # the training step whose parameters these are
     last_step: int = 0  # the step of the last checkpoint
@@ -87,7 +88,7 @@ def load_trained(workdir: str, *, with_data: bool = False, data_overrides: dict 
     if data_overrides:
         config = _with_data_overrides(config, data_overrides)
     directory = os.path.join(os.path.abspath(workdir), "checkpoints")
-    if not os.path.isfile(os.path.join(directory, pipeline.LABELS_FILE)) or not _has_steps(directory):
+    if not os.path.isfile(os.path.join(directory, LABELS_FILE)) or not _has_steps(directory):
         raise UserError(f"{workdir} has no checkpoint yet", hint="train it first with train.py --workdir " + workdir)
 
     family = get_family(config.model.name)
@@ -125,7 +126,7 @@ def _with_data_overrides(config, overrides: dict):
     return config
 
 
-def _open_dataset(config, family: ModelFamily, directory: str, with_data: bool) -> pipeline.ExampleDataset:
+def _open_dataset(config, family: ModelFamily, directory: str, with_data: bool) -> ExampleDataset:
     if with_data:
         from jcaps.data import datasets
         from jcaps.train import loop
@@ -134,9 +135,9 @@ def _open_dataset(config, family: ModelFamily, directory: str, with_data: bool) 
         return datasets.load_dataset(config.data, config.train.seed, directory)
     if family.inputs[0] == "tokens":
         # Text: the saved vocabulary and labels encode new text exactly as in training.
-        vocab = Vocabulary.load(os.path.join(directory, pipeline.VOCAB_FILE))
-        labels = LabelMap.load(os.path.join(directory, pipeline.LABELS_FILE))
-        return pipeline.make_text_dataset(config.data, {}, vocab, labels)
+        vocab = Vocabulary.load(os.path.join(directory, VOCAB_FILE))
+        labels = LabelMap.load(os.path.join(directory, LABELS_FILE))
+        return make_text_dataset(config.data, {}, vocab, labels)
     from jcaps.data import datasets
 
     return datasets.inference_dataset(config.data, directory)

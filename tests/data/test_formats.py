@@ -4,7 +4,7 @@ import pickle
 
 import pytest
 
-from jcaps.data import formats
+from jcaps.data.readers import jsonl, text_labels, zhang_csv
 from jcaps.data.errors import DataError
 
 
@@ -36,7 +36,7 @@ def test_zhang_csv_joins_text_columns_and_keys_by_starting_line(tmp_path):
                  '"3","Oil up","Prices\\rose"\r\n'
                  '"1","Two\nline title","body, with comma"\r\n'
                  '2,"He said ""hi""",x\r\n')
-    examples = list(formats.read_zhang_csv(path, num_classes=3))
+    examples = list(zhang_csv.read_zhang_csv(path, num_classes=3))
     assert examples == [
         ("1", {"text": "Oil up Prices\\rose", "label": 2}),
         ("2", {"text": "Two\nline title body, with comma", "label": 0}),
@@ -58,43 +58,43 @@ def test_zhang_csv_joins_text_columns_and_keys_by_starting_line(tmp_path):
 def test_zhang_csv_bad_row_names_file_line_and_problem(tmp_path, bad_row, problem):
     path = write(tmp_path / "train.csv", f"1,a,b\n2,c,d\n{bad_row}\n3,e,f\n")
     with pytest.raises(DataError, match=rf"train\.csv:3: {problem}"):
-        list(formats.read_zhang_csv(path, num_classes=4))
+        list(zhang_csv.read_zhang_csv(path, num_classes=4))
 
 
 def test_zhang_csv_without_num_classes_still_rejects_labels_below_one(tmp_path):
     path = write(tmp_path / "test.csv", "1,a\n-2,b\n")
     with pytest.raises(DataError, match=r"test\.csv:2: label -2 is out of range >= 1"):
-        list(formats.read_zhang_csv(path))
+        list(zhang_csv.read_zhang_csv(path))
 
 
 def test_zhang_csv_unclosed_quote_is_an_error_not_a_swallowed_file(tmp_path):
     path = write(tmp_path / "train.csv", '1,a\n2,"b\n3,c\n')
     with pytest.raises(DataError, match=r"train\.csv:2: malformed CSV"):
-        list(formats.read_zhang_csv(path))
+        list(zhang_csv.read_zhang_csv(path))
 
 
 def test_invalid_utf8_names_the_line(tmp_path):
     path = write(tmp_path / "train.csv", b"1,a\n2,caf\xe9\n")
     with pytest.raises(DataError, match=r"train\.csv:2: not valid UTF-8"):
-        list(formats.read_zhang_csv(path))
+        list(zhang_csv.read_zhang_csv(path))
 
 
 def test_byte_order_mark_is_ignored(tmp_path):
     path = write(tmp_path / "train.csv", "\ufeff1,a\n")
-    assert list(formats.read_zhang_csv(path)) == [("1", {"text": "a", "label": 0})]
+    assert list(zhang_csv.read_zhang_csv(path)) == [("1", {"text": "a", "label": 0})]
 
 
 def test_empty_file_is_an_error(tmp_path):
     path = write(tmp_path / "test.csv", "")
     with pytest.raises(DataError, match=r"test\.csv: no examples"):
-        list(formats.read_zhang_csv(path))
+        list(zhang_csv.read_zhang_csv(path))
 
 
 def test_dropped_rows_are_collected_counted_and_logged(tmp_path, caplog):
     path = write(tmp_path / "train.csv", "1,a\nx,b\n2, \n2,c\n")
     dropped = []
     with caplog.at_level(logging.WARNING):
-        examples = list(formats.read_zhang_csv(path, dropped=dropped))
+        examples = list(zhang_csv.read_zhang_csv(path, dropped=dropped))
     assert [key for key, _ in examples] == ["1", "4"]
     assert [(error.line, error.problem) for error in dropped] == [
         (2, "label 'x' is not an integer"), (3, "empty text")]
@@ -102,19 +102,19 @@ def test_dropped_rows_are_collected_counted_and_logged(tmp_path, caplog):
 
 
 def test_read_classes(tmp_path):
-    assert formats.read_classes(write(tmp_path / "classes.txt", "World\nSci/Tech\n")) == [
+    assert zhang_csv.read_classes(write(tmp_path / "classes.txt", "World\nSci/Tech\n")) == [
         "World", "Sci/Tech"]
     with pytest.raises(DataError, match=r"classes\.txt:2: blank class name"):
-        formats.read_classes(write(tmp_path / "classes.txt", "World\n\nSports\n"))
+        zhang_csv.read_classes(write(tmp_path / "classes.txt", "World\n\nSports\n"))
     with pytest.raises(DataError, match=r"classes\.txt:3: class 'World' repeats line 1"):
-        formats.read_classes(write(tmp_path / "classes.txt", "World\nSports\nWorld\n"))
+        zhang_csv.read_classes(write(tmp_path / "classes.txt", "World\nSports\nWorld\n"))
 
 
 def test_zhang_csv_num_classes_prefers_classes_txt(tmp_path):
     write(tmp_path / "train.csv", "1,a\n3,b\n")
-    assert formats.zhang_csv_num_classes(tmp_path) == 3
+    assert zhang_csv.zhang_csv_num_classes(tmp_path) == 3
     write(tmp_path / "classes.txt", "a\nb\nc\nd\n")
-    assert formats.zhang_csv_num_classes(tmp_path) == 4
+    assert zhang_csv.zhang_csv_num_classes(tmp_path) == 4
 
 
 # ---------------------------------------------------------------------------------------------
@@ -125,11 +125,11 @@ def test_zhang_csv_num_classes_prefers_classes_txt(tmp_path):
 def test_jsonl_single_and_multi_label(tmp_path):
     path = write(tmp_path / "train.jsonl",
                  '{"id": 7, "text": "cocoa up", "label": "cocoa"}\n{"text": "b", "label": 3}\n')
-    assert list(formats.read_jsonl(path)) == [
+    assert list(jsonl.read_jsonl(path)) == [
         ("1", {"text": "cocoa up", "label": "cocoa"}), ("2", {"text": "b", "label": "3"})]
     path = write(tmp_path / "test.jsonl",
                  '{"text": "a", "labels": ["corn", "wheat", "corn"]}\n{"text": "b", "labels": [1]}')
-    assert list(formats.read_jsonl(path, label_key="labels")) == [
+    assert list(jsonl.read_jsonl(path, label_key="labels")) == [
         ("1", {"text": "a", "labels": ["corn", "wheat"]}), ("2", {"text": "b", "labels": ["1"]})]
 
 
@@ -152,12 +152,12 @@ def test_jsonl_bad_line_names_file_line_and_problem(tmp_path, label_key, bad_lin
     good = '{"text": "a", "%s": %s}' % (label_key, '["x"]' if label_key == "labels" else '"x"')
     path = write(tmp_path / "test.jsonl", f"{good}\n{good}\n{bad_line}\n{good}\n")
     with pytest.raises(DataError, match=rf"test\.jsonl:3: {problem}"):
-        list(formats.read_jsonl(path, label_key=label_key))
+        list(jsonl.read_jsonl(path, label_key=label_key))
 
 
 def test_jsonl_rejects_unknown_label_key(tmp_path):
     with pytest.raises(ValueError, match="label_key"):
-        formats.read_jsonl(tmp_path / "x.jsonl", label_key="tags")
+        jsonl.read_jsonl(tmp_path / "x.jsonl", label_key="tags")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -168,7 +168,7 @@ def test_jsonl_rejects_unknown_label_key(tmp_path):
 def test_text_labels_pairs_lines(tmp_path):
     text = write(tmp_path / "us_test.text", "Hello @user 🎄\nsun is out\r\n")
     labels = write(tmp_path / "us_test.labels", "17\n0\n")
-    assert list(formats.read_text_labels(text, labels, num_classes=20)) == [
+    assert list(text_labels.read_text_labels(text, labels, num_classes=20)) == [
         ("1", {"text": "Hello @user 🎄", "label": 17}), ("2", {"text": "sun is out", "label": 0})]
 
 
@@ -177,7 +177,7 @@ def test_text_labels_line_counts_must_agree(tmp_path):
     labels = write(tmp_path / "us_test.labels", "1\n2\n")
     with pytest.raises(DataError,
                        match=r"us_test\.text: has 3 lines but .*us_test\.labels has 2"):
-        formats.read_text_labels(text, labels)
+        text_labels.read_text_labels(text, labels)
 
 
 @pytest.mark.parametrize("text_line, label_line, bad_file, problem", [
@@ -191,13 +191,13 @@ def test_text_labels_bad_line_names_the_right_file(tmp_path, text_line, label_li
     text = write(tmp_path / "us_test.text", f"a\nb\n{text_line}\n")
     labels = write(tmp_path / "us_test.labels", f"1\n2\n{label_line}\n")
     with pytest.raises(DataError, match=rf"us_test\.{bad_file}:3: {problem}"):
-        list(formats.read_text_labels(text, labels, num_classes=20))
+        list(text_labels.read_text_labels(text, labels, num_classes=20))
 
 
 def test_read_emoji_mapping(tmp_path):
     path = write(tmp_path / "us_mapping.txt", "0\t❤\t_red_heart_\t\n1\t🔥\t_fire_\t\n")
-    assert formats.read_emoji_mapping(path) == ["red_heart", "fire"]
+    assert text_labels.read_emoji_mapping(path) == ["red_heart", "fire"]
     with pytest.raises(DataError, match=r"us_mapping\.txt:2: index '2' where 1 was expected"):
-        formats.read_emoji_mapping(write(path, "0\t❤\t_red_heart_\t\n2\t🔥\t_fire_\t\n"))
+        text_labels.read_emoji_mapping(write(path, "0\t❤\t_red_heart_\t\n2\t🔥\t_fire_\t\n"))
     with pytest.raises(DataError, match=r"us_mapping\.txt:1: expected 3 tab-separated fields"):
-        formats.read_emoji_mapping(write(path, "0 ❤ _red_heart_\n"))
+        text_labels.read_emoji_mapping(write(path, "0 ❤ _red_heart_\n"))

@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from jcaps.data import pipeline
+from jcaps.data import datasets
 from jcaps.data.errors import DataError
-from jcaps.ops.decoding import EOS_ID, NUM_SPECIAL
+from jcaps.data.vocab import EOS, NUM_SPECIAL
 from tests.data.test_pipeline import data_config
 
 
@@ -32,7 +32,7 @@ def multilabel_dir(tmp_path):
 def sequences(folder, tmp_path, order):
     config = data_config(folder, tmp_path / "cache", format="jsonl", label_key="labels", label_order=order,
                          validation_fraction=0.0)
-    dataset = pipeline.load_text_dataset(config, seed=0)
+    dataset = datasets.load_dataset(config, seed=0)
     batch = next(dataset.eval_batches("train", 8))
     return dataset, batch
 
@@ -51,8 +51,8 @@ def test_label_sequences_follow_the_configured_order_then_eos_then_pad(multilabe
     assert sequence.shape == (8, 4)  # longest 3 labels + EOS, rounded up to a power of two
     texts = [dataset.text("train", int(i)) for i in batch["index"][:7]]
     # The "a b c" documents (given order b, a, c) and the "c" ones.
-    assert sequence[texts.index("two a b c")].tolist() == ids(dataset, *expected) + [EOS_ID]
-    assert sequence[texts.index("one c")].tolist() == ids(dataset, "c") + [EOS_ID, 0, 0]
+    assert sequence[texts.index("two a b c")].tolist() == ids(dataset, *expected) + [EOS]
+    assert sequence[texts.index("one c")].tolist() == ids(dataset, "c") + [EOS, 0, 0]
     # Padding rows: all PAD; multi-hot targets agree with the sequences.
     assert not sequence[7].any()
     for row in range(7):
@@ -68,10 +68,10 @@ def test_bad_rows_are_errors_unless_dropped_and_then_counted(tmp_path):
     write_jsonl(folder / "train.jsonl", records)
     write_jsonl(folder / "test.jsonl", [{"text": "", "labels": ["x"]}, {"text": "ok", "labels": ["y"]}])
     with pytest.raises(DataError, match=r"train.jsonl:5: empty text"):
-        pipeline.open_splits(data_config(folder, tmp_path / "cache", format="jsonl", label_key="labels"), 0)
+        datasets.load_dataset(data_config(folder, tmp_path / "cache", format="jsonl", label_key="labels"), 0)
     config = data_config(folder, tmp_path / "cache", format="jsonl", label_key="labels", drop_bad_rows=True)
     for _ in range(2):  # prepared, then read back from the cache: the record survives
-        splits, _ = pipeline.open_splits(config, 0)
+        splits = datasets.load_dataset(config, 0).splits
         assert len(splits["train"].source) + len(splits["validation"].source) == 9
         assert splits["train"].dropped["count"] == 1 and "train.jsonl:5" in splits["train"].dropped["first"][0]
         assert splits["test"].dropped["count"] == 1 and len(splits["test"].source) == 1
@@ -89,7 +89,7 @@ def test_unknown_test_labels_are_dropped_and_counted_on_request(multilabel_dir, 
                {"text": "z", "labels": ["c"]}]
     write_jsonl(multilabel_dir / "test.jsonl", records)
     config = data_config(multilabel_dir, tmp_path / "cache", format="jsonl", label_key="labels", drop_bad_rows=True)
-    dataset = pipeline.load_text_dataset(config, seed=0)
+    dataset = datasets.load_dataset(config, seed=0)
     test = dataset.splits["test"]
     assert [dataset.text("test", i) for i in range(len(test.source))] == ["x", "z"]
     # The empty text (dropped while reading) and the unknown label, counted together.
@@ -107,7 +107,7 @@ def test_a_label_seen_only_in_the_carved_validation_part_is_still_a_label(tmp_pa
     write_jsonl(folder / "test.jsonl", [{"text": "x", "labels": ["rare"]}])
     for seed in range(4):  # whichever part the rare example lands in
         config = data_config(folder, tmp_path / "cache", format="jsonl", label_key="labels", validation_fraction=0.5)
-        dataset = pipeline.load_text_dataset(config, seed=seed)
+        dataset = datasets.load_dataset(config, seed=seed)
         assert dataset.labels.names == ("common", "rare")
         for split in ("train", "validation", "test"):
             list(dataset.eval_batches(split, 8))

@@ -9,7 +9,7 @@ import ml_collections
 import numpy as np
 import pytest
 
-from jcaps.data import builders, pipeline
+from jcaps.data import batching, builders, datasets, preparation
 from jcaps.data.errors import DataError
 from jcaps.train.config import base_config
 
@@ -41,7 +41,7 @@ def data_config(folder, cache, **overrides) -> ml_collections.ConfigDict:
 
 
 def test_zhang_csv_builder_splits_vocabulary_and_labels(zhang_dir, tmp_path):
-    dataset = pipeline.load_text_dataset(data_config(zhang_dir, tmp_path / "cache"), seed=0)
+    dataset = datasets.load_dataset(data_config(zhang_dir, tmp_path / "cache"), seed=0)
     assert {k: len(v.source) for k, v in dataset.splits.items()} == {"train": 30, "validation": 10, "test": 3}
     assert dataset.labels.names == ("first", "second")
     # Vocabulary from train only: a test-only word is unknown.
@@ -53,8 +53,8 @@ def test_zhang_csv_builder_splits_vocabulary_and_labels(zhang_dir, tmp_path):
 
 def test_validation_is_seeded_and_disjoint(zhang_dir, tmp_path):
     def indices(seed):
-        splits, _ = pipeline.open_splits(data_config(zhang_dir, tmp_path / "cache"), seed)
-        return set(splits["train"].source._indices), set(splits["validation"].source._indices)
+        splits = datasets.load_dataset(data_config(zhang_dir, tmp_path / "cache"), seed).splits
+        return tuple({int(s.source[i]["line"]) for i in range(len(s.source))} for s in (splits["train"], splits["validation"]))
 
     train, validation = indices(0)
     assert not train & validation and len(train | validation) == 40
@@ -63,7 +63,7 @@ def test_validation_is_seeded_and_disjoint(zhang_dir, tmp_path):
 
 
 def test_eval_batches_cover_each_example_once_with_zero_weight_padding(zhang_dir, tmp_path):
-    dataset = pipeline.load_text_dataset(data_config(zhang_dir, tmp_path / "cache"), seed=0)
+    dataset = datasets.load_dataset(data_config(zhang_dir, tmp_path / "cache"), seed=0)
     batches = list(dataset.eval_batches("validation", batch_size=4))
     assert [b["tokens"].shape[0] for b in batches] == [4, 4, 4]
     weights = np.concatenate([b["weight"] for b in batches])
@@ -75,16 +75,16 @@ def test_eval_batches_cover_each_example_once_with_zero_weight_padding(zhang_dir
 
 
 def test_batches_are_padded_to_bucket_lengths(zhang_dir, tmp_path):
-    dataset = pipeline.load_text_dataset(data_config(zhang_dir, tmp_path / "cache", bucket_boundaries=(4, 8)), seed=0)
+    dataset = datasets.load_dataset(data_config(zhang_dir, tmp_path / "cache", bucket_boundaries=(4, 8)), seed=0)
     lengths = {b["tokens"].shape[1] for b in dataset.eval_batches("train", batch_size=8)}
     assert lengths <= {4, 8, 64}
-    assert pipeline.bucket_length(5, (4, 8), 64) == 8
-    assert pipeline.bucket_length(9, (4, 8), 64) == 64
-    assert pipeline.default_boundaries(100) == (16, 32, 64, 100)
+    assert batching.bucket_length(5, (4, 8), 64) == 8
+    assert batching.bucket_length(9, (4, 8), 64) == 64
+    assert batching.default_boundaries(100) == (16, 32, 64, 100)
 
 
 def test_train_iterator_reshuffles_each_epoch_and_resumes_from_its_state(zhang_dir, tmp_path):
-    dataset = pipeline.load_text_dataset(data_config(zhang_dir, tmp_path / "cache", validation_fraction=0.0), seed=0)
+    dataset = datasets.load_dataset(data_config(zhang_dir, tmp_path / "cache", validation_fraction=0.0), seed=0)
     iterator = dataset.train_iterator(batch_size=8, seed=3)
     epoch = [next(iterator)["index"] for _ in range(5)]
     order = np.concatenate(epoch)
@@ -111,7 +111,7 @@ def varied_lengths_dir(tmp_path):
 
 def test_length_grouping_pads_less_and_still_sees_each_example_once_an_epoch(varied_lengths_dir, tmp_path):
     config = data_config(varied_lengths_dir, tmp_path / "cache", validation_fraction=0.0, bucket_boundaries=(8, 16, 24, 32, 48))
-    dataset = pipeline.load_text_dataset(config, seed=0)
+    dataset = datasets.load_dataset(config, seed=0)
     lengths = dataset.example_lengths("train")
 
     def epochs(window, seed=3):
@@ -136,7 +136,7 @@ def test_length_grouping_pads_less_and_still_sees_each_example_once_an_epoch(var
 
 def test_length_grouped_iterator_resumes_from_its_state(varied_lengths_dir, tmp_path):
     config = data_config(varied_lengths_dir, tmp_path / "cache", validation_fraction=0.0)
-    dataset = pipeline.load_text_dataset(config, seed=0)
+    dataset = datasets.load_dataset(config, seed=0)
     iterator = dataset.train_iterator(batch_size=8, seed=1, length_window=3)
     for _ in range(17):  # into the second epoch
         next(iterator)
@@ -153,12 +153,12 @@ def test_length_grouped_iterator_resumes_from_its_state(varied_lengths_dir, tmp_
 def test_bad_row_error_names_file_and_line_through_the_builder(zhang_dir, tmp_path):
     write(zhang_dir / "test.csv", '1,"ok","fine"\nx,"bad","label"\n')
     with pytest.raises(DataError, match=r"test\.csv:2: .*integer"):
-        pipeline.load_text_dataset(data_config(zhang_dir, tmp_path / "cache"), seed=0)
+        datasets.load_dataset(data_config(zhang_dir, tmp_path / "cache"), seed=0)
 
 
 def test_missing_data_dir_is_a_clear_error(tmp_path):
     with pytest.raises(DataError, match=r"does not exist"):
-        pipeline.load_text_dataset(data_config(tmp_path / "nowhere", tmp_path / "cache"), seed=0)
+        datasets.load_dataset(data_config(tmp_path / "nowhere", tmp_path / "cache"), seed=0)
 
 
 def test_unknown_test_label_names_file_and_line(tmp_path):
@@ -168,8 +168,8 @@ def test_unknown_test_label_names_file_and_line(tmp_path):
     write(folder / "test.jsonl", json.dumps({"text": "x", "label": "a"}) + "\n" + json.dumps({"text": "y", "label": "zzz"}) + "\n")
     # When the dataset is opened, not when the test split is first evaluated (after training).
     with pytest.raises(DataError, match=r"test\.jsonl:2: unknown label 'zzz' \(not among the 2 training labels\)"):
-        pipeline.load_text_dataset(data_config(folder, tmp_path / "cache", format="jsonl"), seed=0)
-    dataset = pipeline.load_text_dataset(data_config(folder, tmp_path / "cache", format="jsonl", drop_bad_rows=True), 0)
+        datasets.load_dataset(data_config(folder, tmp_path / "cache", format="jsonl"), seed=0)
+    dataset = datasets.load_dataset(data_config(folder, tmp_path / "cache", format="jsonl", drop_bad_rows=True), 0)
     assert dataset.labels.names == ("a", "b")
     assert len(dataset.splits["test"].source) == 1 and dataset.text("test", 0) == "x"
     assert dataset.splits["test"].dropped["count"] == 1 and "test.jsonl:2" in dataset.splits["test"].dropped["first"][0]
@@ -182,7 +182,7 @@ def test_multi_label_jsonl_gives_multi_hot_targets(tmp_path):
     write(folder / "train.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
     write(folder / "test.jsonl", json.dumps(rows[0]) + "\n")
     config = data_config(folder, tmp_path / "cache", format="jsonl", label_key="labels", validation_fraction=0.0)
-    dataset = pipeline.load_text_dataset(config, seed=0)
+    dataset = datasets.load_dataset(config, seed=0)
     [batch] = list(dataset.eval_batches("test", batch_size=2))
     assert dataset.labels.names == ("x", "y", "z")
     np.testing.assert_array_equal(batch["labels"], [[1, 1, 0], [0, 0, 0]])
@@ -198,23 +198,23 @@ def test_text_labels_builder_reads_parallel_files(tmp_path):
     write(folder / "us_mapping.txt", "0\t❤\t_red_heart_\t\n1\t😢\t_crying_face_\t\n")
     config = data_config(folder, tmp_path / "cache", format="text_labels", train_file="us_trial", test_file="us_test",
                          tokenizer="chars", validation_fraction=0.0)
-    dataset = pipeline.load_text_dataset(config, seed=0)
+    dataset = datasets.load_dataset(config, seed=0)
     assert dataset.labels.names == ("red_heart", "crying_face")
     assert len(dataset.splits["train"].source) == 4
 
 
 def test_sentences_tokenizer_gives_nested_batches(zhang_dir, tmp_path):
     config = data_config(zhang_dir, tmp_path / "cache", tokenizer="sentences", max_sentences=8, max_len=16)
-    dataset = pipeline.load_text_dataset(config, seed=0)
+    dataset = datasets.load_dataset(config, seed=0)
     [batch, *_] = list(dataset.eval_batches("test", batch_size=4))
     assert batch["tokens"].ndim == 3 and batch["tokens"].shape[0] == 4
 
 
 def test_builder_cache_follows_file_changes(zhang_dir, tmp_path):
     cache = tmp_path / "cache"
-    first = builders.prepare_local("zhang_csv", str(zhang_dir), str(cache))
+    first = preparation.prepare_local_files("zhang_csv", str(zhang_dir), str(cache))
     write(zhang_dir / "test.csv", '1,"t","alpha"\n')
-    second = builders.prepare_local("zhang_csv", str(zhang_dir), str(cache))
+    second = preparation.prepare_local_files("zhang_csv", str(zhang_dir), str(cache))
     assert first.builder_config.name != second.builder_config.name
     assert len(second.as_data_source(split="test")) == 1
 
@@ -231,11 +231,11 @@ def test_a_run_waiting_on_another_runs_preparation_reads_the_prepared_splits(zha
     with open(cache / ".prepare.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         waiting = threading.Thread(
-            target=lambda: result.update(builder=builders.prepare_local("zhang_csv", str(zhang_dir), str(cache)))
+            target=lambda: result.update(builder=preparation.prepare_local_files("zhang_csv", str(zhang_dir), str(cache)))
         )
         waiting.start()
         time.sleep(0.5)  # let it reach the lock
-        builders.BUILDERS["zhang_csv"](data_format="zhang_csv", directory=str(zhang_dir), data_dir=str(cache)).download_and_prepare()
+        builders.TEXT_BUILDERS["zhang_csv"](data_format="zhang_csv", directory=str(zhang_dir), data_dir=str(cache)).download_and_prepare()
         fcntl.flock(lock, fcntl.LOCK_UN)
     waiting.join(timeout=60)
     assert set(result["builder"].info.splits) == {"train", "test"}
@@ -265,7 +265,7 @@ def test_catalogue_datasets_pass_through_tfds_data_source(tmp_path):
     config.source, config.name, config.cache_dir = "tfds", "jcaps_toy_news", str(tmp_path)
     config.text_keys = ("title", "description")
     config.validation_fraction = 0.25
-    dataset = pipeline.load_text_dataset(config, seed=0)
+    dataset = datasets.load_dataset(config, seed=0)
     assert dataset.labels.names == ("a", "b")
     assert {k: len(v.source) for k, v in dataset.splits.items()} == {"train": 15, "validation": 5, "test": 4}
     assert {"alpha", "beta", "body"} <= set(dataset.vocab.tokens)
@@ -277,7 +277,7 @@ def test_balanced_class_weights_equalise_the_classes(tmp_path):
     folder.mkdir()
     write(folder / "train.csv", "".join(f'{1 if i < 6 else 2},"w{i}"\n' for i in range(8)))  # 6 vs 2
     write(folder / "test.csv", '1,"a"\n')
-    dataset = pipeline.load_text_dataset(data_config(folder, tmp_path / "cache", validation_fraction=0.0), seed=0)
+    dataset = datasets.load_dataset(data_config(folder, tmp_path / "cache", validation_fraction=0.0), seed=0)
     weights = dataset.balanced_class_weights()
     np.testing.assert_allclose(weights, [8 / (2 * 6), 8 / (2 * 2)])
     batch = next(dataset.train_iterator(batch_size=8, seed=0, class_weights=weights))
@@ -290,7 +290,7 @@ def test_square_root_class_weights_sit_between_none_and_balanced(tmp_path):
     folder.mkdir()
     write(folder / "train.csv", "".join(f'{1 if i < 6 else 2},"w{i}"\n' for i in range(8)))  # 6 vs 2
     write(folder / "test.csv", '1,"a"\n')
-    dataset = pipeline.load_text_dataset(data_config(folder, tmp_path / "cache", validation_fraction=0.0), seed=0)
+    dataset = datasets.load_dataset(data_config(folder, tmp_path / "cache", validation_fraction=0.0), seed=0)
     weights = dataset.balanced_class_weights(power=0.5)
     # (8 / 12) ** 0.5 and (8 / 4) ** 0.5, scaled so that the 8 examples weigh 8 in all.
     raw = np.array([(8 / 12) ** 0.5, 2**0.5])

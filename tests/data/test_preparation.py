@@ -11,7 +11,7 @@ import time
 import pytest
 from ml_collections import config_flags
 
-from jcaps.data import builders, pipeline
+from jcaps.data import preparation
 from jcaps.data.errors import DataError
 from jcaps.errors import ConfigError, UserError
 from jcaps.train import loop
@@ -34,12 +34,12 @@ def closed_port() -> int:
 
 
 def test_an_unprepared_catalogue_dataset_offline_fails_fast_with_the_local_files_hint(tmp_path, monkeypatch):
-    monkeypatch.setenv(pipeline.DOWNLOAD_PROBE_ENV, f"127.0.0.1:{closed_port()}")
+    monkeypatch.setenv(preparation.DOWNLOAD_PROBE_ENV, f"127.0.0.1:{closed_port()}")
     config = base_config().data
     config.name, config.cache_dir = "ag_news_subset", str(tmp_path / "tfds")
     started = time.monotonic()
     with pytest.raises(UserError) as error:
-        pipeline.open_splits(config, seed=0)
+        preparation.prepare_text_splits(config, seed=0)
     assert time.monotonic() - started < 10
     message = str(error.value)
     assert "\n" not in message
@@ -54,32 +54,32 @@ def test_a_config_without_a_catalogue_dataset_asks_for_local_files():
     config = base_config().data
     config.format = "jsonl"
     with pytest.raises(ConfigError, match=r"data\.name is empty") as error:
-        pipeline.open_splits(config, seed=0)
+        preparation.prepare_text_splits(config, seed=0)
     assert "--config.data.dir" in error.value.hint
 
 
 def test_the_download_check_address_comes_from_the_environment_or_the_https_proxy(monkeypatch):
     for name in ("https_proxy", "HTTPS_PROXY", "no_proxy", "NO_PROXY"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.delenv(pipeline.DOWNLOAD_PROBE_ENV, raising=False)
-    assert pipeline.download_probe_address() == ("storage.googleapis.com", 443)
+    monkeypatch.delenv(preparation.DOWNLOAD_PROBE_ENV, raising=False)
+    assert preparation.download_probe_address() == ("storage.googleapis.com", 443)
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
-    assert pipeline.download_probe_address() == ("proxy.example", 3128)
-    monkeypatch.setenv(pipeline.DOWNLOAD_PROBE_ENV, "mirror.example:8443")
-    assert pipeline.download_probe_address() == ("mirror.example", 8443)
-    monkeypatch.setenv(pipeline.DOWNLOAD_PROBE_ENV, "off")
-    assert pipeline.download_probe_address() is None
-    monkeypatch.setenv(pipeline.DOWNLOAD_PROBE_ENV, "nowhere")
-    with pytest.raises(ConfigError, match=pipeline.DOWNLOAD_PROBE_ENV):
-        pipeline.download_probe_address()
+    assert preparation.download_probe_address() == ("proxy.example", 3128)
+    monkeypatch.setenv(preparation.DOWNLOAD_PROBE_ENV, "mirror.example:8443")
+    assert preparation.download_probe_address() == ("mirror.example", 8443)
+    monkeypatch.setenv(preparation.DOWNLOAD_PROBE_ENV, "off")
+    assert preparation.download_probe_address() is None
+    monkeypatch.setenv(preparation.DOWNLOAD_PROBE_ENV, "nowhere")
+    with pytest.raises(ConfigError, match=preparation.DOWNLOAD_PROBE_ENV):
+        preparation.download_probe_address()
 
 
 def test_the_download_check_tells_a_listening_port_from_a_closed_one():
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen()
-        assert pipeline.download_unreachable(server.getsockname(), timeout=2.0) is None
-    assert "refused" in pipeline.download_unreachable(("127.0.0.1", closed_port()), timeout=2.0).lower()
+        assert preparation.download_unreachable(server.getsockname(), timeout=2.0) is None
+    assert "refused" in preparation.download_unreachable(("127.0.0.1", closed_port()), timeout=2.0).lower()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -110,18 +110,18 @@ def test_a_failed_preparation_leaves_no_empty_or_partial_folders(tmp_path, drop_
     (cache / "empty_before").mkdir()
     config = data_config(folder, cache, drop_bad_rows=drop_bad_rows)
     with pytest.raises(DataError, match=r"test\.csv:2: malformed CSV" if drop_bad_rows else r"train\.csv:9: "):
-        pipeline.open_splits(config, seed=0)
+        preparation.prepare_text_splits(config, seed=0)
     assert directories(cache) == ["empty_before", "other"]
     assert (cache / "other" / "kept.txt").is_file()
 
 
 def test_removing_new_directories_keeps_what_holds_files_it_did_not_make(tmp_path):
     (tmp_path / "old").mkdir()
-    before = builders.directories_under(str(tmp_path))
+    before = preparation.directories_under(str(tmp_path))
     (tmp_path / "old" / "new_empty" / "deeper").mkdir(parents=True)
     write_into(tmp_path / "name" / "incomplete.AB12_1.0.0" / "shard", "partial")
     write_into(tmp_path / "made" / "file", "someone's")
-    builders.remove_new_directories(str(tmp_path), before)
+    preparation.remove_new_directories(str(tmp_path), before)
     assert directories(tmp_path) == ["made", "old"]
 
 

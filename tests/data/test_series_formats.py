@@ -5,7 +5,7 @@ import gzip
 import numpy as np
 import pytest
 
-from jcaps.data import formats
+from jcaps.data.readers import idx, ts
 from jcaps.data.errors import DataError
 
 
@@ -39,16 +39,16 @@ def write_ts(tmp_path, lines, name="Toy_TRAIN.ts"):
 def test_ts_equal_length_multivariate(tmp_path):
     path = write_ts(tmp_path, ["# A toy problem.", "#", *HEADER,
                                "1,2,3:4,5,6:a", "-1.5,.25,1e-3:7.,+8,9E1:b", "", "0,0,0:1,1,1:c"])
-    ts = formats.read_ts(path)
-    assert len(ts.series) == 3
-    np.testing.assert_array_equal(ts.series[0], [[1, 4], [2, 5], [3, 6]])
-    np.testing.assert_array_equal(ts.series[1], np.array([[-1.5, 7], [0.25, 8], [1e-3, 90]], np.float32))
-    assert all(series.dtype == np.float32 and series.shape == (3, 2) for series in ts.series)
-    assert ts.labels == ["a", "b", "c"]
-    assert ts.lines == [12, 13, 15]
-    assert ts.class_labels == ("b", "a", "c")
-    assert (ts.num_channels, ts.equal_length, ts.series_length) == (2, True, 3)
-    assert ts.attributes == {"problemname": "Toy", "timestamps": "false", "missing": "false", "univariate": "false",
+    parsed = ts.read_ts(path)
+    assert len(parsed.series) == 3
+    np.testing.assert_array_equal(parsed.series[0], [[1, 4], [2, 5], [3, 6]])
+    np.testing.assert_array_equal(parsed.series[1], np.array([[-1.5, 7], [0.25, 8], [1e-3, 90]], np.float32))
+    assert all(series.dtype == np.float32 and series.shape == (3, 2) for series in parsed.series)
+    assert parsed.labels == ["a", "b", "c"]
+    assert parsed.lines == [12, 13, 15]
+    assert parsed.class_labels == ("b", "a", "c")
+    assert (parsed.num_channels, parsed.equal_length, parsed.series_length) == (2, True, 3)
+    assert parsed.attributes == {"problemname": "Toy", "timestamps": "false", "missing": "false", "univariate": "false",
                              "dimensions": "2", "equallength": "true", "serieslength": "3",
                              "classlabel": "true b a c"}
 
@@ -65,25 +65,25 @@ def test_ts_univariate_without_dimensions_crlf_case_blank_lines_and_comments(tmp
             "# a comment among the examples\r\n"
             "   \r\n"
             "3,4,5:1\r\n")
-    ts = formats.read_ts(write(tmp_path / "Uni_TEST.ts", text))
-    np.testing.assert_array_equal(ts.series[0], [[0.5], [1.5], [2.5]])
-    np.testing.assert_array_equal(ts.series[1], [[3], [4], [5]])
-    assert ts.labels == ["2", "1"]
-    assert ts.lines == [8, 11]
-    assert ts.class_labels == ("1", "2")
+    parsed = ts.read_ts(write(tmp_path / "Uni_TEST.ts", text))
+    np.testing.assert_array_equal(parsed.series[0], [[0.5], [1.5], [2.5]])
+    np.testing.assert_array_equal(parsed.series[1], [[3], [4], [5]])
+    assert parsed.labels == ["2", "1"]
+    assert parsed.lines == [8, 11]
+    assert parsed.class_labels == ("1", "2")
     # Without @equalLength, the data decide.
-    assert (ts.num_channels, ts.equal_length, ts.series_length) == (1, True, 3)
+    assert (parsed.num_channels, parsed.equal_length, parsed.series_length) == (1, True, 3)
 
 
 def test_ts_unequal_lengths(tmp_path):
     header = [line.replace("@equalLength true", "@equalLength false") for line in HEADER if "seriesLength" not in line]
-    ts = formats.read_ts(write_ts(tmp_path, [*header, "1,2,3:4,5,6:a", "7:8:b"]))
-    assert [series.shape for series in ts.series] == [(3, 2), (1, 2)]
-    assert (ts.equal_length, ts.series_length) == (False, None)
+    parsed = ts.read_ts(write_ts(tmp_path, [*header, "1,2,3:4,5,6:a", "7:8:b"]))
+    assert [series.shape for series in parsed.series] == [(3, 2), (1, 2)]
+    assert (parsed.equal_length, parsed.series_length) == (False, None)
     # Without @equalLength, unequal data are unequal length.
     header = [line for line in header if "equalLength" not in line]
-    ts = formats.read_ts(write_ts(tmp_path, [*header, "1,2,3:4,5,6:a", "7:8:b"]))
-    assert (ts.equal_length, ts.series_length) == (False, None)
+    parsed = ts.read_ts(write_ts(tmp_path, [*header, "1,2,3:4,5,6:a", "7:8:b"]))
+    assert (parsed.equal_length, parsed.series_length) == (False, None)
 
 
 @pytest.mark.parametrize("bad_line, problem", [
@@ -108,7 +108,7 @@ def test_ts_unequal_lengths(tmp_path):
 def test_ts_bad_example_names_file_line_and_problem(tmp_path, bad_line, problem):
     path = write_ts(tmp_path, [*HEADER, GOOD, bad_line, GOOD])  # the bad example is on line 11
     with pytest.raises(DataError, match=rf"Toy_TRAIN\.ts:11: {problem}") as error:
-        formats.read_ts(path)
+        ts.read_ts(path)
     assert error.value.line == 11
 
 
@@ -139,7 +139,7 @@ def replace_header(old, *new):
 def test_ts_bad_header_names_file_line_and_problem(tmp_path, header, line, problem):
     path = write_ts(tmp_path, [*header, GOOD])
     with pytest.raises(DataError, match=rf"Toy_TRAIN\.ts:{line}: {problem}") as error:
-        formats.read_ts(path)
+        ts.read_ts(path)
     assert error.value.line == line
 
 
@@ -147,7 +147,7 @@ def test_ts_timestamped_file_is_rejected_at_its_header(tmp_path):
     header = replace_header("@timeStamps", "@timeStamps true")
     path = write_ts(tmp_path, [*header, "(0,1),(1,2),(2,3):(0,4),(1,5),(2,6):a"])
     with pytest.raises(DataError, match=r"Toy_TRAIN\.ts:2: @timeStamps true: timestamped series are not supported"):
-        formats.read_ts(path)
+        ts.read_ts(path)
 
 
 def test_ts_what_the_header_leaves_open_the_first_example_fixes(tmp_path):
@@ -155,34 +155,34 @@ def test_ts_what_the_header_leaves_open_the_first_example_fixes(tmp_path):
     path = write_ts(tmp_path, [*replace_header("@seriesLength"), "# first", GOOD, "1,2:4,5:a"])
     with pytest.raises(DataError, match=r"Toy_TRAIN\.ts:11: found 2 time steps, but the first example \(line 10\) "
                                         r"has 3"):
-        formats.read_ts(path)
+        ts.read_ts(path)
     # Multivariate without @dimensions: the first example's channel count.
     path = write_ts(tmp_path, [*replace_header("@dimensions"), GOOD, "1,2,3:a"])
     with pytest.raises(DataError, match=r"Toy_TRAIN\.ts:10: found 1 channel\(s\), but the first example \(line 9\) "
                                         r"has 2"):
-        formats.read_ts(path)
-    assert formats.read_ts(write_ts(tmp_path, [*replace_header("@dimensions"), GOOD])).num_channels == 2
+        ts.read_ts(path)
+    assert ts.read_ts(write_ts(tmp_path, [*replace_header("@dimensions"), GOOD])).num_channels == 2
     # Univariate without @dimensions: one channel.
     header = [line for line in replace_header("@univariate", "@univariate true") if "dimensions" not in line]
     path = write_ts(tmp_path, [*header, GOOD])
     with pytest.raises(DataError, match=r"Toy_TRAIN\.ts:9: found 2 channel\(s\), but @univariate true means 1"):
-        formats.read_ts(path)
+        ts.read_ts(path)
 
 
 def test_ts_without_data_line_or_examples(tmp_path):
     with pytest.raises(DataError, match=r"Toy_TRAIN\.ts: no @data line") as error:
-        formats.read_ts(write_ts(tmp_path, HEADER[:-1]))
+        ts.read_ts(write_ts(tmp_path, HEADER[:-1]))
     assert error.value.line is None
     with pytest.raises(DataError, match=r"Toy_TRAIN\.ts:9: no examples after @data"):
-        formats.read_ts(write_ts(tmp_path, [*HEADER, "", "# nothing"]))
+        ts.read_ts(write_ts(tmp_path, [*HEADER, "", "# nothing"]))
     with pytest.raises(DataError, match=r"Toy_TRAIN\.ts: no @data line"):
-        formats.read_ts(write(tmp_path / "Toy_TRAIN.ts", ""))
+        ts.read_ts(write(tmp_path / "Toy_TRAIN.ts", ""))
 
 
 def test_ts_invalid_utf8_names_the_line(tmp_path):
     path = write(tmp_path / "Toy_TRAIN.ts", "\n".join(HEADER).encode() + b"\n1,2,3:4,5,6:\xe9\n")
     with pytest.raises(DataError, match=r"Toy_TRAIN\.ts:10: not valid UTF-8"):
-        formats.read_ts(path)
+        ts.read_ts(path)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -208,7 +208,7 @@ LABELS = np.array([7, 0], np.uint8)
 def test_idx_reads_plain_and_gzipped_files(tmp_path, compress):
     data = idx_bytes(IMAGES)
     path = write(tmp_path / "images-idx3-ubyte.gz", gzip.compress(data) if compress else data)
-    images = formats.read_idx(path)
+    images = idx.read_idx(path)
     assert images.dtype == np.uint8
     np.testing.assert_array_equal(images, IMAGES)
     images.flat[0] = 1  # a writable copy, not a view of the file's bytes
@@ -216,7 +216,7 @@ def test_idx_reads_plain_and_gzipped_files(tmp_path, compress):
 
 @pytest.mark.parametrize("array", [np.array([[-2, 300], [7, -32768]], np.int16), np.array([1.5, -0.25], np.float32)])
 def test_idx_reads_other_types_in_native_byte_order(tmp_path, array):
-    values = formats.read_idx(write(tmp_path / "values-idx", idx_bytes(array)))
+    values = idx.read_idx(write(tmp_path / "values-idx", idx_bytes(array)))
     assert values.dtype == array.dtype and values.dtype.isnative
     np.testing.assert_array_equal(values, array)
 
@@ -237,14 +237,14 @@ def test_idx_reads_other_types_in_native_byte_order(tmp_path, array):
 def test_idx_bad_file_names_the_file(tmp_path, data, problem):
     path = write(tmp_path / "t10k-images-idx3-ubyte", data)
     with pytest.raises(DataError, match=rf"t10k-images-idx3-ubyte: {problem}") as error:
-        formats.read_idx(path)
+        idx.read_idx(path)
     assert error.value.line is None
 
 
 def test_idx_images_as_sequences_of_rows(tmp_path):
     images = write(tmp_path / "images-idx3-ubyte.gz", gzip.compress(idx_bytes(IMAGES)))
     labels = write(tmp_path / "labels-idx1-ubyte", idx_bytes(LABELS))
-    series, classes = formats.read_idx_images_as_sequences(images, labels)
+    series, classes = idx.read_idx_images_as_sequences(images, labels)
     assert series.shape == (2, 3, 4) and series.dtype == np.float32  # [n, rows = time steps, cols = features]
     np.testing.assert_allclose(series, IMAGES / 255.0, rtol=1e-6)
     assert series.max() == 230 / 255 and series.min() == 0
@@ -256,11 +256,11 @@ def test_idx_images_as_sequences_checks_kinds_and_counts(tmp_path):
     images = write(tmp_path / "images-idx3-ubyte", idx_bytes(IMAGES))
     labels = write(tmp_path / "labels-idx1-ubyte", idx_bytes(np.array([1, 2, 3], np.uint8)))
     with pytest.raises(DataError, match=r"images-idx3-ubyte: has 2 images but .*labels-idx1-ubyte has 3 labels"):
-        formats.read_idx_images_as_sequences(images, labels)
+        idx.read_idx_images_as_sequences(images, labels)
     with pytest.raises(DataError, match=r"labels-idx1-ubyte: expected uint8 images \[n, rows, cols\] \(magic "
                                         r"0x00000803\), found uint8 of 1 dimension\(s\)"):
-        formats.read_idx_images_as_sequences(labels, labels)
+        idx.read_idx_images_as_sequences(labels, labels)
     floats = write(tmp_path / "floats-idx1", idx_bytes(np.array([1.0, 2.0], np.float32)))
     with pytest.raises(DataError, match=r"floats-idx1: expected uint8 labels \[n\] \(magic 0x00000801\), found "
                                         r"float32 of 1 dimension\(s\)"):
-        formats.read_idx_images_as_sequences(images, floats)
+        idx.read_idx_images_as_sequences(images, floats)

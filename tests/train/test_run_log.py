@@ -114,14 +114,14 @@ def test_an_optional_backend_that_does_not_start_is_not_logged():
 
 
 def test_preparing_local_files_says_one_jcaps_line(tmp_path, capsys):
-    from jcaps.data import builders
+    from jcaps.data import preparation
 
     (tmp_path / "news").mkdir()
     (tmp_path / "news" / "train.csv").write_text('1,"a","alpha"\n2,"b","beta"\n')
     (tmp_path / "news" / "test.csv").write_text('1,"c","alpha"\n')
-    builders.prepare_local("zhang_csv", str(tmp_path / "news"), str(tmp_path / "cache"))
+    preparation.prepare_local_files("zhang_csv", str(tmp_path / "news"), str(tmp_path / "cache"))
     out = capsys.readouterr().out
     assert out.startswith(f"preparing zhang_csv files in {tmp_path / 'news'} into {tmp_path / 'cache'}")
     assert out.strip().endswith("(once)") and len(out.strip().splitlines()) == 1
-    builders.prepare_local("zhang_csv", str(tmp_path / "news"), str(tmp_path / "cache"))
+    preparation.prepare_local_files("zhang_csv", str(tmp_path / "news"), str(tmp_path / "cache"))
     assert capsys.readouterr().out == ""

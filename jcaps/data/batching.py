@@ -1,0 +1,180 @@
+"""Batching, shared by text and series datasets: buckets, length grouping, and each process's
+rows of a global batch.
+
+A dataset says how one example is encoded and how a list of encoded examples becomes a padded
+batch; `ExampleDataset` turns that into an endless, seeded, resumable train iterator (grain) and
+one pass over a split for evaluation. Every batch pads its length to a bucket (the smallest
+boundary that holds its longest example), so a jitted step compiles once per bucket. The global
+batches do not depend on the number of processes: process `shard.index` of `shard.count` reads
+and encodes only its rows of each.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from jcaps.data.splits import Split
+from jcaps.data.vocab import LabelMap
+from jcaps.errors import ConfigError
+
+if TYPE_CHECKING:  # imported where batches are made: predicting does not pay for it
+    import grain
+
+
+@dataclasses.dataclass(frozen=True)
+class Shard:
+    """Which rows of every global batch this process reads: process `index` of `count` gets rows
+    [index * local, (index + 1) * local) of a global batch of `count * local` rows."""
+
+    index: int = 0
+    count: int = 1
+
+    def rows(self, batch_size: int) -> slice:
+        local = batch_size // self.count
+        return slice(self.index * local, (self.index + 1) * local)
+
+
+# One process reads whole batches: prediction, interpretation, single-host training.
+WHOLE_BATCH = Shard()
+
+
+def bucket_length(length: int, boundaries: Sequence[int], max_len: int) -> int:
+    """The smallest boundary that holds `length` (boundaries sorted; `max_len` closes them)."""
+    for boundary in boundaries:
+        if length <= boundary:
+            return boundary
+    return max_len
+
+
+def default_boundaries(max_len: int, smallest: int = 16) -> tuple[int, ...]:
+    """Powers of two from `smallest` below `max_len`, then `max_len` itself."""
+    boundaries = []
+    size = smallest
+    while size < max_len:
+        boundaries.append(size)
+        size *= 2
+    return tuple(boundaries) + (max_len,)
+
+
+class ExampleDataset:
+    """Batching shared by every dataset kind: subclasses say how one example is encoded
+    (`encode(split, index, example)`) and how a list of them becomes a padded batch
+    (`pad_batch(examples, batch_size)`); they hold `splits` and `labels`."""
+
+    splits: dict[str, Split]
+    labels: LabelMap
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.labels)
+
+    @property
+    def multi_label(self) -> bool:
+        return False
+
+    def encode(self, split: str, index: int, example: dict) -> dict:
+        raise NotImplementedError
+
+    def pad_batch(self, examples: Sequence[dict], batch_size: int) -> dict:
+        raise NotImplementedError
+
+    def balanced_class_weights(self, power: float = 1.0) -> np.ndarray:
+        """[J] weights (N / (J * N_c)) ** power from the training labels. At power 1 every class
+        weighs the same in the loss, as it does in a balanced test set, however skewed the
+        training split is; at 0.5 rare classes gain less (accuracy on a skewed test set suffers
+        less). Scaled so that the mean weight over the training examples is 1."""
+        if self.multi_label:
+            raise ValueError("class weighting applies to single-label data only")
+        source = self.splits["train"].source
+        ids = [self.encode("train", i, source[i])["label"] for i in range(len(source))]
+        counts = np.bincount(np.asarray(ids, np.int64), minlength=self.num_classes).astype(np.float64)
+        weights = np.where(counts > 0, counts.sum() / (self.num_classes * np.maximum(counts, 1)), 0.0) ** power
+        return (weights * counts.sum() / np.sum(weights * counts)).astype(np.float32)
+
+    def _encode_rows(self, split: str, ids: np.ndarray, rows: slice) -> dict:
+        source = self.splits[split].source
+        examples = [self.encode(split, int(i), source[int(i)]) for i in ids[rows]]
+        return self.pad_batch(examples, rows.stop - rows.start)
+
+    def train_iterator(
+        self,
+        batch_size: int,
+        seed: int,
+        class_weights: np.ndarray | None = None,
+        length_window: int = 0,
+        shard: Shard = WHOLE_BATCH,
+    ) -> grain.DatasetIterator:
+        """Endless batches of train, reshuffled each epoch (seeded): `shard`'s rows of each
+        global batch of `batch_size`, so the global batches do not depend on the number of processes.
+
+        `class_weights` [J] scale each example's `weight` by its class's weight.
+        `length_window` > 0 groups examples of similar length (`_length_grouped_batches`)."""
+        size = len(self.splits["train"].source)
+        if size < batch_size:
+            raise ConfigError(f"train.batch_size={batch_size} is more than the {size} examples of the train split",
+                              hint="lower train.batch_size, or use more training data")
+        if length_window < 0:
+            raise ValueError(f"data.length_grouping must be >= 0 (batches per sorting window), not {length_window}")
+        import grain  # training only: prediction does not pay for its import
+
+        rows = shard.rows(batch_size)
+        if length_window:
+            batch_ids = self._length_grouped_batches(batch_size, seed, length_window)
+        else:
+            batch_ids = grain.MapDataset.range(size).shuffle(seed=seed).repeat().batch(batch_size, drop_remainder=True)
+        dataset = batch_ids.map(lambda ids: self._encode_rows("train", ids, rows))
+        if class_weights is not None:
+            dataset = dataset.map(lambda batch: {**batch, "weight": batch["weight"] * class_weights[batch["label"]]})
+        return iter(dataset.to_iter_dataset())
+
+    def _length_grouped_batches(self, batch_size: int, seed: int, window: int) -> grain.MapDataset:
+        """Endless [batch_size] example ids: each epoch's seeded permutation is cut into windows
+        of `window` batches, each window sorted by example length and cut into batches, and the
+        epoch's batches shuffled.
+
+        A batch pads to the bucket of its own longest example, so with lengths alike it pads
+        little: a random batch of short texts pads to its rare long one. Each example is still
+        seen once an epoch; the batches' order and their mixes change with the epoch."""
+        import grain
+
+        size = len(self.splits["train"].source)
+        steps = size // batch_size
+        lengths = self.example_lengths("train")
+
+        @functools.lru_cache(maxsize=2)
+        def epoch_batches(epoch: int) -> np.ndarray:
+            rng = np.random.default_rng([seed, epoch])
+            order = rng.permutation(size)[: steps * batch_size]
+            span = window * batch_size
+            for start in range(0, len(order), span):
+                part = order[start : start + span]
+                order[start : start + span] = part[np.argsort(lengths[part], kind="stable")]
+            return order.reshape(steps, batch_size)[rng.permutation(steps)]
+
+        return grain.MapDataset.range(steps).repeat().map_with_index(lambda i, _: epoch_batches(i // steps)[i % steps])
+
+    def example_lengths(self, split: str) -> np.ndarray:
+        """[N] the padded size each example of `split` asks for (what length grouping sorts by)."""
+        source = self.splits[split].source
+        return np.array([self.example_length(self.encode(split, i, source[i])) for i in range(len(source))], np.int64)
+
+    def example_length(self, encoded: dict) -> int:
+        raise NotImplementedError
+
+    def eval_batches(self, split: str, batch_size: int, limit: int = 0, shard: Shard = WHOLE_BATCH) -> Iterator[dict]:
+        """One pass over `split` (the first `limit` examples if > 0) in global batches of
+        `batch_size`, of which `shard` gets its rows; the last batch is filled with weight-0
+        padding, so every process gets the same number of batches."""
+        size = len(self.splits[split].source)
+        size = min(size, limit) if limit else size
+        rows = shard.rows(batch_size)
+        for start in range(0, size, batch_size):
+            yield self._encode_rows(split, np.arange(start, min(start + batch_size, size)), rows)
+
+    def steps_per_epoch(self, batch_size: int) -> int:
+        return max(1, len(self.splits["train"].source) // batch_size)

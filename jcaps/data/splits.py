@@ -1,0 +1,85 @@
+"""Splits as random-access sources: what preparation opens and the datasets encode.
+
+A split's `source[i]` is a dict like a TFDS example: the features of its format and the 1-based
+`line` of the file it came from, so that a problem found later still names the file and line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+
+@dataclasses.dataclass
+class Split:
+    """One split: a random-access source and the file its examples came from (for errors),
+    with what `data.drop_bad_rows` left out of that file (`{"file", "count", "first"}`)."""
+
+    source: Any
+    path: str
+    dropped: dict | None = None
+
+
+@dataclasses.dataclass
+class PreparedSplits:
+    """The splits of a prepared source, before validation is carved.
+
+    Attributes:
+        splits: by name (`train`, `test`, and `validation` when the source has one).
+        class_names: when the source fixes the classes (integer labels); None for string labels.
+        text_keys: the features whose texts, joined by a space, are an example's text (text only).
+    """
+
+    splits: dict[str, Split]
+    class_names: list[str] | None
+    text_keys: tuple[str, ...] = ()
+
+
+class Subset:
+    """A random-access view of `source` restricted to `indices` (validation carving)."""
+
+    def __init__(self, source, indices: np.ndarray):
+        self._source = source
+        self._indices = np.asarray(indices, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self._indices)
+
+    def __getitem__(self, i: int):
+        return self._source[int(self._indices[i])]
+
+
+class InMemorySplit:
+    """Random access to a series split loaded once: `[i]` is a dict like the TFDS example."""
+
+    def __init__(self, series: list[np.ndarray], labels: np.ndarray, lines: np.ndarray):
+        self.series, self.labels, self.lines = series, labels, lines
+
+    @classmethod
+    def read(cls, source) -> InMemorySplit:
+        examples = [source[i] for i in range(len(source))]
+        return cls(
+            [np.asarray(e["series"], np.float32) for e in examples],
+            np.asarray([e["label"] for e in examples], np.int32),
+            np.asarray([e["line"] for e in examples], np.int32),
+        )
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, i: int) -> dict:
+        return {"series": self.series[i], "label": self.labels[i], "line": self.lines[i]}
+
+
+def carve_validation(train: Split, fraction: float, seed: int) -> dict[str, Split]:
+    """Splits `train` into train and validation by a seeded permutation."""
+    if not 0.0 <= fraction < 1.0:
+        raise ValueError(f"data.validation_fraction must be in [0, 1), not {fraction}")
+    order = np.random.default_rng(seed).permutation(len(train.source))
+    num_validation = round(fraction * len(order))
+    return {
+        "train": Split(Subset(train.source, np.sort(order[num_validation:])), train.path, train.dropped),
+        "validation": Split(Subset(train.source, np.sort(order[:num_validation])), train.path),
+    }
