@@ -280,8 +280,8 @@ def class_capsule_information(C: np.ndarray) -> dict:
 
     With p(j, i) = C[j, i] / sum(C):
 
-      MI(class; capsule) = sum_{j, i} p(j, i) log(p(j, i) / (p(j) p(i)))
-      H(class)           = -sum_j p(j) log p(j)
+        MI(class; capsule) = sum_{j, i} p(j, i) log(p(j, i) / (p(j) p(i)))
+        H(class)           = -sum_j p(j) log p(j)
 
     in nats; `normalized` = MI / H(class) lies in [0, 1]: 0 when the capsule is independent of
     the class (one capsule selected for every class, whatever the top-3 share says), 1 when each

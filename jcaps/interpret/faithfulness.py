@@ -7,14 +7,14 @@ with everything else removed. A token is removed by replacing its id with PAD (t
 masks it out) or, as a knob, UNK (it stays a position the model reads). Then, with
 k in K = {1, 5, 10, 20, 50} (DeYoung et al. 2020, ERASER):
 
-  comprehensiveness = (1/|K|) sum_k p_c(x) - p_c(x \\ x_k)    higher is more faithful
-  sufficiency       = (1/|K|) sum_k p_c(x) - p_c(x_k)         lower is more faithful
+    comprehensiveness = (1/|K|) sum_k p_c(x) - p_c(x \\ x_k)    higher is more faithful
+    sufficiency       = (1/|K|) sum_k p_c(x) - p_c(x_k)         lower is more faithful
 
 both area-over-the-perturbation-curve (AOPC) averages, and over the fractions
 f = 0, 0.1, ..., 1 of the real tokens (Petsiuk et al. 2018, RISE):
 
-  deletion AUC  = trapezoid area under f -> p_c(x \\ x_f)       lower is more faithful
-  insertion AUC = trapezoid area under f -> p_c(x_f)            higher is more faithful
+    deletion AUC  = trapezoid area under f -> p_c(x \\ x_f)       lower is more faithful
+    insertion AUC = trapezoid area under f -> p_c(x_f)            higher is more faithful
 
 with x_0 empty and x_1 = x. Ties in the scores are broken by position. Every variant of the
 batch goes through one call of `probability_fn` (memory ~ (|K| + 2 * 11) * B examples;

@@ -104,7 +104,7 @@ def integrated_gradients(
 ) -> jax.Array:
     """Integrated gradients (Sundararajan et al. 2017) by the midpoint Riemann rule.
 
-      IG(x) = (x - x') * (1/K) sum_{k<K} g(x' + a_k (x - x')),   a_k = (k + 1/2) / K,
+        IG(x) = (x - x') * (1/K) sum_{k<K} g(x' + a_k (x - x')),   a_k = (k + 1/2) / K,
 
     with g = d out_c / d x and K = `n_steps`. The K interpolation points of the batch are fed to
     `score_fn` together, K * B examples at once; with `chunk_size` they go in chunks of at most
@@ -192,7 +192,7 @@ def smoothgrad(
 ) -> jax.Array:
     """SmoothGrad (Smilkov et al. 2017): saliency averaged over noisy copies of the input.
 
-      SG(x) = (1/M) sum_{m<M} |g(x + eps_m)|,   eps_m ~ N(0, (stddev * (max(x) - min(x)))^2),
+        SG(x) = (1/M) sum_{m<M} |g(x + eps_m)|,   eps_m ~ N(0, (stddev * (max(x) - min(x)))^2),
 
     with g = d out_c / d x, M = `n_samples`, and max / min taken over each example's own values,
     so `stddev` is a fraction of the example's value range as in the paper. The samples run one

@@ -6,34 +6,34 @@ one attention level (`HeadQueryAttention`); Long applies that level twice.
 
 Where each equation of docs/models.md §1 lives:
 
-  Short
-    1. e_n = E[x_n]                          `_ICapsNet.region_embeddings` (`self.embed`); PAD
-                                             embeddings are zeroed there, so the "same" zero
-                                             padding of step 2 sees the same zeros at the true
-                                             end of a sequence however many PADs follow.
-    2. w_n = conv(e)_n, kernel K, "same"     `_ICapsNet.region_embeddings` (`self.region_conv`,
-                                             then the `conv_activation` knob, "none" default).
-    3. k_in = Wk_i w_n, v_in = Wv_i w_n      `jcaps.ops.attention.head_query_attention`, with
-       alpha_in = softmax_n(h_i . k_in)        the kernels [I, d_w, d_q] and [I, d_w, d_p] of
-       pc_i = sum_n alpha_in v_in              `HeadQueryAttention` (pads masked by
-                                             `masked_softmax`; keys and values are folded
-                                             into the query and the pooling); h_i is the
-                                             `queries` parameter of `_ICapsNet.setup`.
-       pc_i = squash(pc_i)                   `_ICapsNet.capsule_head` (`squash_primary` knob).
-    4. u_hat[i, j] = W_j pc_i + b_j          `_ICapsNet.capsule_head`
-       (Eq. 8, one W_j for every capsule)    (`jcaps.ops.capsules.shared_prediction_vectors`);
-       or u_hat[i, j] = W_ij pc_i + b_ij     with `shared_transform=False`
-       (Eq. 7, one W_ij per pair)            (`unshared_prediction_vectors`).
-       dynamic routing, r = 3                `_ICapsNet.capsule_head` (`dynamic_routing`, or
-                                             `kmeans_routing` with `routing="kmeans"`).
-       scores = |cc_j|                       `_ICapsNet.capsule_head` (`jcaps.ops.capsules.capsule_length`).
-  Long
-    same embedding and conv per sentence     `_ICapsNet.region_embeddings` on [B, M, N].
-    alpha_imn = softmax_n(h_i . Wk_i w_mn)   `ICapsNetLong.__call__`, `self.word_attention`
-    s_im = sum_n alpha_imn Wv_i w_mn           (HeadQueryAttention, Wv_i: d_s × d_w).
-    rho_im = softmax_m(h_i . Wk~_i s_im)     `ICapsNetLong.__call__`, `self.sentence_attention`
-    pc_i = sum_m rho_im Wv~_i s_im             (HeadQueryAttention on per-head inputs, the SAME
-                                             queries h_i); then `capsule_head` as Short.
+    Short
+      1. e_n = E[x_n]                          `_ICapsNet.region_embeddings` (`self.embed`); PAD
+                                               embeddings are zeroed there, so the "same" zero
+                                               padding of step 2 sees the same zeros at the true
+                                               end of a sequence however many PADs follow.
+      2. w_n = conv(e)_n, kernel K, "same"     `_ICapsNet.region_embeddings` (`self.region_conv`,
+                                               then the `conv_activation` knob, "none" default).
+      3. k_in = Wk_i w_n, v_in = Wv_i w_n      `jcaps.ops.attention.head_query_attention`, with
+         alpha_in = softmax_n(h_i . k_in)        the kernels [I, d_w, d_q] and [I, d_w, d_p] of
+         pc_i = sum_n alpha_in v_in              `HeadQueryAttention` (pads masked by
+                                               `masked_softmax`; keys and values are folded
+                                               into the query and the pooling); h_i is the
+                                               `queries` parameter of `_ICapsNet.setup`.
+         pc_i = squash(pc_i)                   `_ICapsNet.capsule_head` (`squash_primary` knob).
+      4. u_hat[i, j] = W_j pc_i + b_j          `_ICapsNet.capsule_head`
+         (Eq. 8, one W_j for every capsule)    (`jcaps.ops.capsules.shared_prediction_vectors`);
+         or u_hat[i, j] = W_ij pc_i + b_ij     with `shared_transform=False`
+         (Eq. 7, one W_ij per pair)            (`unshared_prediction_vectors`).
+         dynamic routing, r = 3                `_ICapsNet.capsule_head` (`dynamic_routing`, or
+                                               `kmeans_routing` with `routing="kmeans"`).
+         scores = |cc_j|                       `_ICapsNet.capsule_head` (`jcaps.ops.capsules.capsule_length`).
+    Long
+      same embedding and conv per sentence     `_ICapsNet.region_embeddings` on [B, M, N].
+      alpha_imn = softmax_n(h_i . Wk_i w_mn)   `ICapsNetLong.__call__`, `self.word_attention`
+      s_im = sum_n alpha_imn Wv_i w_mn           (HeadQueryAttention, Wv_i: d_s × d_w).
+      rho_im = softmax_m(h_i . Wk~_i s_im)     `ICapsNetLong.__call__`, `self.sentence_attention`
+      pc_i = sum_m rho_im Wv~_i s_im             (HeadQueryAttention on per-head inputs, the SAME
+                                               queries h_i); then `capsule_head` as Short.
 
 The margin loss and the interpretation procedures of §1 read this module's outputs and live in
 `jcaps.ops.losses` and `jcaps.interpret`.

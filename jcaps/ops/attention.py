@@ -45,7 +45,7 @@ from jcaps.ops.convolution import causal_conv1d
 def masked_softmax(logits: jax.Array, mask: jax.Array, axis: int = -1) -> jax.Array:
     """Softmax over `axis` restricted to the positions where `mask` is True.
 
-      p_n = mask_n exp(x_n) / sum_m mask_m exp(x_m),   and p = 0 where no position is valid.
+        p_n = mask_n exp(x_n) / sum_m mask_m exp(x_m),   and p = 0 where no position is valid.
 
     Padded positions get exactly 0 (not a tiny number), so explanations read from the weights
     never point at padding, and their logits receive zero gradient even if they are non-finite.
@@ -86,13 +86,13 @@ def head_query_attention(
 ) -> tuple[jax.Array, jax.Array]:
     """Trainable multi-head attention with one learned query per head (iCapsNets Sec. II-C).
 
-      k[i, n] = Wk_i x_n,   v[i, n] = Wv_i x_n
-      alpha[i, n] = softmax_n(scale * <h_i, k[i, n]>)      (Eq. 3; padded n get 0)
-      pooled[i]   = sum_n alpha[i, n] v[i, n]
+        k[i, n] = Wk_i x_n,   v[i, n] = Wv_i x_n
+        alpha[i, n] = softmax_n(scale * <h_i, k[i, n]>)      (Eq. 3; padded n get 0)
+        pooled[i]   = sum_n alpha[i, n] v[i, n]
 
     computed, exactly, as
 
-      alpha[i, n] = softmax_n(scale * <Wk_i^T h_i, x_n>)   pooled[i] = Wv_i (sum_n alpha[i, n] x_n)
+        alpha[i, n] = softmax_n(scale * <Wk_i^T h_i, x_n>)   pooled[i] = Wv_i (sum_n alpha[i, n] x_n)
 
     The keys and values of every head at every position (I * N * (d_q + d_v) numbers per
     example) are never formed: folding the query into the key map and pooling before the
@@ -191,9 +191,9 @@ def _causal_pool_backward(residuals, pooled_cotangent):
     """With e_j = exp(s_j - M_j), Z_t, P_t, M_t the carries after step t (per hop) and
     g_t = v_t dL/dm_t / r (v_t: step t valid), the gradients are
 
-      dL/dx_j = v_j sum_k e_jk R_jk,   dL/ds_jk = v_j e_jk (x_j . R_jk - Q_jk),   where
-      R_j = sum_{t >= j} exp(M_j - M_t) g_t / Z_t           [B, r, N]
-      Q_j = sum_{t >= j} exp(M_j - M_t) g_t . P_t / Z_t^2   [B, r]
+        dL/dx_j = v_j sum_k e_jk R_jk,   dL/ds_jk = v_j e_jk (x_j . R_jk - Q_jk),   where
+        R_j = sum_{t >= j} exp(M_j - M_t) g_t / Z_t           [B, r, N]
+        Q_j = sum_{t >= j} exp(M_j - M_t) g_t . P_t / Z_t^2   [B, r]
 
     R and Q follow R_j = g_j / Z_j + exp(M_j - M_{j+1}) R_{j+1} (likewise Q): one reverse
     scan, with factors exp(M_j - M_{j+1}) <= 1. g_t . P_t needs the carries P_t again; a
@@ -246,8 +246,8 @@ _causal_pool.defvjp(_causal_pool_forward, _causal_pool_backward)
 def causal_softmax_pool(scores: jax.Array, inputs: jax.Array, mask: jax.Array | None = None) -> jax.Array:
     """The input-cell attention of every prefix: a causal softmax pooling of the inputs.
 
-      A_t[k, j] = softmax_{j <= t}(s[j, k])                 (per hop k; padded j get 0)
-      m_t       = (1/r) sum_k sum_{j <= t} A_t[k, j] x_j
+        A_t[k, j] = softmax_{j <= t}(s[j, k])                 (per hop k; padded j get 0)
+        m_t       = (1/r) sum_k sum_{j <= t} A_t[k, j] x_j
 
     for all t in one pass over time, O(T) in time and memory: a scan carries, per hop, the
     running maximum M of the scores, Z = sum_j exp(s_j - M) and P = sum_j exp(s_j - M) x_j
@@ -321,8 +321,8 @@ def structured_self_attention(
 ) -> tuple[jax.Array, jax.Array]:
     """r-hop self-attention over a sequence, pooled to one vector (Lin et al. 2017, Sec. 2).
 
-      A      = softmax_t(W_s2 tanh(W_s1 h_t^T))      [r, T]; padded t get 0 (no biases, as the paper)
-      pooled = (1/r) sum_k sum_t A[k, t] h_t         the rows of M = A H, averaged over hops
+        A      = softmax_t(W_s2 tanh(W_s1 h_t^T))      [r, T]; padded t get 0 (no biases, as the paper)
+        pooled = (1/r) sum_k sum_t A[k, t] h_t         the rows of M = A H, averaged over hops
 
     Args:
       hidden: [..., T, H] states h_t.
@@ -410,11 +410,11 @@ def simplified_attention(
 ) -> tuple[jax.Array, jax.Array]:
     """Simplified attention, y = softmax(Linear(x)) * x, on G channel groups.
 
-      x_t = [x_t^1, ..., x_t^G]                      G groups of C/G channels
-      s_t^g = W_g x_t^g + b_g                        a block-diagonal Linear
-      a = softmax(s)    axis "channels": over the C/G channels of s_t^g, per position and group
-                        axis "time":     over the valid positions t, per channel
-      y_t = a_t * x_t
+        x_t = [x_t^1, ..., x_t^G]                      G groups of C/G channels
+        s_t^g = W_g x_t^g + b_g                        a block-diagonal Linear
+        a = softmax(s)    axis "channels": over the C/G channels of s_t^g, per position and group
+                          axis "time":     over the valid positions t, per channel
+        y_t = a_t * x_t
 
     Causal with axis "channels" (y_t reads x_t only); not causal with axis "time".
 
@@ -449,9 +449,9 @@ def local_attention(
 ) -> tuple[jax.Array, jax.Array]:
     """Local attention, y = softmax(CausalConv(x)) * x, on G channel groups.
 
-      s_t^g = b_g + sum_{k=0}^{W-1} K_{g,k} x_{t-(W-1-k)}^g       a causal, block-diagonal conv
-      a = softmax(s) over channel groups or valid positions, y_t = a_t * x_t
-                                                                  (as `simplified_attention`)
+        s_t^g = b_g + sum_{k=0}^{W-1} K_{g,k} x_{t-(W-1-k)}^g       a causal, block-diagonal conv
+        a = softmax(s) over channel groups or valid positions, y_t = a_t * x_t
+                                                                    (as `simplified_attention`)
 
     The conv (width W = 3 in the network) is padded on the left only
     (`jcaps.ops.convolution.causal_conv1d`), so with axis "channels" y_t reads x_{t-W+1..t} and
@@ -493,9 +493,9 @@ def dot_product_attention(
 ) -> tuple[jax.Array, jax.Array]:
     """Multi-head scaled dot-product self-attention over the valid positions (Vaswani et al.).
 
-      q_t, k_t, v_t = W_q x_t, W_k x_t, W_v x_t         split into H heads of D/H
-      A[h, t, s] = softmax_s(<q_t^h, k_s^h> / sqrt(D/H))    over the valid s only
-      y_t = W_o [sum_s A[1, t, s] v_s^1, ..., sum_s A[H, t, s] v_s^H]
+        q_t, k_t, v_t = W_q x_t, W_k x_t, W_v x_t         split into H heads of D/H
+        A[h, t, s] = softmax_s(<q_t^h, k_s^h> / sqrt(D/H))    over the valid s only
+        y_t = W_o [sum_s A[1, t, s] v_s^1, ..., sum_s A[H, t, s] v_s^H]
 
     Not causal: position t reads every valid position, before and after it. No biases.
 
@@ -543,9 +543,9 @@ def additive_attention(
 ) -> tuple[jax.Array, jax.Array]:
     """Additive (Bahdanau) attention of one query per example over a sequence of keys.
 
-      e_i = v^T tanh(W_a s + U_a h_i)       [..., L]; padded i get weight 0
-      a   = softmax_i(e)
-      c   = sum_i a_i h_i
+        e_i = v^T tanh(W_a s + U_a h_i)       [..., L]; padded i get weight 0
+        a   = softmax_i(e)
+        c   = sum_i a_i h_i
 
     `projected_keys` = U_a h_i (+ any bias) does not depend on the query, so a decoder computes
     it once per sequence and this op, called at every step, only projects the query. Biases on

@@ -60,7 +60,7 @@ def causal_conv1d(
 ) -> jax.Array:
     """Dilated causal convolution: output t sees only inputs t - (W-1) dilation .. t.
 
-      y_t = b + sum_{k=0}^{W-1} K_k x_{t - (W-1-k) dilation}       (x_s = 0 for s < 0)
+        y_t = b + sum_{k=0}^{W-1} K_k x_{t - (W-1-k) dilation}       (x_s = 0 for s < 0)
 
     (W - 1) * dilation zeros are padded on the left and none on the right, so the output has
     the input's length and K_{W-1} multiplies the current input.
@@ -162,7 +162,7 @@ def dilated_residual_stack(
 ) -> jax.Array:
     """ReLU of the summed skips of a stack of `residual_layer`s.
 
-      x_0 = x;   x_l, skip_l = residual_layer(x_{l-1}, ..., dilation d_l);   y = ReLU(sum_l skip_l)
+        x_0 = x;   x_l, skip_l = residual_layer(x_{l-1}, ..., dilation d_l);   y = ReLU(sum_l skip_l)
 
     Args:
       x: [..., L, C].

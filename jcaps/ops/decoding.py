@@ -10,13 +10,13 @@ A label set is generated as a sequence that ends with EOS.
 
 SGM output layer (Yang et al. 2018, Sec. 2.2, eq. 7-8), with the mask vector
 
-  I_t[l] = -inf  if l is PAD, UNK or BOS, or label l was emitted before step t;   0 otherwise
-  y_t = softmax(o_t + I_t)
+    I_t[l] = -inf  if l is PAD, UNK or BOS, or label l was emitted before step t;   0 otherwise
+    y_t = softmax(o_t + I_t)
 
 so no label is predicted twice and EOS is always possible. The global embedding (Sec. 2.3,
 eq. 9-11) feeds the decoder with the whole previous distribution,
 
-  ebar = sum_l y_{t-1}[l] e_l,   H = sigmoid(W1 e + W2 ebar),   g(y_{t-1}) = (1 - H) * e + H * ebar,
+    ebar = sum_l y_{t-1}[l] e_l,   H = sigmoid(W1 e + W2 ebar),   g(y_{t-1}) = (1 - H) * e + H * ebar,
 
 which is why the step function receives y_{t-1} (after masking) as well as the previous token.
 
@@ -93,8 +93,8 @@ def _allowed_tokens(emitted: jax.Array) -> jax.Array:
 def label_mask_logits(logits: jax.Array, emitted: jax.Array) -> jax.Array:
     """The SGM mask I_t applied to logits: o_t + I_t (Yang et al. 2018, eq. 8).
 
-      out[l] = logits[l]   for EOS and for labels not in `emitted`
-      out[l] = -1e9        for PAD, UNK, BOS and emitted labels
+        out[l] = logits[l]   for EOS and for labels not in `emitted`
+        out[l] = -1e9        for PAD, UNK, BOS and emitted labels
 
     The mask value is a large negative finite number (the dtype's minimum if that is larger),
     so a softmax gives those tokens exactly 0 without NaN, and as EOS is always allowed every
@@ -283,7 +283,7 @@ def beam_search(
 
     Every step, each live beam k of example b extends with every allowed token v:
 
-      candidate[b, k, v] = score[b, k] + log softmax(o_t + I_t)[b, k, v]
+        candidate[b, k, v] = score[b, k] + log softmax(o_t + I_t)[b, k, v]
 
     and the K best of the K * V candidates of each example become the new beams. The mask
     I_t, the previous distribution y_{t-1} and the decoder state are each beam's own: the carry
