@@ -22,15 +22,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from throughput import measure, median_seconds  # this script's folder is on sys.path
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from jcaps.models.cccapsnet import Encoder
-from throughput import load_config, measure, median_seconds  # this script's folder is on sys.path
+from jcaps.train.config import load
 
 # docs/performance.md: the PyTorch reference's seconds per training step at batch 32, and jcaps' target.
 REFERENCE = {64: (0.216, 0.108), 256: (0.825, 0.41)}
@@ -65,7 +64,7 @@ def main():
     parser.add_argument("--vocab_size", type=int, default=62535)
     parser.add_argument("--repeats", type=int, default=10)
     args = parser.parse_args()
-    config = load_config(args.config)
+    config = load(args.config)
     config.train.batch_size = args.batch
     os.makedirs(args.out, exist_ok=True)
     results = {}

@@ -18,10 +18,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from throughput import load_config, measure  # this script's folder is on sys.path
+from throughput import measure  # this script's folder is on sys.path
+
+from jcaps.train.config import load
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -35,7 +35,7 @@ def main():
     parser.add_argument("--vocab_size", type=int, default=500)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    config = load_config(os.path.join(ROOT, "configs", "dilated_fcn_emoji.py") + f":{args.attention}")
+    config = load(os.path.join(ROOT, "configs", "dilated_fcn_emoji.py") + f":{args.attention}")
     config.train.batch_size = args.batch
     os.makedirs(args.out, exist_ok=True)
     results = {}

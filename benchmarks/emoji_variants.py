@@ -27,10 +27,9 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from jcaps.models.choices import DILATED_FCN_ATTENTIONS
 
-from jcaps.models.dilated_fcn import ATTENTION_VARIANTS
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 CONFIG = os.path.join(ROOT, "configs", "dilated_fcn_emoji.py")
 PAPER = {  # Anderson 2018 (ITAmoji, 25 emoji, Italian), Table 3: macro-F1, micro-F1
@@ -145,7 +144,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data_dir", required=True, help="folder with us_trial.* and us_test.* (text_labels)")
     parser.add_argument("--out", required=True)
-    parser.add_argument("--variants", default=",".join(ATTENTION_VARIANTS))
+    parser.add_argument("--variants", default=",".join(DILATED_FCN_ATTENTIONS))
     parser.add_argument("--quick", action="store_true", help="train --steps steps per variant")
     parser.add_argument("--steps", type=int, default=600)
     parser.add_argument("--test_size", type=int, default=10000, help="--quick: test tweets scored")
@@ -153,9 +152,9 @@ def main():
     parser.add_argument("--cache_dir", default="", help="prepared-data cache (default ~/tensorflow_datasets)")
     args = parser.parse_args()
     variants = [v for v in args.variants.split(",") if v]
-    unknown = [v for v in variants if v not in ATTENTION_VARIANTS]
+    unknown = [v for v in variants if v not in DILATED_FCN_ATTENTIONS]
     if unknown:
-        parser.error(f"unknown variants {unknown}; known: {', '.join(ATTENTION_VARIANTS)}")
+        parser.error(f"unknown variants {unknown}; known: {', '.join(DILATED_FCN_ATTENTIONS)}")
     os.makedirs(args.out, exist_ok=True)
     args.quick_dir = quick_data(args) if args.quick else ""
     previous = {}

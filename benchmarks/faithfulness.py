@@ -23,14 +23,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from jcaps.interpret import explain  # noqa: E402
-from jcaps.interpret.explanations import explain_workdir  # noqa: E402
-from jcaps.interpret.faithfulness import METRICS  # noqa: E402
-from jcaps.train.workdir import load_trained  # noqa: E402
+from jcaps.interpret import explain
+from jcaps.interpret.explanations import explain_workdir
+from jcaps.interpret.faithfulness import METRICS
+from jcaps.train.workdir import load_trained
 
 
 def markdown(results: dict) -> str:

@@ -32,10 +32,6 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import jax
 import jax.numpy as jnp

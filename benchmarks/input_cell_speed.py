@@ -22,16 +22,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from jcaps.models.input_cell_lstm import InputCellLSTM
 from throughput import median_seconds  # the harness's timer (this script's folder is on sys.path)
+
+from jcaps.models.input_cell_lstm import InputCellLSTM
 
 NUM_CLASSES = 2
 

@@ -23,16 +23,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from matplotlib.figure import Figure
+from throughput import measure, median_seconds  # this script's folder is on sys.path
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from throughput import load_config, measure, median_seconds  # this script's folder is on sys.path
+from jcaps.train.config import load
 
 CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
 
@@ -59,7 +58,7 @@ def matmul_ceiling(size: int = 2048, repeats: int = 10) -> float:
 
 def bench_config(name: str, batch: int):
     path, batch_size, _, _, _ = BENCH[name]
-    config = load_config(os.path.join(CONFIGS, path))
+    config = load(os.path.join(CONFIGS, path))
     config.train.batch_size = batch or batch_size
     return config
 

@@ -22,19 +22,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from ml_collections import config_flags
-
 from jcaps.data.boxes import BOX_NAMES, generate_boxes
 from jcaps.interpret.saliency import box_metrics
 from jcaps.interpret.series_report import attribution_maps, predictions
-from jcaps.models.input_cell_lstm import VARIANTS
-from jcaps.train.loop import quiet_libraries, train_and_evaluate
+from jcaps.models.choices import INPUT_CELL_LSTM_VARIANTS
+from jcaps.train.config import load
+from jcaps.train.loop import train_and_evaluate
+from jcaps.train.progress import quiet_libraries
 from jcaps.train.workdir import load_trained
 from jcaps.viz.figures import plot_saliency_maps
 
@@ -52,7 +50,7 @@ FIGURES_PER_RUN = 3
 
 
 def box_config(box: str, variant: str, quick: bool):
-    config = config_flags.config_flags._LoadConfigModule("input_cell_boxes", CONFIG).get_config(f"{box},{variant}")
+    config = load(f"{CONFIG}:{box},{variant}")
     if quick:
         config.data.box_train_size = 500
         config.train.num_epochs = 15
@@ -119,8 +117,8 @@ def main():
         if name not in BOX_NAMES:
             parser.error(f"unknown box {name!r}; expected among {', '.join(BOX_NAMES)}")
     for name in variants:
-        if name not in VARIANTS:
-            parser.error(f"unknown variant {name!r}; expected among {', '.join(VARIANTS)}")
+        if name not in INPUT_CELL_LSTM_VARIANTS:
+            parser.error(f"unknown variant {name!r}; expected among {', '.join(INPUT_CELL_LSTM_VARIANTS)}")
     quiet_libraries()
     results_path = os.path.join(args.out, "results.json")
     results = {}

@@ -32,19 +32,13 @@ accuracy 0.321 with the parameters of epoch 7, the best validation macro-F1 (0.1
 split is macro-F1 0.21, accuracy 0.30.
 """
 
-from jcaps.models.dilated_fcn import ATTENTION_VARIANTS
+from jcaps.models.choices import DILATED_FCN_ATTENTIONS
 from jcaps.train.config import base_config
+from jcaps.train.config_blocks import parse_argument, text_smoke
 
 
 def get_config(arg: str = ""):
-    names = [name for name in arg.split(",") if name]
-    variants = [name for name in names if name in ATTENTION_VARIANTS]
-    unknown = [name for name in names if name not in ATTENTION_VARIANTS and name != "smoke"]
-    if unknown or len(variants) > 1:
-        raise ValueError(
-            f"config argument {arg!r}: expected at most one attention variant ({', '.join(ATTENTION_VARIANTS)}) "
-            "and optionally 'smoke', comma-separated"
-        )
+    argument = parse_argument(arg, DILATED_FCN_ATTENTIONS)
     config = base_config()
     model = config.model
     model.name = "dilated_fcn"
@@ -57,7 +51,7 @@ def get_config(arg: str = ""):
     # 'none' keeps them linear); ReLU makes the stack a deep network at no cost. With 'none' and
     # Adam 1e-3 the loss was still at the label prior's entropy after 350 steps (measured).
     model.activation = "relu"
-    model.attention = variants[0] if variants else "none"
+    model.attention = argument.choice(DILATED_FCN_ATTENTIONS, "none")
     model.attention_axis = "channels"  # [decision]
     model.dropout_rate = 0.0
 
@@ -96,15 +90,10 @@ def get_config(arg: str = ""):
     train.class_weights = "balanced:0.375"
     train.log_every_steps = 100
 
-    if "smoke" in names:
-        data.source = "synthetic"
-        data.max_len = 128
+    if argument.smoke:
+        text_smoke(config, max_len=128, num_epochs=2)
         data.bucket_boundaries = (64, 128)
         model.filters = 8
         model.num_layers = 3
-        train.batch_size = 16
-        train.num_epochs = 2
-        train.learning_rate = 1e-2
         train.schedule = "constant"
-        train.log_every_steps = 10
     return config

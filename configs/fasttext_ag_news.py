@@ -17,19 +17,18 @@ Expected on the 10,648-row local train set: about 3 minutes on 2 CPU cores, test
 """
 
 from jcaps.train.config import base_config
+from jcaps.train.config_blocks import ag_news_data, parse_argument, text_smoke
 
 
 def get_config(arg: str = ""):
+    argument = parse_argument(arg)
     config = base_config()
     config.model.name = "fasttext"
     config.model.embed_dim = 32
     config.model.bigram_buckets = 1 << 17
     config.model.dropout_rate = 0.0
 
-    config.data.name = "ag_news_subset"
-    config.data.text_keys = ("title", "description")
-    config.data.format = "zhang_csv"
-    config.data.tokenizer = "zhang"
+    ag_news_data(config)
     config.data.max_len = 256
 
     config.train.batch_size = 64
@@ -41,16 +40,9 @@ def get_config(arg: str = ""):
     # the test set is balanced: weighting the classes equally is worth about a point.
     config.train.class_weights = "balanced"
     config.train.eval_every_steps = 79  # half an epoch of the local split; the best validation model is kept
-    if arg == "smoke":
-        config.data.source = "synthetic"
-        config.data.max_len = 64
+    if argument.smoke:
+        text_smoke(config, num_epochs=2, learning_rate=0.1)
         config.model.embed_dim = 16
         config.model.bigram_buckets = 1024
-        config.train.batch_size = 16
-        config.train.num_epochs = 2
-        config.train.learning_rate = 0.1
-        config.train.log_every_steps = 10
         config.train.eval_every_steps = 0  # once an epoch
-    elif arg:
-        raise ValueError(f"unknown config argument {arg!r}; expected '' or 'smoke'")
     return config

@@ -16,15 +16,15 @@ README results table.
 """
 
 import os
-import sys
 
-# The Long config is the Short one with the hierarchy switched on: share its defaults.
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import icapsnet_short_ag_news as short  # noqa: E402
+from jcaps.train.config import load
+from jcaps.train.config_blocks import parse_argument
 
 
 def get_config(arg: str = ""):
-    config = short.get_config()
+    # The Long config is the Short one (its smoke run included) with the hierarchy switched on.
+    argument = parse_argument(arg)
+    config = load(os.path.join(os.path.dirname(__file__), f"icapsnet_short_ag_news.py:{arg}"))
     config.model.name = "icapsnet_long"
     config.model.sentence_dim = 128
     config.data.tokenizer = "sentences"
@@ -33,11 +33,8 @@ def get_config(arg: str = ""):
     # Padding both axes makes a step several times costlier than Short's: 3 epochs keep the
     # run well under 30 minutes on 2 CPU cores.
     config.train.num_epochs = 3
-    if arg == "smoke":
-        short.smoke(config)
+    if argument.smoke:
         config.model.sentence_dim = 8
         config.data.max_sentences = 8
         config.data.max_len = 16
-    elif arg:
-        raise ValueError(f"unknown config argument {arg!r}; expected '' or 'smoke'")
     return config

@@ -24,9 +24,11 @@ results table has the figures of each run.
 """
 
 from jcaps.train.config import base_config
+from jcaps.train.config_blocks import ag_news_data, parse_argument, text_smoke
 
 
 def get_config(arg: str = ""):
+    argument = parse_argument(arg)
     config = base_config()
     model = config.model
     model.name = "icapsnet_short"
@@ -53,10 +55,7 @@ def get_config(arg: str = ""):
     model.dropout_rate = 0.5  # on word embeddings
     model.loss = "margin"  # [decision]; '+'-separated terms among margin, focal, cross_entropy
 
-    config.data.name = "ag_news_subset"
-    config.data.text_keys = ("title", "description")
-    config.data.format = "zhang_csv"
-    config.data.tokenizer = "zhang"
+    ag_news_data(config)
     config.data.max_len = 400
     config.data.min_count = 2
 
@@ -67,22 +66,10 @@ def get_config(arg: str = ""):
     # The local train split is skewed, the test set balanced (see fasttext_ag_news.py).
     config.train.class_weights = "balanced"
     config.train.eval_every_steps = 79  # half an epoch of the local split; the best validation model is kept
-    if arg == "smoke":
-        smoke(config)
-    elif arg:
-        raise ValueError(f"unknown config argument {arg!r}; expected '' or 'smoke'")
+    if argument.smoke:
+        text_smoke(config)
+        config.data.min_count = 1
+        config.train.eval_every_steps = 0
+        config.model.dropout_rate = 0.0
+        config.model.update(embed_dim=16, region_dim=16, num_capsules=4, query_dim=8, primary_dim=8, class_dim=8)
     return config
-
-
-def smoke(config):
-    """Tiny shapes on generated data: seconds, offline."""
-    config.data.source = "synthetic"
-    config.data.max_len = 64
-    config.data.min_count = 1
-    config.train.eval_every_steps = 0
-    config.model.dropout_rate = 0.0
-    config.model.update(embed_dim=16, region_dim=16, num_capsules=4, query_dim=8, primary_dim=8, class_dim=8)
-    config.train.batch_size = 16
-    config.train.num_epochs = 3
-    config.train.learning_rate = 1e-2
-    config.train.log_every_steps = 10

@@ -13,23 +13,16 @@ config and scores the saliency maps against the boxes.
 """
 
 from jcaps.data.boxes import BOX_NAMES
-from jcaps.models.input_cell_lstm import VARIANTS
+from jcaps.models.choices import INPUT_CELL_LSTM_VARIANTS
 from jcaps.train.config import series_config
+from jcaps.train.config_blocks import parse_argument
 
 
 def get_config(arg: str = "earlier"):
-    names = [name for name in arg.split(",") if name]
-    boxes = [name for name in names if name in BOX_NAMES]
-    variants = [name for name in names if name in VARIANTS]
-    unknown = [name for name in names if name not in BOX_NAMES and name not in VARIANTS and name != "smoke"]
-    if unknown or len(boxes) > 1 or len(variants) > 1:
-        raise ValueError(
-            f"config argument {arg!r}: expected one box ({', '.join(BOX_NAMES)}), optionally one variant "
-            f"({', '.join(VARIANTS)}) and 'smoke', comma-separated"
-        )
+    argument = parse_argument(arg, BOX_NAMES, INPUT_CELL_LSTM_VARIANTS)
     config = series_config()
     config.model.name = "input_cell_lstm"
-    config.model.variant = variants[0] if variants else "input_cell"
+    config.model.variant = argument.choice(INPUT_CELL_LSTM_VARIANTS, "input_cell")
     config.model.hidden_dim = 5  # [ref]
     config.model.num_hops = 20  # [ref] r
     config.model.attention_dim = 50  # [ref] d_a
@@ -37,7 +30,7 @@ def get_config(arg: str = "earlier"):
 
     data = config.data
     data.format = "boxes"
-    data.box = boxes[0] if boxes else "earlier"
+    data.box = argument.choice(BOX_NAMES, "earlier")
     data.normalize = "time_feature"  # [ref]
     data.validation_fraction = 0.1
 
@@ -48,7 +41,7 @@ def get_config(arg: str = "earlier"):
     train.num_epochs = 40  # [decision] 1,000 series: 18 steps an epoch; validation picks the best
     train.log_every_steps = 50
 
-    if "smoke" in names:
+    if argument.smoke:
         data.box_time_steps = data.box_features = 20
         data.box_train_size, data.box_test_size = 128, 64
         train.batch_size = 16

@@ -13,12 +13,8 @@ batched in length buckets; the LSTM reads each series up to its own last step. C
 arguments as in input_cell_basicmotions.py.
 """
 
-import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from input_cell_basicmotions import ts_config
+from jcaps.train.config_blocks import input_cell_lstm_config
 
 
 def get_config(arg: str = ""):
-    return ts_config(arg, num_epochs=150, validation_fraction=0.1)
+    return input_cell_lstm_config(arg, data_format="ts", num_epochs=150, validation_fraction=0.1)

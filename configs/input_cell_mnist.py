@@ -12,15 +12,8 @@ With the 10,000 test images only, train on them and hold out a test part:
 Config arguments as in input_cell_basicmotions.py.
 """
 
-import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from input_cell_basicmotions import ts_config
+from jcaps.train.config_blocks import input_cell_lstm_config
 
 
 def get_config(arg: str = ""):
-    config = ts_config(arg, num_epochs=10, validation_fraction=0.05)
-    if "smoke" not in arg:
-        config.data.format = "idx"
-    return config
+    return input_cell_lstm_config(arg, data_format="idx", num_epochs=10, validation_fraction=0.05)

@@ -14,11 +14,11 @@ loss 0.0041 (SGM without it: 0.844 / 0.0041).
 """
 
 import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sgm_reuters import sgm_config
+from jcaps.train.config import load
 
 
 def get_config(arg: str = ""):
-    return sgm_config(arg, global_embedding=True)
+    config = load(os.path.join(os.path.dirname(__file__), f"sgm_reuters.py:{arg}"))
+    config.model.global_embedding = True
+    return config

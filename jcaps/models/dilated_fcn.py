@@ -37,13 +37,13 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from jcaps.models.choices import DILATED_FCN_ATTENTIONS
 from jcaps.models.initializers import uniform
 from jcaps.ops.attention import CONV_ATTENTION_AXES, dot_product_attention, local_attention, simplified_attention
 from jcaps.ops.convolution import ACTIVATIONS, causal_conv1d, dilated_residual_stack, pointwise_conv
 from jcaps.ops.recurrent import masked_max_over_time
 
 PAD_ID = 0
-ATTENTION_VARIANTS = ("none", "dot", "dot8", "simplified", "local", "simplified8", "local8")
 # Channel groups (simplified, local) or heads (dot) of each attention variant.
 _ATTENTION_GROUPS = {"dot": 1, "dot8": 8, "simplified": 1, "local": 1, "simplified8": 8, "local8": 8}
 # Width of the local attention's causal conv.
@@ -51,8 +51,8 @@ _LOCAL_WIDTH = 3
 
 
 def _check_attention(attention: str, attention_axis: str) -> None:
-    if attention not in ATTENTION_VARIANTS:
-        raise ValueError(f"attention must be one of {ATTENTION_VARIANTS}, got {attention!r}")
+    if attention not in DILATED_FCN_ATTENTIONS:
+        raise ValueError(f"attention must be one of {DILATED_FCN_ATTENTIONS}, got {attention!r}")
     if attention_axis not in CONV_ATTENTION_AXES:
         raise ValueError(f"attention_axis must be one of {CONV_ATTENTION_AXES}, got {attention_axis!r}")
 
@@ -88,7 +88,7 @@ class DilatedFCN(nn.Module):
         num_layers: residual layers, dilations 1, 2, 4, ..., 2^(num_layers - 1).
         activation: inside the residual layers, one of `jcaps.ops.convolution.ACTIVATIONS`
             ("none", "relu", "gated": tanh(filter) * sigmoid(gate)).
-        attention: one of `ATTENTION_VARIANTS`.
+        attention: one of `DILATED_FCN_ATTENTIONS`.
         attention_axis: "channels" or "time", the softmax axis of simplified / local attention.
         dropout_rate: dropout on the features fed to the head (none when 0).
         dtype: activation dtype; parameters are float32.

@@ -37,12 +37,12 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from jcaps.models.choices import INPUT_CELL_LSTM_VARIANTS
 from jcaps.models.initializers import torch_linear_kernel, uniform
 from jcaps.ops.attention import causal_softmax_pool, causal_softmax_pool_quadratic, structured_self_attention
 from jcaps.ops.recurrent import last_valid_state, lstm_scan, masked_max_over_time, masked_mean_over_time
 
 CAUSAL_POOLS = {"linear": causal_softmax_pool, "quadratic": causal_softmax_pool_quadratic}
-VARIANTS = ("input_cell", "lstm", "lstm_maxpool", "lstm_meanpool", "lstm_self_attention", "bilstm")
 
 
 class LSTM(nn.Module):
@@ -92,7 +92,7 @@ class InputCellLSTM(nn.Module):
 
     Attributes:
         num_classes: C.
-        variant: one of `VARIANTS`.
+        variant: one of `INPUT_CELL_LSTM_VARIANTS`.
         hidden_dim: LSTM hidden size H.
         num_hops: attention hops r (input_cell, lstm_self_attention).
         attention_dim: attention hidden size d_a (input_cell, lstm_self_attention).
@@ -112,8 +112,8 @@ class InputCellLSTM(nn.Module):
     dtype: Any = jnp.float32
 
     def __post_init__(self):
-        if self.variant not in VARIANTS:
-            raise ValueError(f"variant must be one of {VARIANTS}, got {self.variant!r}")
+        if self.variant not in INPUT_CELL_LSTM_VARIANTS:
+            raise ValueError(f"variant must be one of {INPUT_CELL_LSTM_VARIANTS}, got {self.variant!r}")
         if self.causal_pool not in CAUSAL_POOLS:
             raise ValueError(f"causal_pool must be one of {tuple(CAUSAL_POOLS)}, got {self.causal_pool!r}")
         super().__post_init__()

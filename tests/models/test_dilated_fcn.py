@@ -9,7 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jcaps.models.dilated_fcn import ATTENTION_VARIANTS, DilatedFCN, is_causal
+from jcaps.models.choices import DILATED_FCN_ATTENTIONS
+from jcaps.models.dilated_fcn import DilatedFCN, is_causal
 
 J, L = 3, 8
 # Small but complete: 16 filters (8 groups of 2 for the *8 variants), two residual layers.
@@ -136,7 +137,7 @@ def test_is_causal():
     assert is_causal("local8", "channels") and is_causal("simplified", "channels")
     assert not is_causal("dot", "channels") and not is_causal("dot8", "channels")
     assert not is_causal("simplified8", "time") and not is_causal("local", "time")
-    assert set(ATTENTION_VARIANTS) == {"none", "dot", "dot8", "simplified", "local", "simplified8", "local8"}
+    assert set(DILATED_FCN_ATTENTIONS) == {"none", "dot", "dot8", "simplified", "local", "simplified8", "local8"}
 
 
 def test_unknown_settings_raise():

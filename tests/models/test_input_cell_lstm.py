@@ -9,7 +9,8 @@ import numpy as np
 import optax
 import pytest
 
-from jcaps.models.input_cell_lstm import VARIANTS, InputCellLSTM
+from jcaps.models.choices import INPUT_CELL_LSTM_VARIANTS
+from jcaps.models.input_cell_lstm import InputCellLSTM
 from tests.ops.test_recurrent import np_lstm as np_lstm_loop
 
 B, T, N, C = 3, 7, 4, 2
@@ -100,7 +101,7 @@ def np_logits(params, series, length, variant):
 # --- forward -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", INPUT_CELL_LSTM_VARIANTS)
 def test_variant_shapes_numpy_reference_and_padding_invariance(batch, variant):
     series, mask = batch
     model = InputCellLSTM(C, variant=variant, **SMALL)

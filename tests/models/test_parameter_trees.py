@@ -16,7 +16,8 @@ import pytest
 
 from jcaps.models.cccapsnet import CCCapsNet
 from jcaps.models.dilated_fcn import DilatedFCN
-from jcaps.models.input_cell_lstm import VARIANTS, InputCellLSTM
+from jcaps.models.choices import INPUT_CELL_LSTM_VARIANTS
+from jcaps.models.input_cell_lstm import InputCellLSTM
 from jcaps.models.sgm import SGM, BinaryRelevance
 
 RECORDED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "parameter_trees.json")
@@ -42,7 +43,10 @@ MODELS = {
     "sgm": _text(SGM(**SGM_SIZES), np.full((2, 4), 3, np.int32)),
     "sgm_global_embedding": _text(SGM(**SGM_SIZES, global_embedding=True), np.full((2, 4), 3, np.int32)),
     "br": _text(BinaryRelevance(11, 3, embedding_dim=6, encoder_dim=4)),
-    **{f"input_cell_lstm_{variant}": (InputCellLSTM(2, variant), (SERIES, MASK)) for variant in VARIANTS},
+    **{
+        f"input_cell_lstm_{variant}": (InputCellLSTM(2, variant), (SERIES, MASK))
+        for variant in INPUT_CELL_LSTM_VARIANTS
+    },
     **{
         f"dilated_fcn_{attention}": _text(DilatedFCN(7, 3, filters=8, num_layers=2, attention=attention))
         for attention in ("none", "dot8", "local8", "simplified")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from jcaps.errors import UserError
-from jcaps.models.input_cell_lstm import VARIANTS
+from jcaps.models.choices import INPUT_CELL_LSTM_VARIANTS
 from jcaps.predict import predict
 from jcaps.train import loop
 from jcaps.train.workdir import load_trained
@@ -43,7 +43,7 @@ def test_input_cell_learns_the_box_task(input_cell_run):
         assert os.path.isfile(os.path.join(workdir, "checkpoints", name)), name
 
 
-@pytest.mark.parametrize("variant", [v for v in VARIANTS if v != "input_cell"])
+@pytest.mark.parametrize("variant", [v for v in INPUT_CELL_LSTM_VARIANTS if v != "input_cell"])
 def test_every_variant_trains(tmp_path, cache_dir, variant, config_file):
     config = config_file("input_cell_boxes.py", f"middle,{variant},smoke", cache_dir)
     config.train.num_steps = 4  # one compile of each step: the point is that the variant trains

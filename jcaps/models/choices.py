@@ -1,0 +1,10 @@
+"""The values each enumerated `model.*` key takes, in one place: the models that act on them and
+the config files, which parse them from their `:ARG`, share them.
+
+This module imports nothing, so a config loads without Flax or any model.
+"""
+
+# model.attention of dilated_fcn: the attention block after the convolutions ('none': none).
+DILATED_FCN_ATTENTIONS = ("none", "dot", "dot8", "simplified", "local", "simplified8", "local8")
+# model.variant of input_cell_lstm: the input-cell attention LSTM or one of its baselines.
+INPUT_CELL_LSTM_VARIANTS = ("input_cell", "lstm", "lstm_maxpool", "lstm_meanpool", "lstm_self_attention", "bilstm")
