@@ -24,7 +24,6 @@ from jcaps.data.errors import DataError
 from jcaps.data.splits import PreparedSplits, Split, carve_validation
 from jcaps.data.vocab import LABELS_FILE, LabelMap
 
-NORMALIZATIONS = choices.NORMALIZATIONS
 STATS_FILE = "series_stats.npz"
 FEATURES_FILE = "num_features.txt"
 
@@ -38,8 +37,8 @@ class Standardizer:
 
     @classmethod
     def fit(cls, series: Sequence[np.ndarray], kind: str, path: str) -> Standardizer | None:
-        if kind not in NORMALIZATIONS:
-            raise ValueError(f"data.normalize must be one of {', '.join(NORMALIZATIONS)}, not {kind!r}")
+        if kind not in choices.NORMALIZATIONS:
+            raise ValueError(f"data.normalize must be one of {', '.join(choices.NORMALIZATIONS)}, not {kind!r}")
         if kind == "none":
             return None
         if kind == "time_feature":

@@ -97,6 +97,21 @@ def test_train_iterator_reshuffles_each_epoch_and_resumes_from_its_state(zhang_d
     np.testing.assert_array_equal(next(restored)["index"], following[0])
 
 
+def test_each_process_reads_its_rows_of_the_same_global_batches(zhang_dir, tmp_path):
+    dataset = datasets.load_dataset(data_config(zhang_dir, tmp_path / "cache"), seed=0)
+    shards = [batching.Shard(index, 2) for index in range(2)]
+    whole = dataset.train_iterator(batch_size=8, seed=3)
+    parts = [dataset.train_iterator(batch_size=8, seed=3, shard=shard) for shard in shards]
+    for _ in range(5):
+        batch, halves = next(whole), [next(part) for part in parts]
+        assert [half["index"].shape for half in halves] == [(4,), (4,)]
+        np.testing.assert_array_equal(np.concatenate([half["index"] for half in halves]), batch["index"])
+    evaluated = [list(dataset.eval_batches("validation", 4, shard=shard)) for shard in shards]
+    for batch, *halves in zip(dataset.eval_batches("validation", 4), *evaluated):
+        np.testing.assert_array_equal(np.concatenate([half["weight"] for half in halves]), batch["weight"])
+        np.testing.assert_array_equal(np.concatenate([half["index"] for half in halves]), batch["index"])
+
+
 @pytest.fixture
 def varied_lengths_dir(tmp_path):
     folder = tmp_path / "varied"
