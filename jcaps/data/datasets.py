@@ -1,10 +1,5 @@
 """From a data config to a dataset, text or series, new or with the metadata saved in a workdir.
 
-The flow, one stage a module: `readers` (one a file format) → `preparation` (TFDS
-`array_record` builders prepared once into the cache) → `text` or `series` (validation carved
-from train, vocabulary, labels, standardisation) → `batching` (buckets, length grouping, each
-process's rows of a global batch).
-
 A workdir keeps what encodes new inputs exactly as in training (`save_metadata`): the
 vocabulary and label names of a text dataset, the label names and standardisation of a series
 dataset. A resumed run, evaluation and prediction read those back instead of rebuilding them.
