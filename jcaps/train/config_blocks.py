@@ -14,7 +14,7 @@ from collections.abc import Collection
 import ml_collections
 
 from jcaps.models.choices import INPUT_CELL_LSTM_VARIANTS
-from jcaps.train.config import series_config
+from jcaps.train.config import base_config, series_config
 
 SMOKE = "smoke"
 
@@ -69,38 +69,36 @@ def ag_news_data(config: ml_collections.ConfigDict) -> None:
     data.tokenizer = "zhang"
 
 
-def reuters_data(config: ml_collections.ConfigDict) -> None:
-    """Reuters-21578 ModApte, 90 topics (not in the TFDS catalogue: give `data.dir`), shared by
-    the SGM and BR configs: `modapte_train.jsonl` and `modapte_test.jsonl`, one
-    `{"text": ..., "labels": [topic, ...]}` object a line."""
-    data = config.data
-    data.name = ""
-    data.format = "jsonl"
-    data.train_file = "modapte_train"
-    data.test_file = "modapte_test"
-    data.label_key = "labels"
-    data.label_order = "frequency"  # [ref]
-    data.drop_bad_rows = True  # documents without text
-    data.tokenizer = "zhang"
-    data.max_len = 128  # the opening of a story names its topics
-    data.bucket_boundaries = (64, 96, 128)
-    data.min_count = 2
-    data.validation_fraction = 0.1
-
-
-def reuters_encoder(config: ml_collections.ConfigDict) -> None:
-    """SGM's encoder, which BR reads too. [decision] Smaller than the paper's (embedding 512,
-    encoder 256, 2 layers): 7,770 documents do not need more, and 2 CPU cores could not train
-    more in an hour."""
-    model = config.model
-    model.embedding_dim = 128
-    model.encoder_dim = 128
-    model.num_layers = 1
-    model.dropout_rate = 0.3
-
-
-def reuters_training(config: ml_collections.ConfigDict, *, num_epochs: int) -> None:
-    """The training recipe of the SGM and BR configs, selected by validation micro-F1."""
+def reuters_config(model_name: str, *, num_epochs: int, smoke: bool) -> ml_collections.ConfigDict:
+    """What the SGM and BR configs share: Reuters-21578 ModApte (90 topics; not in the TFDS
+    catalogue, `data.dir` holds `modapte_train.jsonl` and `modapte_test.jsonl`, one
+    `{"text": ..., "labels": [topic, ...]}` object a line), SGM's encoder, which BR reads too, and
+    the training recipe, selected by validation micro-F1. `smoke`: generated multi-label data,
+    one padding bucket, an encoder 16 wide."""
+    config = base_config()
+    config.model.update(
+        name=model_name,
+        # [decision] Smaller than the paper's (embedding 512, encoder 256, 2 layers): 7,770
+        # documents do not need more, and 2 CPU cores could not train more in an hour.
+        embedding_dim=128,
+        encoder_dim=128,
+        num_layers=1,
+        dropout_rate=0.3,
+    )
+    config.data.update(
+        name="",
+        format="jsonl",
+        train_file="modapte_train",
+        test_file="modapte_test",
+        label_key="labels",
+        label_order="frequency",  # [ref]
+        drop_bad_rows=True,  # documents without text
+        tokenizer="zhang",
+        max_len=128,  # the opening of a story names its topics
+        bucket_boundaries=(64, 96, 128),
+        min_count=2,
+        validation_fraction=0.1,
+    )
     train = config.train
     train.batch_size = 64  # [ref]
     train.num_epochs = num_epochs
@@ -113,14 +111,13 @@ def reuters_training(config: ml_collections.ConfigDict, *, num_epochs: int) -> N
     train.select_metric = "micro_f1"
     train.eval_every_steps = 0  # once an epoch
     train.log_every_steps = 50
-
-
-def reuters_smoke(config: ml_collections.ConfigDict) -> None:
-    """The smoke run of the SGM and BR configs: generated multi-label data, one padding bucket."""
-    text_smoke(config)
-    config.data.bucket_boundaries = (64,)
-    config.data.min_count = 1
-    config.train.schedule = "constant"
+    if smoke:
+        text_smoke(config)
+        config.data.bucket_boundaries = (64,)
+        config.data.min_count = 1
+        config.train.schedule = "constant"
+        config.model.embedding_dim = config.model.encoder_dim = 16
+    return config
 
 
 def input_cell_lstm_config(arg: str, *, data_format: str, num_epochs: int, validation_fraction: float,
