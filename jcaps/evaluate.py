@@ -24,8 +24,9 @@ FLAGS = flags.FLAGS
 def evaluate(workdir: str, split: str = "test", data_overrides: dict | None = None) -> dict:
     """`{"split", "selected_step", "parameters", "last_step", **metrics}` of `workdir` on `split`.
     `data_overrides`: `data.*` keys of the workdir's config to change (`cli.DATA_LOCATION_KEYS`)."""
-    from jcaps.train import loop
     from jcaps.train import mesh as mesh_lib
+    from jcaps.train.evaluation import evaluate_split
+    from jcaps.train.steps import compile_steps
     from jcaps.train.workdir import load_trained, use_compilation_cache
 
     for key in data_overrides or {}:
@@ -39,9 +40,9 @@ def evaluate(workdir: str, split: str = "test", data_overrides: dict | None = No
     if not len(trained.dataset.splits[split].source):
         raise UserError(f"--split: the {split} split of {workdir}'s data is empty")
     mesh = mesh_lib.data_mesh()
-    _, eval_fn = loop.compile_steps(trained.config, trained.family, trained.dataset, mesh)
+    _, eval_fn = compile_steps(trained.config, trained.family, trained.dataset.num_classes, mesh)
     batch_size = trained.config.train.eval_batch_size or trained.config.train.batch_size
-    metrics = loop.evaluate_split(eval_fn, trained.eval_state(), trained.dataset, split, batch_size, mesh)
+    metrics = evaluate_split(eval_fn, trained.eval_state(), trained.dataset, split, batch_size, mesh)
     return {"split": split, **trained.selection, **metrics}
 
 

@@ -8,16 +8,14 @@ come from `jax.eval_shape` of the model's init.
 
 from __future__ import annotations
 
-import jax
 from absl import app, flags
 
 from jcaps import cli
 from ml_collections import config_flags
 
 from jcaps.data.datasets import load_dataset
-from jcaps.models import build_model, get_family
-from jcaps.train import loop
-from jcaps.train.steps import model_inputs
+from jcaps.train.progress import quiet_libraries
+from jcaps.train.state import dummy_inputs, model_for, parameter_count, parameter_shapes
 
 FLAGS = flags.FLAGS
 
@@ -25,15 +23,8 @@ FLAGS = flags.FLAGS
 def parameter_counts(config) -> dict:
     """`{"input_size" (vocabulary or features), "inputs", "num_classes", "groups": {name: count}, "total"}` for `config`."""
     dataset = load_dataset(config.data, config.train.seed)
-    model = build_model(config.model, dataset.model_input_size, dataset.num_classes, loop.DTYPES[config.train.dtype])
-    inputs = model_inputs(dataset.dummy_batch(), get_family(config.model.name))
-
-    def init():
-        key = jax.random.key(config.train.seed)
-        return model.init({"params": key, "dropout": key}, *inputs, train=False)["params"]
-
-    shapes = jax.eval_shape(init)
-    groups = {name: loop.parameter_count(tree) for name, tree in shapes.items()}
+    shapes = parameter_shapes(config, model_for(config, dataset), dummy_inputs(config, dataset))
+    groups = {name: parameter_count(tree) for name, tree in shapes.items()}
     return {
         "input_size": dataset.model_input_size,
         "inputs": dataset.inputs_description,
@@ -54,7 +45,7 @@ def format_counts(counts: dict) -> str:
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    loop.quiet_libraries()
+    quiet_libraries()
     print(format_counts(parameter_counts(FLAGS.config)))
 
 

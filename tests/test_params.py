@@ -5,17 +5,17 @@ import subprocess
 import sys
 
 import pytest
-from ml_collections import config_flags
 
 from jcaps.ops.embeddings import num_codewords
 from jcaps.params import format_counts, parameter_counts
+from jcaps.train.config import load
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def load_config(name, arg, cache_dir):
     path = os.path.join(ROOT, "configs", name)
-    config = config_flags.config_flags._LoadConfigModule(f"params_{name}", path).get_config(arg)
+    config = load(f"{path}:{arg}")
     config.data.cache_dir = str(cache_dir)
     return config
 

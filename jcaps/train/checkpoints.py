@@ -52,6 +52,16 @@ class Checkpoints:
         state = state.replace(step=saved["step"], params=saved["params"], opt_state=saved["opt_state"], rng=saved["rng"])
         return state, (restored["data"] if with_data else None)
 
+    def restore_params(self, params, step: int | None = None):
+        """The parameters of `step` (default latest) alone, restored into the structure and
+        shardings of `params`: loading a model for inference reads no optimiser state, so it
+        needs none built."""
+        step = self._manager.latest_step() if step is None else step
+        target = {"params": jax.tree.map(ocp.utils.to_shape_dtype_struct, params)}
+        restore_args = ocp.checkpoint_utils.construct_restore_args(target)
+        args = ocp.args.PyTreeRestore(item=target, restore_args=restore_args, partial_restore=True)
+        return self._manager.restore(step, args=ocp.args.Composite(state=args))["state"]["params"]
+
     def read_state(self, step: int | None = None) -> dict:
         """The saved state of `step` (default latest) as stored, without a target structure."""
         step = self._manager.latest_step() if step is None else step
@@ -105,6 +115,19 @@ class Checkpoints:
         step = self._best_manager.latest_step()
         target = jax.tree.map(ocp.utils.to_shape_dtype_struct, params)
         return self._best_manager.restore(step, args=ocp.args.Composite(params=ocp.args.StandardRestore(target)))["params"]
+
+
+def keep_if_best(checkpoints: Checkpoints, best: dict | None, step: int, params, metrics: dict, train_config):
+    """Model selection after a validation evaluation: saves `params` as the best when
+    `metrics[train.select_metric]` beats `best` (ties keep the earlier step); returns the best
+    record `{"step", "metric", "value"}`, or None without `train.select_best`."""
+    if not train_config.select_best:
+        return None
+    value = metrics[train_config.select_metric]
+    if best is None or value > best["value"]:
+        checkpoints.save_best(step, params, train_config.select_metric, value)
+        return {"step": step, "metric": train_config.select_metric, "value": value}
+    return best
 
 
 def _savable(state) -> dict:

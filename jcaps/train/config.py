@@ -26,6 +26,8 @@ OPTIMIZERS = ("adam", "adamw", "sgd")
 SCHEDULES = ("constant", "cosine", "linear", "warmup_cosine", "steps")
 PROGRESS_MODES = ("auto", "bar", "lines", "none")
 DTYPES = ("float32", "bfloat16")
+# The `train.*` settings a parameter group (`train.param_groups`) sets for itself.
+PARAM_GROUP_KEYS = ("learning_rate", "weight_decay")
 
 # Keys that may change between a run and its resumption: they change neither the shapes of
 # the saved state nor the data order. Everything else must match the workdir's config.
@@ -98,6 +100,9 @@ def base_config() -> ml_collections.ConfigDict:
     train.decay_boundaries = ()  # 'steps' schedule: fractions of training ...
     train.decay_factor = 0.1  # ... at which the learning rate is multiplied by this
     train.grad_clip_norm = 5.0  # 0: no clipping
+    # {top-level parameter subtree: {"learning_rate": ..., "weight_decay": ...}}: each subtree
+    # trained at its own settings (the missing ones: train.*'s); {} = one optimiser for all.
+    train.param_groups = ml_collections.ConfigDict()
     # none | balanced (each class weighs the same in the loss) | sqrt_balanced (half-way, in
     # the exponent: weights (N / (J N_c)) ** 0.5) | balanced:P (weights (N / (J N_c)) ** P)
     train.class_weights = "none"
@@ -204,18 +209,18 @@ def _integers(key: str, values, low: int) -> None:
         _refuse(key, values, f"a list of integers >= {low}")
 
 
-def _learning_rates(train) -> None:
-    """`train.learning_rate` and every `train.*_learning_rate` (e.g. per parameter group): finite
-    and > 0; `train.embedding_learning_rate` may be 0, which means `train.learning_rate`."""
-    for name in sorted(train.keys()):
-        if name == "learning_rate" or name.endswith("_learning_rate"):
-            zero_means_default = name == "embedding_learning_rate"
-            if zero_means_default and _is_number(train[name]) and train[name] == 0:
-                continue
-            requirement = "a finite number > 0" + (" (or 0: train.learning_rate)" if zero_means_default else "")
-            value = train[name]
-            if not (_is_number(value) and math.isfinite(value) and value > 0):
-                _refuse(f"train.{name}", value, requirement)
+def _param_groups(groups) -> None:
+    """`train.param_groups`: settings among PARAM_GROUP_KEYS per top-level parameter subtree."""
+    if not isinstance(groups, ml_collections.ConfigDict):
+        _refuse("train.param_groups", groups, "a dict of parameter groups")
+    for name, settings in groups.items():
+        key = f"train.param_groups.{name}"
+        if not isinstance(settings, ml_collections.ConfigDict) or set(settings) - set(PARAM_GROUP_KEYS):
+            _refuse(key, settings, f"a dict of settings among {', '.join(PARAM_GROUP_KEYS)}")
+        if "learning_rate" in settings:
+            _number(f"{key}.learning_rate", settings.learning_rate, 0.0, open_low=True)
+        if "weight_decay" in settings:
+            _number(f"{key}.weight_decay", settings.weight_decay, 0.0)
 
 
 def validate(config: ml_collections.ConfigDict, models: Collection[str] | None = None) -> None:
@@ -276,8 +281,9 @@ def validate(config: ml_collections.ConfigDict, models: Collection[str] | None =
     if train.num_steps == 0:
         _integer("train.num_epochs", train.num_epochs, 1, "an integer >= 1 (or set train.num_steps)")
     _one_of("train.optimizer", train.optimizer, OPTIMIZERS)
-    _learning_rates(train)
+    _number("train.learning_rate", train.learning_rate, 0.0, open_low=True)
     _number("train.weight_decay", train.weight_decay, 0.0)
+    _param_groups(train.param_groups)
     _one_of("train.schedule", train.schedule, SCHEDULES)
     _number("train.warmup_fraction", train.warmup_fraction, 0.0, 1.0)
     if not isinstance(train.decay_boundaries, (tuple, list)) or not all(

@@ -7,11 +7,17 @@ checkpoint, and saves a checkpoint before exiting on SIGINT/SIGTERM. A resumed r
 the lines the interrupted run wrote to `metrics.jsonl` after that checkpoint; a workdir already
 trained to the end, with its final metrics, is left as it is (`reevaluate` evaluates it again).
 It ends with a summary of the run and where its files are.
+
+`_train_and_evaluate` reads top to bottom: open the run (data, checkpoints, step counts),
+return at once if it is finished, start or resume the training state, train to the last step
+(after each step: log, evaluate and keep the best parameters, save when due), then evaluate the
+final model.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import functools
 import json
@@ -19,26 +25,26 @@ import os
 import signal
 import socket
 import time
+from collections.abc import Callable
+from typing import Any
 
 import jax
-from absl import logging
-import jax.numpy as jnp
 import numpy as np
 
 from jcaps.data import datasets
+from jcaps.data.batching import ExampleDataset
 from jcaps.errors import ConfigError, UserError
-from jcaps.data.batching import ExampleDataset, Shard
-from jcaps.models import MODELS, build_model, get_family
 from jcaps.train import config as config_lib
 from jcaps.train import mesh as mesh_lib
-from jcaps.train.checkpoints import Checkpoints, checkpoint_directory
 from jcaps.train import metrics as metrics_lib
-from jcaps.train.metrics import MetricWriter, evaluation_metrics
-from jcaps.train.optim import make_optimizer
-from jcaps.train.progress import Progress, format_metrics, run_summary
-from jcaps.train.steps import TrainState, eval_step, model_inputs, train_step
+from jcaps.train.checkpoints import Checkpoints, checkpoint_directory, keep_if_best
+from jcaps.train.evaluation import evaluate_split
+from jcaps.train.families import MODELS, get_family
+from jcaps.train.metrics import MetricWriter
+from jcaps.train.progress import Progress, format_metrics, quiet_libraries, run_summary
+from jcaps.train.state import create_train_state, dummy_inputs, model_for, parameter_count
+from jcaps.train.steps import TrainState, compile_steps
 
-DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 DROPPED_ROWS_FILE = "dropped_rows.json"
 
 
@@ -63,7 +69,7 @@ class WorkdirInUse(UserError, RuntimeError):
 
 
 # ---------------------------------------------------------------------------------------------
-# Set-up: workdir, data, model, state.
+# The workdir: one run at a time, a config that matches its checkpoints.
 # ---------------------------------------------------------------------------------------------
 
 
@@ -113,19 +119,6 @@ def check_workdir(config, workdir: str) -> None:
             )
 
 
-def create_train_state(config, model, family_optimizer, dummy_inputs: tuple, num_steps: int, mesh) -> TrainState:
-    """Parameters are born replicated: `jit(init, out_shardings=...)`. `dummy_inputs`: the
-    model's inputs for a tiny batch (`model_inputs(dataset.dummy_batch(), family)`)."""
-    init_rng, state_rng = jax.random.split(jax.random.PRNGKey(config.train.seed))
-    tx = family_optimizer(config, num_steps)
-
-    def init(rng):
-        params = model.init({"params": rng, "dropout": rng}, *dummy_inputs, train=False)["params"]
-        return TrainState.create(apply_fn=model.apply, params=params, tx=tx, rng=state_rng)
-
-    return jax.jit(init, out_shardings=mesh_lib.replicated(mesh))(init_rng)
-
-
 def report_dropped_rows(dataset: ExampleDataset, workdir: str, log) -> None:
     """Says which files lost bad rows to `data.drop_bad_rows`, and keeps it in
     WORKDIR/dropped_rows.json (`{file: {"count", "first": [problems]}}`)."""
@@ -142,36 +135,153 @@ def report_dropped_rows(dataset: ExampleDataset, workdir: str, log) -> None:
         json.dump(dropped, f, indent=1)
 
 
-def parameter_count(params) -> int:
-    return int(sum(np.prod(x.shape) for x in jax.tree.leaves(params)))
+# ---------------------------------------------------------------------------------------------
+# The run: what it works with, and where it stands.
+# ---------------------------------------------------------------------------------------------
 
 
-def compile_steps(config, family, dataset: ExampleDataset, mesh):
-    """The jitted train and eval steps with their shardings (state replicated, batch split)."""
-    replicated, sharded = mesh_lib.replicated(mesh), mesh_lib.batch_sharded(mesh)
-    train = jax.jit(
-        functools.partial(train_step, family=family, model_config=config.model),
-        in_shardings=(replicated, sharded),
-        out_shardings=(replicated, replicated),
-        donate_argnums=0,
+@dataclasses.dataclass
+class _Run:
+    """What a run works with from its first step to its last."""
+
+    config: Any
+    workdir: str
+    dataset: ExampleDataset
+    checkpoints: Checkpoints
+    num_steps: int
+    steps_per_epoch: int
+    final_splits: list[str]  # the non-empty ones of validation and test
+    is_main: bool  # process 0, the one that writes files and logs
+    log: Callable[..., None]
+
+    @property
+    def batch_size(self) -> int:
+        return self.config.train.batch_size
+
+    @property
+    def eval_batch_size(self) -> int:
+        return self.config.train.eval_batch_size or self.config.train.batch_size
+
+
+@dataclasses.dataclass
+class _Compiled:
+    """The jitted train and eval steps, and the mesh they shard over."""
+
+    mesh: Any
+    train_fn: Callable
+    eval_fn: Callable
+
+
+@dataclasses.dataclass
+class _Position:
+    """Where training stands: the state after `step` updates, the data iterator that feeds the
+    next one, the step of the last checkpoint saved, the best validation record so far
+    (`train.select_best`, see `keep_if_best`) and the train metrics of the steps not yet logged."""
+
+    state: TrainState
+    train_iterator: Any
+    step: int
+    last_saved: int | None
+    best: dict | None
+    window: list[dict] = dataclasses.field(default_factory=list)
+
+
+def _prepare_process(config) -> None:
+    """Before any data is read: every config key's type and range, quiet libraries, the
+    persistent compilation cache."""
+    config_lib.validate(config, MODELS)
+    quiet_libraries()
+    cache = config_lib.compilation_cache_dir(config.train.compilation_cache)
+    if cache:
+        jax.config.update("jax_compilation_cache_dir", cache)
+
+
+def _open_run(config, workdir: str, is_main: bool, log) -> _Run:
+    """The data and the checkpoints of the run. The vocabulary (or standardisation) of a resumed
+    run is the saved one, never rebuilt. The checkpoint manager (which creates its folder) opens
+    only once the data has loaded, and a new run's data metadata is saved there only once there
+    is something to train."""
+    has_metadata = datasets.has_metadata(checkpoint_directory(workdir))
+    dataset = datasets.load_dataset(config.data, config.train.seed, checkpoint_directory(workdir))
+    checkpoints = Checkpoints(workdir, keep=config.train.keep_checkpoints)
+    steps_per_epoch = dataset.steps_per_epoch(config.train.batch_size)
+    num_steps = config.train.num_steps or config.train.num_epochs * steps_per_epoch
+    if max(num_steps, checkpoints.latest_step() or 0) < 1:
+        # Never report final metrics of an untrained model.
+        raise ConfigError(
+            f"nothing to train: train.num_steps={config.train.num_steps} and train.num_epochs="
+            f"{config.train.num_epochs} ({steps_per_epoch} steps an epoch) give {num_steps} steps",
+            hint="set train.num_epochs or train.num_steps to 1 or more",
+        )
+    if not has_metadata and is_main:
+        os.makedirs(checkpoints.directory, exist_ok=True)
+        dataset.save_metadata(checkpoints.directory)
+    final_splits = [s for s in ("validation", "test") if s in dataset.splits and len(dataset.splits[s].source)]
+    return _Run(config, workdir, dataset, checkpoints, num_steps, steps_per_epoch, final_splits, is_main, log)
+
+
+def _finished_records(run: _Run, reevaluate: bool) -> dict | None:
+    """The final `metrics.jsonl` records (one per final split) of a run trained to its last step,
+    or None when there is training or evaluating to do."""
+    last_saved = run.checkpoints.latest_step()
+    if last_saved is None or last_saved < run.num_steps or reevaluate:
+        return None
+    finals = metrics_lib.final_records(metrics_lib.read_metrics(run.workdir), last_saved)
+    if finals and all(split in finals for split in run.final_splits):
+        return finals
+    return None
+
+
+def _write_run_config(run: _Run) -> int:
+    """Writes WORKDIR/config.json, and drops what an interrupted run wrote to `metrics.jsonl`
+    after its last checkpoint (and the final lines, which are written again at the end), so that
+    each (step, split) is logged once; returns the number of lines dropped."""
+    if not run.is_main:
+        return 0
+    with open(os.path.join(run.workdir, "config.json"), "w", encoding="utf-8") as f:
+        f.write(config_lib.to_json(run.config))
+    return metrics_lib.rewind_metrics(run.workdir, run.checkpoints.latest_step() or 0)
+
+
+def _compile(run: _Run) -> _Compiled:
+    mesh = mesh_lib.data_mesh()
+    mesh_lib.check_batch_size(run.batch_size, mesh)
+    mesh_lib.check_batch_size(run.eval_batch_size, mesh, "train.eval_batch_size")
+    train_fn, eval_fn = compile_steps(run.config, get_family(run.config.model.name), run.dataset.num_classes, mesh)
+    return _Compiled(mesh, train_fn, eval_fn)
+
+
+def _start_or_resume(run: _Run, mesh, class_weight_power, rewound: int, reevaluate: bool) -> _Position:
+    """The initial state and data order of `train.seed`, or those of the latest checkpoint."""
+    train = run.config.train
+    model = model_for(run.config, run.dataset)
+    state = create_train_state(run.config, model, dummy_inputs(run.config, run.dataset), run.num_steps, mesh)
+    class_weights = None if class_weight_power is None else run.dataset.balanced_class_weights(class_weight_power)
+    train_iterator = run.dataset.train_iterator(
+        run.batch_size, train.seed, class_weights, run.config.data.length_grouping, shard=mesh_lib.process_shard()
     )
-    evaluate = jax.jit(
-        functools.partial(eval_step, family=family, model_config=config.model, num_classes=dataset.num_classes),
-        in_shardings=(replicated, sharded),
-        out_shardings=replicated,
+    last_saved = run.checkpoints.latest_step()
+    if last_saved is not None:
+        state, data_state = run.checkpoints.restore(state)
+        train_iterator.set_state(data_state)
+        dropped = f"; dropped the {rewound} lines of metrics.jsonl written after it" if rewound else ""
+        run.log(f"Resuming from step {int(state.step)} (checkpoint in {run.checkpoints.directory}{dropped}).")
+        if reevaluate and int(state.step) >= run.num_steps:
+            run.log(f"evaluating the model of step {int(state.step)} again (--reevaluate)")
+    best = run.checkpoints.best_record() if train.select_best else None
+    return _Position(state, train_iterator, int(state.step), last_saved, best)
+
+
+def _log_start(run: _Run, position: _Position, mesh) -> None:
+    """What is trained on what, once, before the first step."""
+    dataset = run.dataset
+    sizes = ", ".join(f"{name} {len(split.source)}" for name, split in dataset.splits.items())
+    report_dropped_rows(dataset, run.workdir, run.log if run.is_main else None)
+    run.log(
+        f"{run.config.model.name}: {parameter_count(position.state.params):,} parameters; "
+        f"{dataset.inputs_description}; {dataset.num_classes} classes; examples: {sizes}; {run.num_steps} steps of "
+        f"batch {run.batch_size} ({run.steps_per_epoch} per epoch) on {mesh.size} device(s)."
     )
-    return train, evaluate
-
-
-def evaluate_split(eval_fn, state, dataset: ExampleDataset, split: str, batch_size: int, mesh) -> dict:
-    """Metrics of `state` on one split (sums accumulated on the device, divided on the host)."""
-    totals = None
-    for local in dataset.eval_batches(split, batch_size, shard=Shard(jax.process_index(), jax.process_count())):
-        sums = eval_fn(state, mesh_lib.global_batch(local, mesh))
-        totals = sums if totals is None else jax.tree.map(jnp.add, totals, sums)
-    if totals is None:
-        raise ValueError(f"the {split} split is empty")
-    return evaluation_metrics(jax.device_get(totals))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -200,14 +310,6 @@ class _SignalFlag:
             signal.signal(signum, handler)
 
 
-def quiet_libraries() -> None:
-    """orbax logs every save at INFO and TFDS draws progress bars: keep the console for jcaps."""
-    logging.set_verbosity(logging.ERROR)
-    import tensorflow_datasets as tfds
-
-    tfds.disable_progress_bar()
-
-
 def train_and_evaluate(config, workdir: str, reevaluate: bool = False) -> dict:
     """Trains `config` in `workdir` (resuming if it holds checkpoints); returns the final metrics.
 
@@ -223,166 +325,155 @@ def train_and_evaluate(config, workdir: str, reevaluate: bool = False) -> dict:
 
 
 def _train_and_evaluate(config, workdir: str, reevaluate: bool = False, started: float | None = None) -> dict:
-    config_lib.validate(config, MODELS)  # every key's type and range, before any data is read
-    quiet_libraries()
+    _prepare_process(config)
     is_main = jax.process_index() == 0
     log = functools.partial(print, flush=True) if is_main else (lambda *a, **k: None)
-    cache = config_lib.compilation_cache_dir(config.train.compilation_cache)
-    if cache:
-        jax.config.update("jax_compilation_cache_dir", cache)
-
     check_workdir(config, workdir)
     class_weight_power = config_lib.class_weight_power(config.train.class_weights)  # fails before the data loads
-
-    # Data: the vocabulary (or standardisation) of a resumed run is the saved one, never rebuilt.
-    # The checkpoint manager (which creates its folder) opens only once the data has loaded.
-    has_metadata = datasets.has_metadata(checkpoint_directory(workdir))
-    dataset = datasets.load_dataset(config.data, config.train.seed, checkpoint_directory(workdir))
-    checkpoints = Checkpoints(workdir, keep=config.train.keep_checkpoints)
-    steps_per_epoch = dataset.steps_per_epoch(config.train.batch_size)
-    num_steps = config.train.num_steps or config.train.num_epochs * steps_per_epoch
-    last_saved = checkpoints.latest_step()
-    final_splits = [s for s in ("validation", "test") if s in dataset.splits and len(dataset.splits[s].source)]
-    if max(num_steps, last_saved or 0) < 1:
-        # Never report final metrics of an untrained model.
-        raise ConfigError(
-            f"nothing to train: train.num_steps={config.train.num_steps} and train.num_epochs="
-            f"{config.train.num_epochs} ({steps_per_epoch} steps an epoch) give {num_steps} steps",
-            hint="set train.num_epochs or train.num_steps to 1 or more",
-        )
-    if last_saved is not None and last_saved >= num_steps and not reevaluate:
-        finals = metrics_lib.final_records(metrics_lib.read_metrics(workdir), last_saved)
-        if finals and all(split in finals for split in final_splits):
-            try:
-                return _already_finished(config, workdir, checkpoints, last_saved, finals, log)
-            finally:
-                checkpoints.close()
-    rewound = 0
-    if is_main:
-        with open(os.path.join(workdir, "config.json"), "w", encoding="utf-8") as f:
-            f.write(config_lib.to_json(config))
-        # What the interrupted run wrote after its last checkpoint (and the final lines, which
-        # are written again at the end) goes: each (step, split) is logged once.
-        rewound = metrics_lib.rewind_metrics(workdir, last_saved or 0)
-    if not has_metadata and is_main:
-        os.makedirs(checkpoints.directory, exist_ok=True)
-        dataset.save_metadata(checkpoints.directory)
-
-    family = get_family(config.model.name)
-    model = build_model(config.model, dataset.model_input_size, dataset.num_classes, DTYPES[config.train.dtype])
-    mesh = mesh_lib.data_mesh()
-    batch_size = config.train.batch_size
-    eval_batch_size = config.train.eval_batch_size or batch_size
-    mesh_lib.check_batch_size(batch_size, mesh)
-    mesh_lib.check_batch_size(eval_batch_size, mesh, "train.eval_batch_size")
-
-    eval_every = config.train.eval_every_steps or steps_per_epoch
-    checkpoint_every = config.train.checkpoint_every_steps or steps_per_epoch
-    state = create_train_state(
-        config, model, family.optimizer or default_optimizer, model_inputs(dataset.dummy_batch(), family), num_steps, mesh
-    )
-    train_fn, eval_fn = compile_steps(config, family, dataset, mesh)
-
-    class_weights = None if class_weight_power is None else dataset.balanced_class_weights(class_weight_power)
-    train_iterator = dataset.train_iterator(batch_size, config.train.seed, class_weights, config.data.length_grouping,
-                                            shard=Shard(jax.process_index(), jax.process_count()))
-    if last_saved is not None:
-        state, data_state = checkpoints.restore(state)
-        train_iterator.set_state(data_state)
-        dropped = f"; dropped the {rewound} lines of metrics.jsonl written after it" if rewound else ""
-        log(f"Resuming from step {int(state.step)} (checkpoint in {checkpoints.directory}{dropped}).")
-        if reevaluate and int(state.step) >= num_steps:
-            log(f"evaluating the model of step {int(state.step)} again (--reevaluate)")
-    sizes = ", ".join(f"{name} {len(split.source)}" for name, split in dataset.splits.items())
-    report_dropped_rows(dataset, workdir, log if is_main else None)
-    log(
-        f"{config.model.name}: {parameter_count(state.params):,} parameters; {dataset.inputs_description}; "
-        f"{dataset.num_classes} classes; examples: {sizes}; {num_steps} steps of batch {batch_size} "
-        f"({steps_per_epoch} per epoch) on {mesh.size} device(s)."
-    )
-
-    writer = MetricWriter(workdir, enabled=is_main, resumed_from=last_saved)
-    profiler = _Profiler(config.train.profile_steps, os.path.join(workdir, "profile"), enabled=is_main)
-    first_step = int(state.step)
-    progress = Progress(config.train.progress, total=num_steps, initial=int(state.step), enabled=is_main)
-    step = int(state.step)
-    window: list[dict] = []
-    best = checkpoints.best_record() if config.train.select_best else None
-    has_validation = len(dataset.splits["validation"].source) > 0
-    loop_started, first_step_seconds, evaluated = time.perf_counter(), None, False
+    run = _open_run(config, workdir, is_main, log)
     try:
-        with _SignalFlag() as stop:
-            while step < num_steps:
-                if stop.signum is not None:
-                    if last_saved != step:
-                        checkpoints.save(step, state, train_iterator.get_state())
-                    checkpoints.wait()
-                    raise TrainingInterrupted(stop.signum, step, checkpoints.directory)
-                profiler.before_step(step - first_step)
-                state, metrics = train_fn(state, mesh_lib.global_batch(next(train_iterator), mesh))
-                profiler.after_step(metrics)
-                step += 1
-                if first_step_seconds is None:
-                    # Rates count from here: the first step's time is mostly compiling.
-                    jax.block_until_ready(metrics)
-                    first_step_seconds = time.perf_counter() - loop_started
-                    progress.start(step)
-                window.append(metrics)
-                due_checkpoint = step % checkpoint_every == 0 or step == num_steps
-                if step % config.train.log_every_steps == 0 or due_checkpoint or step == num_steps:
-                    summary = _summarise_window(window, step, last_saved, checkpoints.directory)
-                    window = []
-                    writer.write(step, "train", summary)
-                    progress.update(step, summary)
-                if has_validation and (step % eval_every == 0 or step == num_steps):
-                    # The first evaluation compiles the eval step: its time stays out of the ETA.
-                    with progress.not_counted() if not evaluated else contextlib.nullcontext():
-                        metrics = evaluate_split(eval_fn, state, dataset, "validation", eval_batch_size, mesh)
-                    evaluated = True
-                    writer.write(step, "validation", metrics)
-                    progress.message(f"step {step}: validation " + format_metrics(metrics))
-                    best = _keep_if_best(checkpoints, best, step, state, metrics, config.train)
-                if due_checkpoint:
-                    checkpoints.save(step, state, train_iterator.get_state())
-                    last_saved = step
-        checkpoints.wait()
-        trained = (step - first_step, time.perf_counter() - loop_started, first_step_seconds)
-        progress.close()
+        finished = _finished_records(run, reevaluate)
+        if finished is not None:
+            return _already_finished(run, finished)
+        rewound = _write_run_config(run)
+        compiled = _compile(run)
+        position = _start_or_resume(run, compiled.mesh, class_weight_power, rewound, reevaluate)
+        _log_start(run, position, compiled.mesh)
+        return _train_then_evaluate(run, compiled, position, started)
+    finally:
+        run.checkpoints.close()
 
-        selected = {}
-        if best is not None and best["step"] != step:
-            state = state.replace(params=checkpoints.restore_best_params(state.params))
-            selected = {"selected_step": best["step"]}
-        final = {}
-        for split in final_splits:
-            final[split] = evaluate_split(eval_fn, state, dataset, split, eval_batch_size, mesh)
-            writer.write(step, split, final[split], final=True, **selected)
-        log(run_summary(
-            workdir=workdir, step=step, final=final, selected=best, select_best=config.train.select_best,
-            trained=trained if trained[0] else None,
+
+def _train_then_evaluate(run: _Run, compiled: _Compiled, position: _Position, started: float | None) -> dict:
+    """Trains from `position` to the last step, then evaluates the final model on the final
+    splits, logs the run's summary and returns the final metrics."""
+    train = run.config.train
+    writer = MetricWriter(run.workdir, enabled=run.is_main, resumed_from=position.last_saved)
+    profiler = _Profiler(train.profile_steps, os.path.join(run.workdir, "profile"), enabled=run.is_main)
+    progress = Progress(train.progress, total=run.num_steps, initial=position.step, enabled=run.is_main)
+    try:
+        trained = _train(run, compiled, position, writer, profiler, progress)
+        progress.close()
+        final = _evaluate_final(run, compiled, position, writer)
+        run.log(run_summary(
+            workdir=run.workdir, step=position.step, final=final, selected=position.best,
+            select_best=train.select_best, trained=trained if trained[0] else None,
             wall_seconds=None if started is None else time.perf_counter() - started,
-            checkpoint_step=checkpoints.latest_step(), best_step=best["step"] if best else None,
+            checkpoint_step=run.checkpoints.latest_step(), best_step=position.best["step"] if position.best else None,
         ))
         return final
     finally:
         profiler.close()
         progress.close()
         writer.close()
-        checkpoints.close()
 
 
-def _already_finished(config, workdir: str, checkpoints: Checkpoints, step: int, finals: dict, log) -> dict:
+def _train(run: _Run, compiled: _Compiled, position: _Position, writer, profiler, progress) -> tuple:
+    """Steps `position` to the last step. After each step: the mean train metrics of the steps
+    since the last log line when due, an evaluation on validation when due, a checkpoint when
+    due. A SIGINT/SIGTERM saves a checkpoint and raises `TrainingInterrupted`. Returns (steps
+    run, their seconds, the seconds of the first one (mostly compiling), None when none ran)."""
+    train = run.config.train
+    eval_every = train.eval_every_steps or run.steps_per_epoch
+    checkpoint_every = train.checkpoint_every_steps or run.steps_per_epoch
+    has_validation = len(run.dataset.splits["validation"].source) > 0
+    first_step, loop_started, first_step_seconds, evaluated = position.step, time.perf_counter(), None, False
+    with _SignalFlag() as stop:
+        while position.step < run.num_steps:
+            if stop.signum is not None:
+                _save_and_stop(run, position, stop.signum)
+            profiler.before_step(position.step - first_step)
+            position.state, metrics = compiled.train_fn(
+                position.state, mesh_lib.global_batch(next(position.train_iterator), compiled.mesh)
+            )
+            profiler.after_step(metrics)
+            position.step += 1
+            if first_step_seconds is None:
+                # Rates count from here: the first step's time is mostly compiling.
+                jax.block_until_ready(metrics)
+                first_step_seconds = time.perf_counter() - loop_started
+                progress.start(position.step)
+            position.window.append(metrics)
+            step, last = position.step, position.step == run.num_steps
+            due_checkpoint = step % checkpoint_every == 0 or last
+            if step % train.log_every_steps == 0 or due_checkpoint:
+                _log_window(run, position, writer, progress)
+            if has_validation and (step % eval_every == 0 or last):
+                _evaluate_and_keep_best(run, compiled, position, writer, progress, compiles=not evaluated)
+                evaluated = True
+            if due_checkpoint:
+                _save(run, position)
+    run.checkpoints.wait()
+    return position.step - first_step, time.perf_counter() - loop_started, first_step_seconds
+
+
+def _log_window(run: _Run, position: _Position, writer, progress) -> None:
+    """Logs the mean train metrics of the steps since the last log line (and stops the run at a
+    non-finite loss)."""
+    summary = _summarise_window(position.window, position.step, position.last_saved, run.checkpoints.directory)
+    position.window = []
+    writer.write(position.step, "train", summary)
+    progress.update(position.step, summary)
+
+
+def _evaluate_and_keep_best(run: _Run, compiled: _Compiled, position: _Position, writer, progress,
+                            compiles: bool) -> None:
+    """Evaluates on validation, logs the metrics, and keeps the parameters if they are the best
+    so far. `compiles`: the first evaluation compiles the eval step, so its time stays out of
+    the ETA."""
+    with progress.not_counted() if compiles else contextlib.nullcontext():
+        metrics = evaluate_split(
+            compiled.eval_fn, position.state, run.dataset, "validation", run.eval_batch_size, compiled.mesh
+        )
+    writer.write(position.step, "validation", metrics)
+    progress.message(f"step {position.step}: validation " + format_metrics(metrics))
+    position.best = keep_if_best(
+        run.checkpoints, position.best, position.step, position.state.params, metrics, run.config.train
+    )
+
+
+def _save(run: _Run, position: _Position) -> None:
+    run.checkpoints.save(position.step, position.state, position.train_iterator.get_state())
+    position.last_saved = position.step
+
+
+def _save_and_stop(run: _Run, position: _Position, signum: int) -> None:
+    """Saves a checkpoint of the current step (unless it is the last one saved), waits for it to
+    be written, and raises `TrainingInterrupted`."""
+    if position.last_saved != position.step:
+        _save(run, position)
+    run.checkpoints.wait()
+    raise TrainingInterrupted(signum, position.step, run.checkpoints.directory)
+
+
+def _evaluate_final(run: _Run, compiled: _Compiled, position: _Position, writer) -> dict:
+    """Metrics of the final model on each final split, written as the "final" lines. The final
+    model has the best validation parameters when the run selected them (`train.select_best`),
+    else the last ones."""
+    state, selected = position.state, {}
+    if position.best is not None and position.best["step"] != position.step:
+        state = state.replace(params=run.checkpoints.restore_best_params(state.params))
+        selected = {"selected_step": position.best["step"]}
+    final = {}
+    for split in run.final_splits:
+        final[split] = evaluate_split(compiled.eval_fn, state, run.dataset, split, run.eval_batch_size, compiled.mesh)
+        writer.write(position.step, split, final[split], final=True, **selected)
+    return final
+
+
+def _already_finished(run: _Run, finished: dict) -> dict:
     """Says that the workdir is trained to the end, with its final metrics; returns them."""
     final = {
         split: {k: v for k, v in record.items() if k not in ("step", "split", "final", "selected_step")}
-        for split, record in finals.items()
+        for split, record in finished.items()
     }
-    best = checkpoints.best_record() if config.train.select_best else None
-    log(f"already finished at step {step}: the final metrics are the \"final\": true lines of "
-        f"{os.path.join(workdir, metrics_lib.METRICS_FILE)} (--reevaluate evaluates again; more "
-        "train.num_epochs or train.num_steps trains on)")
-    log(run_summary(
-        workdir=workdir, step=step, final=final, selected=best, select_best=config.train.select_best,
+    train, step = run.config.train, run.checkpoints.latest_step()
+    best = run.checkpoints.best_record() if train.select_best else None
+    run.log(f"already finished at step {step}: the final metrics are the \"final\": true lines of "
+            f"{os.path.join(run.workdir, metrics_lib.METRICS_FILE)} (--reevaluate evaluates again; more "
+            "train.num_epochs or train.num_steps trains on)")
+    run.log(run_summary(
+        workdir=run.workdir, step=step, final=final, selected=best, select_best=train.select_best,
         trained=None, wall_seconds=None, checkpoint_step=step, best_step=best["step"] if best else None,
     ))
     return final
@@ -414,21 +505,6 @@ class _Profiler:
         if self.running:
             jax.profiler.stop_trace()
             self.running = False
-
-
-def default_optimizer(config, num_steps):
-    return make_optimizer(config.train, num_steps)
-
-
-def _keep_if_best(checkpoints, best, step, state, metrics, train_config):
-    """Saves the parameters when validation `select_metric` improves; returns the best record."""
-    if not train_config.select_best:
-        return None
-    value = metrics[train_config.select_metric]
-    if best is None or value > best["value"]:
-        checkpoints.save_best(step, state.params, train_config.select_metric, value)
-        return {"step": step, "metric": train_config.select_metric, "value": value}
-    return best
 
 
 def _summarise_window(window: list[dict], step: int, last_saved, directory: str) -> dict:

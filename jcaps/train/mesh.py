@@ -7,6 +7,7 @@ import numpy as np
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from jcaps.data.batching import Shard
 from jcaps.errors import ConfigError
 
 
@@ -20,6 +21,12 @@ def replicated(mesh: Mesh) -> NamedSharding:
 
 def batch_sharded(mesh: Mesh) -> NamedSharding:
     return NamedSharding(mesh, PartitionSpec("data"))
+
+
+def process_shard() -> Shard:
+    """This process's rows of every global batch: process `jax.process_index()` of
+    `jax.process_count()` reads its equal part."""
+    return Shard(jax.process_index(), jax.process_count())
 
 
 def check_batch_size(batch_size: int, mesh: Mesh, name: str = "train.batch_size") -> None:

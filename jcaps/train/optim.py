@@ -1,16 +1,25 @@
-"""Optimisers and learning-rate schedules from `config.train`."""
+"""Optimisers and learning-rate schedules from `config.train`.
+
+Parameter groups (`train.param_groups`) train the top-level subtrees of the parameter tree
+at their own settings: `{"embedding": {"learning_rate": 1e-2}, "encoder": {},
+"classifier": {"learning_rate": 2e-3}}` gives each of CCCapsNet's three modules its own
+optimiser (`{}`: the `train.*` settings), all on the same `train.schedule`, clipped once by
+the norm of all gradients together.
+"""
 
 from __future__ import annotations
 
+import jax
 import optax
 
 from jcaps.errors import ConfigError
 from jcaps.train.config import OPTIMIZERS, SCHEDULES
 
 
-def learning_rate_schedule(train_config, num_steps: int) -> optax.Schedule:
-    """`constant | cosine | linear | warmup_cosine | steps` over `num_steps` updates."""
-    lr, kind = train_config.learning_rate, train_config.schedule
+def learning_rate_schedule(train_config, num_steps: int, peak: float | None = None) -> optax.Schedule:
+    """`constant | cosine | linear | warmup_cosine | steps` over `num_steps` updates, from
+    `peak` (default `train.learning_rate`)."""
+    lr, kind = train_config.learning_rate if peak is None else peak, train_config.schedule
     warmup = int(train_config.warmup_fraction * num_steps)
     if kind == "constant":
         schedule = optax.constant_schedule(lr)
@@ -33,18 +42,49 @@ def learning_rate_schedule(train_config, num_steps: int) -> optax.Schedule:
     return schedule
 
 
-def make_optimizer(train_config, num_steps: int, learning_rate=None) -> optax.GradientTransformation:
-    """Gradient clipping (if set) followed by the configured optimiser."""
-    learning_rate = learning_rate_schedule(train_config, num_steps) if learning_rate is None else learning_rate
-    kind = train_config.optimizer
-    if kind == "adam":
-        optimizer = optax.adam(learning_rate)
-    elif kind == "adamw":
-        optimizer = optax.adamw(learning_rate, weight_decay=train_config.weight_decay)
-    elif kind == "sgd":
-        optimizer = optax.sgd(learning_rate, momentum=0.9)
+def make_optimizer(train_config, num_steps: int) -> optax.GradientTransformation:
+    """Gradient clipping by the norm of all gradients together (`train.grad_clip_norm`, 0: none)
+    followed by the configured optimiser, or by one per parameter group (`train.param_groups`)."""
+    groups = train_config.param_groups
+    if groups:
+        optimizer = optax.multi_transform(
+            {
+                name: _optimizer(
+                    train_config,
+                    num_steps,
+                    settings.get("learning_rate", train_config.learning_rate),
+                    settings.get("weight_decay", train_config.weight_decay),
+                )
+                for name, settings in groups.items()
+            },
+            lambda params: parameter_groups(params, tuple(groups)),
+        )
     else:
-        raise ConfigError(f"train.optimizer must be one of {', '.join(OPTIMIZERS)}, not {kind!r}")
+        optimizer = _optimizer(train_config, num_steps, train_config.learning_rate, train_config.weight_decay)
     if train_config.grad_clip_norm:
         return optax.chain(optax.clip_by_global_norm(train_config.grad_clip_norm), optimizer)
     return optimizer
+
+
+def parameter_groups(params, names: tuple[str, ...]):
+    """`params` with each leaf replaced by the name of its group: its top-level subtree's name,
+    which must be one of `names`."""
+    ungrouped = sorted(set(params) - set(names))
+    if ungrouped:
+        raise ConfigError(
+            f"train.param_groups has no group for the parameters {', '.join(ungrouped)}; with groups, "
+            f"every top-level parameter subtree ({', '.join(params)}) needs one ({{}}: the train.* settings)"
+        )
+    return jax.tree_util.tree_map_with_path(lambda path, _: path[0].key, params)
+
+
+def _optimizer(train_config, num_steps: int, learning_rate: float, weight_decay: float):
+    schedule = learning_rate_schedule(train_config, num_steps, learning_rate)
+    kind = train_config.optimizer
+    if kind == "adam":
+        return optax.adam(schedule)
+    if kind == "adamw":
+        return optax.adamw(schedule, weight_decay=weight_decay)
+    if kind == "sgd":
+        return optax.sgd(schedule, momentum=0.9)
+    raise ConfigError(f"train.optimizer must be one of {', '.join(OPTIMIZERS)}, not {kind!r}")

@@ -1,4 +1,4 @@
-"""The console of a training run: the live progress line (step, loss, steps/s and ETA; a tqdm bar
+"""The console of a training run: quiet libraries, the live progress line (step, loss, steps/s and ETA; a tqdm bar
 on a terminal, lines in CI) and the summary printed at the end.
 
 Rates count from the end of the first step a process runs (`Progress.start`), and leave out
@@ -22,6 +22,15 @@ def _mode(requested: str) -> str:
     if os.environ.get("CI") or not sys.stderr.isatty():
         return "lines"
     return "bar"
+
+
+def quiet_libraries() -> None:
+    """orbax logs every save at INFO and TFDS draws progress bars: keep the console for jcaps."""
+    from absl import logging
+    import tensorflow_datasets as tfds
+
+    logging.set_verbosity(logging.ERROR)
+    tfds.disable_progress_bar()
 
 
 def duration(seconds: float) -> str:

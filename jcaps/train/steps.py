@@ -7,11 +7,14 @@ the host at the end of an evaluation, so padded examples never count.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import optax
 from flax.training import train_state
 
+from jcaps.train import mesh as mesh_lib
 from jcaps.train.metrics import multilabel_sums
 
 
@@ -67,3 +70,21 @@ def eval_step(state: TrainState, batch: dict, *, family, model_config, num_class
         predicted = family.predict_labels(state.apply_fn, state.params, batch, model_config)
         sums.update(multilabel_sums(predicted, batch["labels"], weight))
     return sums
+
+
+def compile_steps(config, family, num_classes: int, mesh):
+    """`train_step` and `eval_step` for `config`'s model, jitted with their shardings (state
+    replicated, batch split over the mesh); the train step donates the state it updates."""
+    replicated, sharded = mesh_lib.replicated(mesh), mesh_lib.batch_sharded(mesh)
+    train = jax.jit(
+        functools.partial(train_step, family=family, model_config=config.model),
+        in_shardings=(replicated, sharded),
+        out_shardings=(replicated, replicated),
+        donate_argnums=0,
+    )
+    evaluate = jax.jit(
+        functools.partial(eval_step, family=family, model_config=config.model, num_classes=num_classes),
+        in_shardings=(replicated, sharded),
+        out_shardings=replicated,
+    )
+    return train, evaluate

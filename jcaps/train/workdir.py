@@ -5,10 +5,10 @@ the ones training reported as final: those of the best validation evaluation whe
 selected one (`train.select_best`), else those of the last checkpoint; `TrainedModel` says
 which (`parameters`, `selected_step`, `last_step`).
 
-Loading is quick because it builds nothing it does not use: the structure of the saved state
-comes from `jax.eval_shape` (no compiled initialisation, no optimiser arithmetic), the text
-vocabulary is read without opening any split, and TFDS and grain are imported only when the
-splits are opened (`with_data=True`).
+Loading is quick because it builds nothing it does not use: the structure of the saved
+parameters comes from `jax.eval_shape` (no compiled initialisation), the optimiser state stays
+on disk, the text vocabulary is read without opening any split, and TFDS and grain are
+imported only when the splits are opened (`with_data=True`).
 """
 
 from __future__ import annotations
@@ -18,17 +18,16 @@ import json
 import os
 
 import jax
-import jax.numpy as jnp
 
 from jcaps.data.batching import ExampleDataset
 from jcaps.data.text import make_text_dataset
 from jcaps.data.vocab import LABELS_FILE, VOCAB_FILE, LabelMap, Vocabulary
 from jcaps.errors import UserError
-from jcaps.models import ModelFamily, build_model, get_family
 from jcaps.train import config as config_lib
 from jcaps.train import mesh as mesh_lib
-from jcaps.train.optim import make_optimizer
-from jcaps.train.steps import TrainState, model_inputs
+from jcaps.train.families import ModelFamily, get_family
+from jcaps.train.state import dummy_inputs, model_for, parameter_shapes
+from jcaps.train.steps import TrainState
 
 
 @dataclasses.dataclass
@@ -93,8 +92,10 @@ def load_trained(workdir: str, *, with_data: bool = False, data_overrides: dict 
 
     family = get_family(config.model.name)
     dataset = _open_dataset(config, family, directory, with_data)
-    model = build_model(config.model, dataset.model_input_size, dataset.num_classes, getattr(jnp, config.train.dtype))
-    abstract = _abstract_state(config, family, model, dataset, mesh_lib.data_mesh())
+    model = model_for(config, dataset)
+    replicated = mesh_lib.replicated(mesh_lib.data_mesh())
+    shapes = parameter_shapes(config, model, dummy_inputs(config, dataset))
+    abstract_params = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=replicated), shapes)
 
     checkpoints = Checkpoints(workdir, keep=config.train.keep_checkpoints)
     try:
@@ -102,10 +103,9 @@ def load_trained(workdir: str, *, with_data: bool = False, data_overrides: dict 
         record = checkpoints.best_record() if config.train.select_best else None
         if record is not None:
             # The model that training reported as final: the best on validation.
-            params, parameters, selected = checkpoints.restore_best_params(abstract.params), "best", int(record["step"])
+            params, parameters, selected = checkpoints.restore_best_params(abstract_params), "best", int(record["step"])
         else:
-            state, _ = checkpoints.restore(abstract, with_data=False)
-            params, parameters, selected = state.params, "last", int(last_step)
+            params, parameters, selected = checkpoints.restore_params(abstract_params), "last", int(last_step)
     finally:
         checkpoints.close()
     return TrainedModel(config, family, model, params, dataset, parameters, selected, int(last_step))
@@ -129,9 +129,9 @@ def _with_data_overrides(config, overrides: dict):
 def _open_dataset(config, family: ModelFamily, directory: str, with_data: bool) -> ExampleDataset:
     if with_data:
         from jcaps.data import datasets
-        from jcaps.train import loop
+        from jcaps.train.progress import quiet_libraries
 
-        loop.quiet_libraries()  # no TFDS progress bars
+        quiet_libraries()  # no TFDS progress bars
         return datasets.load_dataset(config.data, config.train.seed, directory)
     if family.inputs[0] == "tokens":
         # Text: the saved vocabulary and labels encode new text exactly as in training.
@@ -141,25 +141,6 @@ def _open_dataset(config, family: ModelFamily, directory: str, with_data: bool) 
     from jcaps.data import datasets
 
     return datasets.inference_dataset(config.data, directory)
-
-
-def _abstract_state(config, family: ModelFamily, model, dataset, mesh) -> TrainState:
-    """The shapes, dtypes and (replicated) shardings of the saved training state, traced but
-    never computed: the target structure that checkpoints restore into."""
-    inputs = model_inputs(dataset.dummy_batch(), family)
-    tx = (family.optimizer or _default_optimizer)(config, 1)
-
-    def init(rng):
-        params = model.init({"params": rng, "dropout": rng}, *inputs, train=False)["params"]
-        return TrainState.create(apply_fn=model.apply, params=params, tx=tx, rng=rng)
-
-    shapes = jax.eval_shape(init, jax.random.PRNGKey(config.train.seed))
-    replicated = mesh_lib.replicated(mesh)
-    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=replicated), shapes)
-
-
-def _default_optimizer(config, num_steps):
-    return make_optimizer(config.train, num_steps)  # as `loop.default_optimizer`
 
 
 def use_compilation_cache(config) -> None:

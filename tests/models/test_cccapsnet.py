@@ -1,4 +1,5 @@
-"""CCCapsNet: published parameter counts, forward-pass invariants, loss, optimiser, smoke runs."""
+"""CCCapsNet: published parameter counts, forward-pass invariants, smoke runs (its loss and
+probabilities: tests/train/test_families.py; its optimiser: tests/train/test_optim.py)."""
 
 import os
 
@@ -9,9 +10,9 @@ import numpy as np
 import pytest
 from ml_collections import config_flags
 
-from jcaps.models import MODELS, cccapsnet_probabilities, summed_loss
 from jcaps.models.cccapsnet import CCCapsNet, count_parameters
 from jcaps.ops.recurrent import bidirectional_gru, masked_mean_over_time
+from jcaps.train.families import cccapsnet_probabilities
 from jcaps.train.loop import train_and_evaluate
 
 CONFIG = os.path.join(
@@ -158,81 +159,6 @@ def test_rejects_unknown_settings():
         CCCapsNet(**TINY, routing="em")
     with pytest.raises(ValueError, match="capsule_dim"):
         CCCapsNet(**{**TINY, "capsule_dim": 3})
-
-
-# --- loss, probabilities, optimiser -------------------------------------------------------------
-
-
-def test_summed_loss_hand_computed():
-    config = load_config().model
-    outputs = {"scores": jnp.array([[0.9, 0.1, 0.1], [0.5, 0.2, 0.8]])}
-    batch = {"label": jnp.array([0, 2])}
-    # Example 0: both margins met, margin loss 0; p = e^0.9 / (e^0.9 + 2 e^0.1) = 0.526688,
-    #   focal = -0.25 (1 - p)^2 ln p = 0.035908.
-    # Example 1: margin (0.9 - 0.8)^2 + 0.5 (0.4^2 + 0.1^2) = 0.095;
-    #   p = e^0.8 / (e^0.5 + e^0.2 + e^0.8) = 0.436752, focal = 0.065701.
-    config.loss = "margin"
-    np.testing.assert_allclose(summed_loss(outputs, batch, config), [0.0, 0.095], rtol=1e-5)
-    config.loss = "focal"
-    np.testing.assert_allclose(summed_loss(outputs, batch, config), [0.0359082, 0.0657014], rtol=1e-4)
-    config.loss = "margin+focal"
-    np.testing.assert_allclose(summed_loss(outputs, batch, config), [0.0359082, 0.1607014], rtol=1e-4)
-    config.loss = "ce+cross_entropy"
-    ce = -np.log(np.array([0.526688, 0.436752]))
-    np.testing.assert_allclose(summed_loss(outputs, batch, config), 2 * ce, rtol=1e-4)
-    config.loss = "margin+hinge"
-    with pytest.raises(ValueError, match="hinge"):
-        summed_loss(outputs, batch, config)
-
-
-def test_capsule_probabilities_normalise_lengths():
-    outputs = {"scores": jnp.array([[0.2, 0.6, 0.2]]), "class_capsules": jnp.zeros((1, 3, 2))}
-    np.testing.assert_allclose(cccapsnet_probabilities(outputs), [[0.2, 0.6, 0.2]], rtol=1e-6)
-
-
-PARAMS = {"embedding": {"a": jnp.ones(2)}, "encoder": {"b": jnp.ones(3)}, "classifier": {"c": jnp.ones(1)}}
-
-
-def _update_sizes(tx, num_updates, grad=1.0):
-    """-update of the first leaf of each group, per step, for constant gradients."""
-    state, sizes = tx.init(PARAMS), []
-    for _ in range(num_updates):
-        updates, state = tx.update(jax.tree.map(lambda p: jnp.full_like(p, grad), PARAMS), state, PARAMS)
-        sizes.append([-float(updates[g][k][0]) for g, k in (("embedding", "a"), ("encoder", "b"), ("classifier", "c"))])
-    return np.array(sizes)
-
-
-def reference_recipe(config):
-    """The authors' optimiser settings (the config's defaults differ, see its docstring)."""
-    config.train.update(
-        learning_rate=1e-3, embedding_learning_rate=0.0, classifier_learning_rate=1e-4, schedule="steps"
-    )
-    return config
-
-
-def test_optimizer_learning_rates_per_group_and_step_decay():
-    config = reference_recipe(load_config())
-    # Adam's first steps on a constant gradient move each parameter by the learning rate:
-    # 1e-3 (embedding, encoder) and 1e-4 (classifier), x0.1 from 50 % and again from 70 %.
-    sizes = _update_sizes(MODELS["cccapsnet"].optimizer(config, 10), 10)
-    decay = np.array([1.0] * 5 + [0.1] * 2 + [0.01] * 3)[:, None]
-    np.testing.assert_allclose(sizes, decay * np.array([[1e-3, 1e-3, 1e-4]]), rtol=1e-4)
-
-
-def test_optimizer_gives_the_embedding_its_own_learning_rate():
-    config = reference_recipe(load_config())
-    config.train.embedding_learning_rate = 2e-2
-    sizes = _update_sizes(MODELS["cccapsnet"].optimizer(config, 10), 1)
-    np.testing.assert_allclose(sizes[0], [2e-2, 1e-3, 1e-4], rtol=1e-4)
-
-
-def test_optimizer_clips_the_norm_of_all_gradients_together():
-    config = reference_recipe(load_config())
-    config.train.optimizer = "sgd"
-    config.train.grad_clip_norm = 1.0
-    # Six gradient entries of 10: global norm 10 sqrt(6), so each is clipped to 1 / sqrt(6).
-    sizes = _update_sizes(MODELS["cccapsnet"].optimizer(config, 10), 1, grad=10.0)
-    np.testing.assert_allclose(sizes[0], np.array([1e-3, 1e-3, 1e-4]) / np.sqrt(6), rtol=1e-5)
 
 
 # --- configs and smoke training -----------------------------------------------------------------

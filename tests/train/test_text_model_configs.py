@@ -61,20 +61,18 @@ def test_dilated_fcn_learns_and_compiles_once_per_bucket(tmp_path, cache_dir, co
 
 def test_dilated_fcn_epoch_compiles_at_most_one_step_per_bucket(cache_dir, config_file):
     from jcaps.data.datasets import load_dataset
-    from jcaps.models import build_model, get_family
     from jcaps.train import mesh as mesh_lib
-    from jcaps.train.steps import model_inputs
+    from jcaps.train.families import get_family
+    from jcaps.train.state import create_train_state, dummy_inputs, model_for
+    from jcaps.train.steps import compile_steps
 
     # Generated documents are 50 to 250 characters; batch maxima of 16 lie between 200 and 250.
     config = config_file("dilated_fcn_emoji.py", "smoke", cache_dir)
     config.data.max_len, config.data.bucket_boundaries = 256, (216, 224, 232, 240, 256)
     dataset = load_dataset(config.data, config.train.seed)
-    family = get_family(config.model.name)
-    model = build_model(config.model, dataset.model_input_size, dataset.num_classes)
     mesh = mesh_lib.data_mesh()
-    state = loop.create_train_state(config, model, loop.default_optimizer, model_inputs(dataset.dummy_batch(), family),
-                                    100, mesh)
-    train_fn, _ = loop.compile_steps(config, family, dataset, mesh)
+    state = create_train_state(config, model_for(config, dataset), dummy_inputs(config, dataset), 100, mesh)
+    train_fn, _ = compile_steps(config, get_family(config.model.name), dataset.num_classes, mesh)
     iterator = dataset.train_iterator(config.train.batch_size, config.train.seed)
     shapes = set()
     for _ in range(dataset.steps_per_epoch(config.train.batch_size)):

@@ -19,16 +19,15 @@ import pytest
 
 from jcaps.errors import UserError
 from jcaps.train import loop
-from jcaps.train.checkpoints import Checkpoints
+from jcaps.train.checkpoints import Checkpoints, keep_if_best
+from jcaps.train.config import load
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SMOKE = os.path.join(ROOT, "configs", "fasttext_ag_news.py") + ":smoke"
 
 
 def smoke_config(cache_dir, **overrides):
-    from ml_collections import config_flags
-
-    config = config_flags.config_flags._LoadConfigModule("smoke", SMOKE.split(":")[0]).get_config("smoke")
+    config = load(SMOKE)
     config.data.cache_dir = str(cache_dir)
     config.train.progress = "none"
     for key, value in overrides.items():
@@ -293,34 +292,28 @@ def test_model_selection_keeps_the_best_validation_parameters():
 
     train_config = ml_collections.ConfigDict({"select_best": True, "select_metric": "accuracy"})
     checkpoints, best = FakeCheckpoints(), None
-
-    class State:
-        params = "p"
-
     for step, accuracy in [(10, 0.5), (20, 0.8), (30, 0.7), (40, 0.8)]:
-        best = loop._keep_if_best(checkpoints, best, step, State, {"accuracy": accuracy}, train_config)
+        best = keep_if_best(checkpoints, best, step, "p", {"accuracy": accuracy}, train_config)
     assert best == {"step": 20, "metric": "accuracy", "value": 0.8}  # ties keep the earlier step
     assert [s for s, _, _ in checkpoints.saved] == [10, 20]
     train_config.select_best = False
-    assert loop._keep_if_best(checkpoints, None, 50, State, {"accuracy": 1.0}, train_config) is None
+    assert keep_if_best(checkpoints, None, 50, "p", {"accuracy": 1.0}, train_config) is None
 
 
 def test_an_epoch_compiles_at_most_one_train_step_per_bucket(cache_dir):
     from jcaps.data.datasets import load_dataset
-    from jcaps.models import build_model, get_family
     from jcaps.train import mesh as mesh_lib
-    from jcaps.train.steps import model_inputs
+    from jcaps.train.families import get_family
+    from jcaps.train.state import create_train_state, dummy_inputs, model_for
+    from jcaps.train.steps import compile_steps
 
     # Batch maxima of the generated texts lie between 42 and 48 tokens.
     config = smoke_config(cache_dir, data__bucket_boundaries=(44, 46, 48, 64), data__max_len=64)
     dataset = load_dataset(config.data, config.train.seed)
-    family = get_family(config.model.name)
-    model = build_model(config.model, dataset.model_input_size, dataset.num_classes)
     mesh = mesh_lib.data_mesh()
     batch_size = config.train.batch_size
-    inputs = model_inputs(dataset.dummy_batch(), family)
-    state = loop.create_train_state(config, model, loop.default_optimizer, inputs, 100, mesh)
-    train_fn, _ = loop.compile_steps(config, family, dataset, mesh)
+    state = create_train_state(config, model_for(config, dataset), dummy_inputs(config, dataset), 100, mesh)
+    train_fn, _ = compile_steps(config, get_family(config.model.name), dataset.num_classes, mesh)
     iterator = dataset.train_iterator(batch_size, config.train.seed)
     shapes = set()
     for _ in range(dataset.steps_per_epoch(batch_size)):

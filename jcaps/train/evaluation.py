@@ -1,0 +1,21 @@
+"""Metrics of a model on one split, as training, `jcaps.evaluate` and the tests compute them."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from jcaps.train import mesh as mesh_lib
+from jcaps.train.metrics import evaluation_metrics
+
+
+def evaluate_split(eval_fn, state, dataset, split: str, batch_size: int, mesh) -> dict:
+    """Metrics of `state` on one split of `dataset` (an `ExampleDataset`), with `eval_fn` the
+    compiled eval step (`compile_steps`): sums accumulated on the device, divided on the host."""
+    totals = None
+    for local in dataset.eval_batches(split, batch_size, shard=mesh_lib.process_shard()):
+        sums = eval_fn(state, mesh_lib.global_batch(local, mesh))
+        totals = sums if totals is None else jax.tree.map(jnp.add, totals, sums)
+    if totals is None:
+        raise ValueError(f"the {split} split is empty")
+    return evaluation_metrics(jax.device_get(totals))

@@ -1,0 +1,149 @@
+"""The model table: a model is found by `config.model.name`, not through a class hierarchy.
+
+Every model is a flax.linen module called as `model(*inputs, train=...)` (the batch arrays its
+family names: token ids, or a series and its mask) that returns a dict
+with `scores` [B, J] and whatever explanations it has (attention maps, coupling coefficients).
+Its family says how scores become a per-example loss and class probabilities, and, for
+multi-label models, how a batch becomes predicted label sets. Training a model's parameters
+at their own rates is a config matter (`train.param_groups`, `jcaps.train.optim`), not a family's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+
+from jcaps.models.cccapsnet import CCCapsNet
+from jcaps.models.dilated_fcn import DilatedFCN
+from jcaps.models.fasttext import FastText
+from jcaps.models.icapsnet import ICapsNetLong, ICapsNetShort
+from jcaps.models.input_cell_lstm import InputCellLSTM
+from jcaps.models.sgm import SGM, BinaryRelevance
+from jcaps.ops import losses
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelFamily:
+    """How to build a model from its config and how to read its outputs."""
+
+    module: type
+    # (outputs, batch, model_config) -> per-example loss [B]
+    loss: Callable
+    # outputs -> [B, J] class probabilities (what predict prints); None for models that only
+    # generate label sets
+    probabilities: Callable | None
+    # model_config keys read by the family's functions (loss, predict_labels), not by the module
+    loss_keys: tuple[str, ...] = ()
+    # the batch arrays the module is called with, positionally: token ids, or series and mask
+    inputs: tuple[str, ...] = ("tokens",)
+    # multi-label models: (apply_fn, params, batch, model_config) -> [B, J] predicted sets as 0/1
+    predict_labels: Callable | None = None
+
+
+def softmax_cross_entropy(outputs, batch, model_config):
+    del model_config
+    return losses.cross_entropy(outputs["scores"], batch["label"])
+
+
+def softmax_probabilities(outputs):
+    return jax.nn.softmax(outputs["scores"].astype(jnp.float32), axis=-1)
+
+
+def capsule_probabilities(outputs):
+    """Capsule lengths normalised to sum to 1 (lengths are independent scores in [0, 1))."""
+    lengths = outputs["scores"].astype(jnp.float32)
+    return lengths / jnp.maximum(jnp.sum(lengths, axis=-1, keepdims=True), 1e-12)
+
+
+_LOSS_TERMS = {
+    "margin": losses.margin_loss,
+    "focal": losses.focal_loss,
+    "cross_entropy": losses.cross_entropy,
+    "ce": losses.cross_entropy,
+}
+
+
+def summed_loss(outputs, batch, model_config):
+    """The sum of the `+`-separated terms of `model.loss` (e.g. 'margin+focal'), each one of
+    margin, focal, cross_entropy (or ce), applied to the scores (capsule lengths or logits)."""
+    terms = model_config.loss.split("+")
+    unknown = [t for t in terms if t not in _LOSS_TERMS]
+    if unknown:
+        raise ValueError(f"model.loss terms must be among {', '.join(_LOSS_TERMS)}, not {', '.join(map(repr, unknown))}")
+    return sum(_LOSS_TERMS[t](outputs["scores"], batch["label"]) for t in terms)
+
+
+def cccapsnet_probabilities(outputs):
+    """Normalised lengths for the capsule classifier, softmax for the linear one's logits."""
+    return capsule_probabilities(outputs) if "class_capsules" in outputs else softmax_probabilities(outputs)
+
+
+def binary_relevance_loss(outputs, batch, model_config):
+    del model_config
+    return losses.sigmoid_binary_cross_entropy(outputs["scores"], batch["labels"])
+
+
+def sigmoid_probabilities(outputs):
+    """Independent per-label probabilities (multi-label: they need not sum to 1)."""
+    return jax.nn.sigmoid(outputs["scores"].astype(jnp.float32))
+
+
+def binary_relevance_labels(apply_fn, params, batch, model_config):
+    """The labels whose probability reaches `model.threshold`."""
+    outputs = apply_fn({"params": params}, batch["tokens"], train=False)
+    return (sigmoid_probabilities(outputs) >= model_config.threshold).astype(jnp.float32)
+
+
+def label_sequence_loss(outputs, batch, model_config):
+    del model_config
+    return losses.sequence_cross_entropy(outputs["logits"], batch["label_sequence"])
+
+
+def decoded_labels(apply_fn, params, batch, model_config):
+    """The label set an SGM model generates (greedy or beam search, per `model.decoding`)."""
+    del model_config
+    return apply_fn({"params": params}, batch["tokens"], method="predict")["labels"]
+
+
+MODELS: dict[str, ModelFamily] = {
+    "fasttext": ModelFamily(FastText, softmax_cross_entropy, softmax_probabilities),
+    "icapsnet_short": ModelFamily(ICapsNetShort, summed_loss, capsule_probabilities, loss_keys=("loss",)),
+    "icapsnet_long": ModelFamily(ICapsNetLong, summed_loss, capsule_probabilities, loss_keys=("loss",)),
+    "cccapsnet": ModelFamily(CCCapsNet, summed_loss, cccapsnet_probabilities, loss_keys=("loss",)),
+    "input_cell_lstm": ModelFamily(
+        InputCellLSTM, softmax_cross_entropy, softmax_probabilities, inputs=("series", "mask")
+    ),
+    "dilated_fcn": ModelFamily(DilatedFCN, softmax_cross_entropy, softmax_probabilities),
+    "br": ModelFamily(
+        BinaryRelevance,
+        binary_relevance_loss,
+        sigmoid_probabilities,
+        loss_keys=("threshold",),
+        predict_labels=binary_relevance_labels,
+    ),
+    "sgm": ModelFamily(
+        SGM, label_sequence_loss, None, inputs=("tokens", "label_sequence"), predict_labels=decoded_labels
+    ),
+}
+
+
+def get_family(name: str) -> ModelFamily:
+    if name not in MODELS:
+        raise ValueError(f"unknown model.name {name!r}; known models: {', '.join(sorted(MODELS))}")
+    return MODELS[name]
+
+
+def build_model(model_config, vocab_size: int, num_classes: int, dtype=jnp.float32):
+    """The flax module for `model_config` (its keys except `name` are the module's fields)."""
+    family = get_family(model_config.name)
+    fields = {k: v for k, v in model_config.items() if k != "name" and k not in family.loss_keys}
+    field_names = {f.name for f in dataclasses.fields(family.module)}
+    unknown = sorted(set(fields) - field_names)
+    if unknown:
+        raise ValueError(f"model {model_config.name!r} has no setting(s) {', '.join(unknown)}")
+    if "vocab_size" in field_names:
+        fields["vocab_size"] = vocab_size  # models over series size their first layer from the data
+    return family.module(num_classes=num_classes, dtype=dtype, **fields)
