@@ -59,6 +59,14 @@ def masked_softmax(logits: jax.Array, mask: jax.Array, axis: int = -1) -> jax.Ar
     Returns:
       [..., N, ...] weights, same shape and dtype as `logits`; each row sums to 1 when it has a
       valid position and to 0 when it has none.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> import numpy as np
+      >>> from jcaps.ops import masked_softmax
+      >>> logits = jnp.array([1.0, 2.0, 3.0])
+      >>> print(np.asarray(masked_softmax(logits, jnp.array([True, True, False]))).round(3))
+      [0.269 0.731 0.   ]
     """
     mask = jnp.broadcast_to(jnp.asarray(mask).astype(bool), logits.shape)
     # Inner `where`: padded logits never enter max/exp, so inf/NaN there cannot leak into the
@@ -114,6 +122,21 @@ def head_query_attention(
     Returns:
       pooled: [..., I, d_v]; zero for a row with no real position.
       weights: [..., I, N] attention weights alpha; each row sums to 1 (0 if fully padded).
+
+    Example:
+      Three heads read two sequences of N = 5 positions, the second one three long:
+
+      >>> import jax.numpy as jnp
+      >>> import numpy as np
+      >>> from jcaps.ops import head_query_attention
+      >>> inputs = jnp.ones((2, 5, 4))  # [B, N, d_in]
+      >>> mask = jnp.array([[True] * 5, [True, True, True, False, False]])
+      >>> queries, key_kernel, value_kernel = jnp.ones((3, 6)), jnp.ones((3, 4, 6)), jnp.ones((3, 4, 8))
+      >>> pooled, weights = head_query_attention(queries, inputs, key_kernel, value_kernel, mask)
+      >>> pooled.shape, weights.shape
+      ((2, 3, 8), (2, 3, 5))
+      >>> print(np.asarray(weights[1, 0]).round(3))
+      [0.333 0.333 0.333 0.    0.   ]
     """
     per_head = inputs.ndim == jnp.ndim(mask) + 2
     folded_queries = scale * jnp.einsum("iq,idq->id", queries, key_kernel)
@@ -271,6 +294,19 @@ def causal_softmax_pool(scores: jax.Array, inputs: jax.Array, mask: jax.Array | 
 
     Returns:
       [..., T, N] m_t for every step t (zero at padded steps).
+
+    Example:
+      One sequence (no batch axis) of T = 4 steps, the last one padding; with equal scores m_t is
+      the mean of the inputs up to t:
+
+      >>> import jax.numpy as jnp
+      >>> import numpy as np
+      >>> from jcaps.ops import causal_softmax_pool
+      >>> scores = jnp.zeros((4, 1))  # [T, r]
+      >>> inputs = jnp.arange(4.0)[:, None]  # [T, N]: x_j = j
+      >>> pooled = causal_softmax_pool(scores, inputs, jnp.array([True, True, True, False]))
+      >>> print(np.asarray(pooled[:, 0]).round(3))
+      [0.  0.5 1.  0. ]
     """
     valid = valid_positions(mask, scores.shape[:-1])
     dtype = jnp.result_type(scores, inputs)
@@ -295,6 +331,15 @@ def causal_softmax_pool_quadratic(scores: jax.Array, inputs: jax.Array, mask: ja
 
     Returns:
       [..., T, N] m_t for every step t (zero at padded steps).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> import numpy as np
+      >>> from jcaps.ops import causal_softmax_pool_quadratic
+      >>> scores = jnp.zeros((1, 4, 1))  # [B, T, r]
+      >>> inputs = jnp.arange(4.0).reshape(1, 4, 1)  # [B, T, N]: x_j = j
+      >>> print(np.asarray(causal_softmax_pool_quadratic(scores, inputs)[0, :, 0]).round(3))
+      [0.  0.5 1.  1.5]
     """
     steps, num_hops = scores.shape[-2:]
     valid = valid_positions(mask, scores.shape[:-1])
@@ -333,6 +378,20 @@ def structured_self_attention(
     Returns:
       pooled: [..., H]; zero for a sequence with no real position.
       weights: [..., r, T] attention A; each row sums to 1 (0 if fully padded).
+
+    Example:
+      With zero weights every hop spreads evenly over the valid steps:
+
+      >>> import jax.numpy as jnp
+      >>> from jcaps.ops import structured_self_attention
+      >>> hidden = jnp.arange(6.0).reshape(3, 2)  # one sequence: [T, H]
+      >>> mask = jnp.array([True, True, False])
+      >>> pooled, weights = structured_self_attention(hidden, jnp.zeros((2, 4)), jnp.zeros((4, 2)), mask)
+      >>> print(weights)  # [r, T]
+      [[0.5 0.5 0. ]
+       [0.5 0.5 0. ]]
+      >>> print(pooled)
+      [1. 2.]
     """
     valid = valid_positions(mask, hidden.shape[:-1])
     hidden = zero_padding(hidden, valid)
@@ -429,6 +488,18 @@ def simplified_attention(
     Returns:
       y: [..., L, C]; zero at padded positions.
       weights: [..., L, C] attention a; zero at padded positions.
+
+    Example:
+      With a zero kernel the weights are uniform within each group of C/G channels:
+
+      >>> import jax.numpy as jnp
+      >>> from jcaps.ops import simplified_attention
+      >>> x = jnp.ones((2, 5, 4))  # [B, L, C]
+      >>> y, weights = simplified_attention(x, jnp.zeros((2, 2, 2)), None, None, groups=2)
+      >>> y.shape
+      (2, 5, 4)
+      >>> print(weights[0, 0])
+      [0.5 0.5 0.5 0.5]
     """
     group_size = _group_size(x, groups)
     _check_kernel_shape(kernel, (groups, group_size, group_size), "[G, C/G, C/G]")
@@ -468,6 +539,18 @@ def local_attention(
     Returns:
       y: [..., L, C]; zero at padded positions.
       weights: [..., L, C] attention a; zero at padded positions.
+
+    Example:
+      Over time, each channel's weights spread evenly over the valid positions:
+
+      >>> import jax.numpy as jnp
+      >>> import numpy as np
+      >>> from jcaps.ops import local_attention
+      >>> x = jnp.ones((5, 4))  # one sequence: [L, C]
+      >>> mask = jnp.array([True, True, True, False, False])
+      >>> y, weights = local_attention(x, jnp.zeros((1, 3, 4, 4)), None, mask, axis="time")
+      >>> print(np.asarray(weights[:, 0]).round(3))
+      [0.333 0.333 0.333 0.    0.   ]
     """
     channels = x.shape[-1]
     group_size = _group_size(x, groups)
@@ -510,6 +593,18 @@ def dot_product_attention(
       y: [..., L, C_out]; zero at padded positions.
       weights: [..., H, L, L] attention A (query t, key s); zero rows at padded queries, zero
         columns at padded keys.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jcaps.ops import dot_product_attention
+      >>> x = jnp.ones((2, 5, 4))  # [B, L, C]
+      >>> mask = jnp.array([[True] * 5, [True, True, False, False, False]])
+      >>> kernel = jnp.eye(4)
+      >>> y, weights = dot_product_attention(x, kernel, kernel, kernel, jnp.ones((4, 3)), mask, num_heads=2)
+      >>> y.shape, weights.shape
+      ((2, 5, 3), (2, 2, 5, 5))
+      >>> print(weights[1, 0, 0])  # head 0, query 0 of the second sequence
+      [0.5 0.5 0.  0.  0. ]
     """
     width = query_kernel.shape[-1]
     if num_heads < 1 or width % num_heads:
@@ -563,6 +658,20 @@ def additive_attention(
     Returns:
       context: [..., Dk] c; zero for a row with no real position.
       weights: [..., L] a; sums to 1 (0 if fully padded).
+
+    Example:
+      Equal scores spread the weight evenly over the valid keys:
+
+      >>> import jax.numpy as jnp
+      >>> from jcaps.ops import additive_attention
+      >>> keys = jnp.arange(6.0).reshape(3, 2)  # one sequence: [L, Dk]
+      >>> projected_keys, query_kernel, score_vector = jnp.zeros((3, 5)), jnp.zeros((4, 5)), jnp.ones(5)
+      >>> mask = jnp.array([True, True, False])
+      >>> context, weights = additive_attention(jnp.ones(4), keys, projected_keys, query_kernel, score_vector, mask)
+      >>> print(weights)
+      [0.5 0.5 0. ]
+      >>> print(context)
+      [1. 2.]
     """
     valid = jnp.asarray(mask).astype(bool)
     hidden = jnp.tanh(projected_keys + (query @ query_kernel)[..., None, :])

@@ -37,6 +37,14 @@ def squash(s: jax.Array, axis: int = -1, eps: float = 1e-7) -> jax.Array:
 
     Returns:
         [..., dim], same shape as `s`.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> import numpy as np
+        >>> from jcaps.ops import squash
+        >>> v = squash(jnp.array([[3.0, 4.0], [0.0, 0.0]]))
+        >>> print(np.asarray(jnp.linalg.norm(v, axis=-1)).round(3))  # |s|^2 / (1 + |s|^2): 25/26 and 0
+        [0.962 0.   ]
     """
     squared_norm = jnp.sum(jnp.square(s), axis=axis, keepdims=True)
     return squared_norm / (1.0 + squared_norm) * s / jnp.sqrt(squared_norm + eps)
@@ -53,6 +61,12 @@ def capsule_length(v: jax.Array) -> jax.Array:
 
     Returns:
         [...] lengths.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from jcaps.ops import capsule_length
+        >>> print(capsule_length(jnp.array([[3.0, 4.0], [0.0, 0.0]])))
+        [5. 0.]
     """
     squared = jnp.sum(jnp.square(v), axis=-1)
     positive = squared > 0
@@ -73,6 +87,13 @@ def shared_prediction_vectors(
 
     Returns:
         u_hat: [..., in_caps, out_caps, d_out].
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from jcaps.ops import shared_prediction_vectors
+        >>> u = jnp.ones((2, 6, 4))  # [B, in_caps, d_in]
+        >>> shared_prediction_vectors(u, jnp.ones((3, 8, 4)), jnp.zeros((3, 8))).shape
+        (2, 6, 3, 8)
     """
     return add_bias(jnp.einsum("...id,jed->...ije", u, weight), bias)
 
@@ -91,6 +112,13 @@ def unshared_prediction_vectors(
 
     Returns:
         u_hat: [..., in_caps, out_caps, d_out].
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from jcaps.ops import unshared_prediction_vectors
+        >>> u = jnp.ones((2, 6, 4))  # [B, in_caps, d_in]
+        >>> unshared_prediction_vectors(u, jnp.ones((6, 3, 8, 4))).shape
+        (2, 6, 3, 8)
     """
     return add_bias(jnp.einsum("...id,ijed->...ije", u, weight), bias)
 
@@ -163,6 +191,20 @@ def dynamic_routing(
         v: [..., out_caps, dim] output capsules, norms in [0, 1).
         c: [..., in_caps, out_caps] the coupling coefficients that produced `v`; each valid row
             sums to 1 over out_caps, padded rows are 0.
+
+    Example:
+        Two examples, the second with two padded input capsules:
+
+        >>> import jax.numpy as jnp
+        >>> import numpy as np
+        >>> from jcaps.ops import dynamic_routing
+        >>> u_hat = jnp.ones((2, 6, 3, 8))  # [B, in_caps, out_caps, dim]
+        >>> mask = jnp.array([[True] * 6, [True, True, True, True, False, False]])
+        >>> v, c = dynamic_routing(u_hat, num_iterations=3, mask=mask)
+        >>> v.shape, c.shape
+        ((2, 3, 8), (2, 6, 3))
+        >>> print(np.asarray(c[1].sum(axis=-1)).round(3))  # padded capsules route nothing
+        [1. 1. 1. 1. 0. 0.]
     """
     if num_iterations < 1:
         raise ValueError(f"num_iterations must be >= 1, got {num_iterations}")
@@ -220,6 +262,17 @@ def kmeans_routing(
         v: [..., out_caps, dim] squashed cluster centres, norms in [0, 1).
         c: [..., in_caps, out_caps] the coupling coefficients that produced `v`; each valid row
             sums to 1 over out_caps, padded rows are 0.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> import numpy as np
+        >>> from jcaps.ops import kmeans_routing
+        >>> u_hat = jnp.ones((6, 3, 8))  # one example: [in_caps, out_caps, dim]
+        >>> v, c = kmeans_routing(u_hat, num_iterations=3, mask=jnp.array([True, True, True, True, False, False]))
+        >>> v.shape, c.shape
+        ((3, 8), (6, 3))
+        >>> print(np.asarray(c[:, 0]).round(3))  # equal predictions: equal shares for the valid capsules
+        [0.333 0.333 0.333 0.333 0.    0.   ]
     """
     if num_iterations < 1:
         raise ValueError(f"num_iterations must be >= 1, got {num_iterations}")

@@ -75,6 +75,15 @@ def causal_conv1d(
 
     Returns:
       [..., L, C_out].
+
+    Example:
+      Width 2 and dilation 2: y_t = x_{t-2} + x_t.
+
+      >>> import jax.numpy as jnp
+      >>> from jcaps.ops import causal_conv1d
+      >>> x = jnp.arange(5.0)[:, None]  # one sequence: [L, C_in]
+      >>> print(causal_conv1d(x, jnp.ones((2, 1, 1)), dilation=2)[:, 0])
+      [0. 1. 2. 4. 6.]
     """
     dtype = jnp.result_type(x, kernel)
     # Taps that reach back L or more positions read only the left padding at every output:
@@ -100,7 +109,14 @@ def causal_conv1d(
 
 def pointwise_conv(x: jax.Array, kernel: jax.Array, bias: jax.Array | None = None) -> jax.Array:
     """Width-1 convolution, a matmul per position: x [..., L, C_in], kernel [C_in, C_out], bias
-    optional [C_out] -> [..., L, C_out]."""
+    optional [C_out] -> [..., L, C_out].
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jcaps.ops import pointwise_conv
+      >>> pointwise_conv(jnp.ones((2, 5, 3)), jnp.ones((3, 4)), jnp.zeros(4)).shape
+      (2, 5, 4)
+    """
     dtype = jnp.result_type(x, kernel)
     return add_bias(jnp.einsum("...c,cd->...d", x.astype(dtype), kernel.astype(dtype)), bias)
 
@@ -138,6 +154,15 @@ def residual_layer(
     Returns:
       x_next: [..., L, C], the next layer's input.
       skip: [..., L, C], d.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jcaps.ops import residual_layer
+      >>> x = jnp.ones((2, 5, 4))  # [B, L, C]
+      >>> conv_kernel = jnp.ones((3, 4, 8))  # gated: filter and gate halves of 4 channels each
+      >>> x_next, skip = residual_layer(x, conv_kernel, None, jnp.eye(4), None, dilation=2, activation="gated")
+      >>> x_next.shape, skip.shape
+      ((2, 5, 4), (2, 5, 4))
     """
     _check_activation(activation)
     outputs = conv_kernel.shape[-1]
@@ -173,6 +198,14 @@ def dilated_residual_stack(
 
     Returns:
       [..., L, C]; output t sees inputs t - (W-1) sum_l d_l .. t.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jcaps.ops import dilated_residual_stack
+      >>> layer = {"conv_kernel": jnp.ones((2, 4, 4)), "conv_bias": None,
+      ...          "projection_kernel": jnp.eye(4), "projection_bias": None}
+      >>> dilated_residual_stack(jnp.ones((5, 4)), [layer, layer], dilations=[1, 2]).shape
+      (5, 4)
     """
     _check_activation(activation)
     if len(layers) != len(dilations):
@@ -190,5 +223,10 @@ def receptive_field(first_width: int, width: int, dilations: Sequence[int]) -> i
     """Positions an output sees: a first causal conv of width `first_width` (dilation 1), then
     residual layers of width `width` and the given dilations; the residual projections have
     width 1 and add nothing. first_width + (width - 1) sum(dilations): 3069 for (3, 7, 1..256).
+
+    Example:
+      >>> from jcaps.ops import receptive_field
+      >>> receptive_field(3, 7, [2**i for i in range(9)])
+      3069
     """
     return first_width + (width - 1) * sum(dilations)

@@ -30,6 +30,11 @@ def num_codewords(vocab_size: int, num_codebooks: int) -> int:
 
     Returns:
         K >= 1.
+
+    Example:
+        >>> from jcaps.ops import num_codewords
+        >>> num_codewords(65_536, 8), num_codewords(65_537, 8)
+        (4, 5)
     """
     if vocab_size < 1 or num_codebooks < 1:
         raise ValueError(f"need vocab_size >= 1 and num_codebooks >= 1, got {vocab_size}, {num_codebooks}")
@@ -67,6 +72,20 @@ def cwc_embedding(ids: jax.Array, code_logits: jax.Array, codebooks: jax.Array) 
 
     Returns:
         [..., D] embeddings.
+
+    Example:
+        With equal code logits every word is the sum over codebooks of the mean codeword:
+
+        >>> import jax.numpy as jnp
+        >>> import numpy as np
+        >>> from jcaps.ops import cwc_embedding
+        >>> code_logits = jnp.zeros((10, 2, 3))  # V = 10 words, M = 2 codebooks of K = 3 codewords
+        >>> codebooks = jnp.arange(24.0).reshape(2, 3, 4)  # [M, K, D]
+        >>> embedded = cwc_embedding(jnp.array([[1, 2], [3, 0]]), code_logits, codebooks)
+        >>> embedded.shape
+        (2, 2, 4)
+        >>> print(np.asarray(embedded[0, 0]).round(3))  # mean codewords [4, 5, 6, 7] + [16, 17, 18, 19]
+        [20. 22. 24. 26.]
     """
     weights = jax.nn.softmax(jnp.take(code_logits, ids, axis=0), axis=-1)
     return _combine(weights, codebooks)
@@ -109,6 +128,20 @@ def cc_embedding(
 
     Returns:
         [..., D] embeddings.
+
+    Example:
+        Every word's logits pick codeword 1 of each codebook:
+
+        >>> import jax
+        >>> import jax.numpy as jnp
+        >>> from jcaps.ops import cc_embedding
+        >>> code_logits = jnp.zeros((10, 2, 3)).at[:, :, 1].set(1.0)  # [V, M, K]
+        >>> codebooks = jnp.arange(24.0).reshape(2, 3, 4)  # [M, K, D]
+        >>> print(cc_embedding(jnp.array([4, 7]), code_logits, codebooks))  # codebook[0, 1] + codebook[1, 1]
+        [[20. 22. 24. 26.]
+         [20. 22. 24. 26.]]
+        >>> cc_embedding(jnp.array([4, 7]), code_logits, codebooks, rng=jax.random.key(0)).shape  # training
+        (2, 4)
     """
     if sampling not in ("straight_through", "repeated_argmax"):
         raise ValueError(f"sampling must be 'straight_through' or 'repeated_argmax', got {sampling!r}")
