@@ -1,0 +1,16 @@
+"""The layers import one way: the ops stand alone (the layer contract itself is checked by
+`lint-imports`, see pyproject.toml)."""
+
+import json
+import subprocess
+import sys
+
+
+def test_capsule_ops_import_no_flax_optax_or_other_jcaps_package():
+    # A fresh interpreter: this one has imported everything the other tests use.
+    script = "import sys, json, jcaps.ops.capsules; print(json.dumps(sorted(sys.modules)))"
+    modules = json.loads(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                                        check=True).stdout)
+    libraries = [m for m in modules if m.split(".")[0] in ("flax", "optax", "orbax", "tensorflow", "grain")]
+    other_jcaps = [m for m in modules if m.startswith("jcaps.") and not m.startswith("jcaps.ops")]
+    assert not libraries and not other_jcaps, (libraries, other_jcaps)
