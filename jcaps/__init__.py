@@ -14,21 +14,24 @@ Each layer imports only the layers below it (checked by `lint-imports` in CI):
 
     entry points   train.py, jcaps.evaluate, jcaps.predict, jcaps.interpret, jcaps.params
         |
-    jcaps.train    config, the model table (jcaps.train.families), optimiser, training state
-        |          and compiled steps, loading a trained workdir, metrics, the training loop
+    jcaps.cli      what every command shares: flag parsing, how user errors are shown
+        |
+    jcaps.train    config, the model table (jcaps.train.families), optimiser, model and
+        |          training state, compiled steps, loading a trained workdir, metrics, the loop
     jcaps.models   one flax.linen module per paper      jcaps.data   readers -> preparation ->
         |                                                            datasets -> batching
     jcaps.ops      pure functions on arrays: capsules, attention, recurrent scans,
-                   convolutions, compositional embeddings, losses, label-set decoding
-    jcaps.viz      HTML heatmaps and figures, at the bottom
+        |          convolutions, compositional embeddings, losses, label-set decoding
+    jcaps.viz      HTML heatmaps and figures;   jcaps.errors   the error a user can fix
 
 - `jcaps.ops` imports no flax, optax or other jcaps package. Every public op takes batch-major
   arrays (`[B, T, ...]`, or any leading axes, none for one example), works under `jit`, `vmap`
   and `grad`, and states its equation, shapes and padding behaviour.
 - `jcaps.models` composes ops into flax modules. A forward pass returns a dict with `scores`
   `[B, J]` and the model's own explanations (attention maps, coupling coefficients).
-- `jcaps.data` sits beside the models (neither imports the other): it turns local files or a
-  TFDS catalogue dataset into padded, bucketed batches.
+- `jcaps.data` sits beside the models (neither imports the other) and imports no JAX: it turns
+  local files or a TFDS catalogue dataset into padded, bucketed NumPy batches, each process's
+  rows of a global batch given to it as an argument.
 - `jcaps.train` finds a model by `config.model.name`, trains it and loads it back; only
   `train.py` runs the training loop.
 
@@ -36,8 +39,9 @@ Each layer imports only the layers below it (checked by `lint-imports` in CI):
 
 - Train and use a model: the README's quick start (`python train.py --config
   configs/fasttext_ag_news.py:smoke --workdir /tmp/ft_smoke`).
-- Use the ops in your own JAX code: `jcaps.ops` (for example `jcaps.ops.capsules.dynamic_routing`,
-  `jcaps.ops.attention.causal_softmax_pool`, `jcaps.ops.decoding.beam_search`).
+- Use the ops in your own JAX code: `jcaps.ops` names every public op (`from jcaps import ops`;
+  for example `jcaps.ops.capsules.dynamic_routing`, `jcaps.ops.attention.causal_softmax_pool`,
+  `jcaps.ops.decoding.beam_search`), each with an example in its docstring.
 - Read a model: its module in `jcaps.models`, beside its section of `docs/models.md`.
 - Explain predictions: `jcaps.interpret` (attribution methods and their faithfulness).
 - Add a model: a module in `jcaps.models`, one entry in `jcaps.train.families`, a file in
