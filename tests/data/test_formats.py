@@ -4,8 +4,8 @@ import pickle
 
 import pytest
 
-from jcaps.data.readers import jsonl, text_labels, zhang_csv
 from jcaps.data.errors import DataError
+from jcaps.data.readers import jsonl, text_labels, zhang_csv
 
 
 def write(path, text, encoding="utf-8"):

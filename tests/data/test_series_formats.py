@@ -5,8 +5,8 @@ import gzip
 import numpy as np
 import pytest
 
-from jcaps.data.readers import idx, ts
 from jcaps.data.errors import DataError
+from jcaps.data.readers import idx, ts
 
 
 def write(path, text):
