@@ -13,8 +13,12 @@ out="${1:-docs/api}"
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 
+# The ops modules by name: pdoc follows a package's `__all__`, and that of `jcaps.ops` names
+# its ops but not the modules whose docstrings hold their equations and references.
+ops_modules=$(find jcaps/ops -name '*.py' ! -name '_*.py' | sed 's/\.py$//; s#/#.#g' | sort)
 # Importing jcaps needs no accelerator; the CPU keeps the build the same on every machine.
-if ! JAX_PLATFORMS=cpu python -m pdoc --docformat google --template-directory docs/pdoc --output-directory "$out" jcaps 2>"$log"; then
+if ! JAX_PLATFORMS=cpu python -m pdoc --docformat google --template-directory docs/pdoc --output-directory "$out" \
+    jcaps $ops_modules 2>"$log"; then
   cat "$log" >&2
   echo "docs/build_api.sh: pdoc failed" >&2
   exit 1
