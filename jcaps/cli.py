@@ -19,6 +19,9 @@ from absl import app, flags
 from jcaps.errors import UserError
 
 EXIT_USER_ERROR = 2
+# The logger of the JAX module that probes backends (an internal module's name: JAX offers no
+# public handle on these records).
+BACKEND_PROBE_LOGGER = "jax._src.xla_bridge"
 
 
 class _OptionalBackendProbe(logging.Filter):
@@ -32,7 +35,7 @@ def quiet_backend_discovery() -> None:
     """With JAX_PLATFORMS unset JAX probes every backend it knows and logs, at INFO, each one it
     cannot start (`Unable to initialize backend 'tpu': ... libtpu.so`). Leaves out that one
     message; a backend named in JAX_PLATFORMS that fails still raises, and warnings still show."""
-    logger = logging.getLogger("jax._src.xla_bridge")
+    logger = logging.getLogger(BACKEND_PROBE_LOGGER)
     if not any(isinstance(f, _OptionalBackendProbe) for f in logger.filters):
         logger.addFilter(_OptionalBackendProbe())
 

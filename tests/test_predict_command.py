@@ -15,7 +15,6 @@ import subprocess
 import sys
 
 import pytest
-from ml_collections import config_flags
 
 from jcaps.data import synthetic
 from jcaps.errors import UserError
@@ -29,11 +28,12 @@ from jcaps.predict import (
     predict,
     read_input,
 )
+from jcaps.train import config as config_lib
 from jcaps.train import loop
 from jcaps.train.workdir import load_trained
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SMOKE = os.path.join(ROOT, "configs", "fasttext_ag_news.py")
+SMOKE = os.path.join(ROOT, "configs", "fasttext_ag_news.py:smoke")
 
 # Blank, whitespace-only, not UTF-8, CRLF, a long line, and a last line without a line break.
 LINES = [
@@ -53,7 +53,7 @@ def trained_run(tmp_path_factory):
     """(workdir, the data folder it was trained on, moved after training; cache_dir)."""
     root = tmp_path_factory.mktemp("predict_command")
     data = synthetic.write_zhang_csv(str(root / "data"), train_size=256, test_size=64, seed=0)
-    config = config_flags.config_flags._LoadConfigModule("smoke", SMOKE).get_config("smoke")
+    config = config_lib.load(SMOKE)
     config.data.source, config.data.dir = "local", data
     config.data.cache_dir = str(root / "cache")
     config.train.progress = "none"

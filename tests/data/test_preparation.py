@@ -9,13 +9,12 @@ import socket
 import time
 
 import pytest
-from ml_collections import config_flags
 
 from jcaps.data import preparation
 from jcaps.data.errors import DataError
 from jcaps.errors import ConfigError, UserError
 from jcaps.train import loop
-from jcaps.train.config import base_config
+from jcaps.train.config import base_config, load
 from tests.data.test_pipeline import data_config, write
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -141,8 +140,7 @@ def test_an_unknown_multi_label_test_label_stops_training_before_its_first_step(
                 [{"text": f"oil price {i}", "labels": ["crude"] if i % 2 else ["crude", "ship"]} for i in range(40)])
     write_jsonl(folder / "modapte_test.jsonl",
                 [{"text": "oil", "labels": ["crude"]}, {"text": "grain ship", "labels": ["ship", "grain"]}])
-    path = os.path.join(ROOT, "configs", "sgm_reuters.py")
-    config = config_flags.config_flags._LoadConfigModule("preparation_sgm", path).get_config("smoke")
+    config = load(os.path.join(ROOT, "configs", "sgm_reuters.py:smoke"))
     config.data.source, config.data.dir, config.data.cache_dir = "local", str(folder), str(tmp_path / "tfds")
     config.data.drop_bad_rows = False  # the Reuters configs drop bad rows; here the error is the point
     config.train.progress = "none"

@@ -104,7 +104,7 @@ def test_an_optional_backend_that_does_not_start_is_not_logged():
 
     cli.quiet_backend_discovery()
     cli.quiet_backend_discovery()  # once is enough; twice adds nothing
-    logger = logging.getLogger("jax._src.xla_bridge")
+    logger = logging.getLogger(cli.BACKEND_PROBE_LOGGER)
     assert len(logger.filters) == 1
     probe = "Unable to initialize backend 'tpu': INTERNAL: Failed to open libtpu.so"
     record = lambda level, message: logging.LogRecord(logger.name, level, __file__, 1, message, None, None)  # noqa: E731
