@@ -383,11 +383,8 @@ def _train(run: _Run, compiled: _Compiled, position: _Position, writer, profiler
             if stop.signum is not None:
                 _save_and_stop(run, position, stop.signum)
             profiler.before_step(position.step - first_step)
-            position.state, metrics = compiled.train_fn(
-                position.state, mesh_lib.global_batch(next(position.train_iterator), compiled.mesh)
-            )
+            metrics = _train_step(compiled, position)
             profiler.after_step(metrics)
-            position.step += 1
             if first_step_seconds is None:
                 # Rates count from here: the first step's time is mostly compiling.
                 jax.block_until_ready(metrics)
@@ -405,6 +402,14 @@ def _train(run: _Run, compiled: _Compiled, position: _Position, writer, profiler
                 _save(run, position)
     run.checkpoints.wait()
     return position.step - first_step, time.perf_counter() - loop_started, first_step_seconds
+
+
+def _train_step(compiled: _Compiled, position: _Position) -> dict:
+    """One update of `position` on the next batch; returns its metrics (on the device)."""
+    batch = mesh_lib.global_batch(next(position.train_iterator), compiled.mesh)
+    position.state, metrics = compiled.train_fn(position.state, batch)
+    position.step += 1
+    return metrics
 
 
 def _log_window(run: _Run, position: _Position, writer, progress) -> None:

@@ -62,8 +62,20 @@ def make_optimizer(train_config, num_steps: int) -> optax.GradientTransformation
     else:
         optimizer = _optimizer(train_config, num_steps, train_config.learning_rate, train_config.weight_decay)
     if train_config.grad_clip_norm:
-        return optax.chain(optax.clip_by_global_norm(train_config.grad_clip_norm), optimizer)
-    return optimizer
+        optimizer = optax.chain(optax.clip_by_global_norm(train_config.grad_clip_norm), optimizer)
+    return _with_standard_promotion(optimizer)
+
+
+def _with_standard_promotion(optimizer: optax.GradientTransformation) -> optax.GradientTransformation:
+    """`optimizer` whose updates follow JAX's standard dtype promotion whatever the global setting:
+    optax mixes Python floats with the int32 step count (Adam's bias correction 1 - b1 ** count,
+    the schedules), which `jax_numpy_dtype_promotion='strict'` refuses. Same state, same numbers."""
+
+    def update(updates, state, params=None):
+        with jax.numpy_dtype_promotion("standard"):
+            return optimizer.update(updates, state, params)
+
+    return optax.GradientTransformation(optimizer.init, update)
 
 
 def parameter_groups(params, names: tuple[str, ...]):
