@@ -311,11 +311,9 @@ def causal_softmax_pool(scores: jax.Array, inputs: jax.Array, mask: jax.Array | 
     valid = valid_positions(mask, scores.shape[:-1])
     dtype = jnp.result_type(scores, inputs)
     # The scan reads one time-major batch axis: [..., T, F] -> [T, B, F] and back.
-    (scores, lead), (inputs, _), (valid, _) = (
-        merge_leading_axes(scores.astype(dtype), 2),
-        merge_leading_axes(inputs.astype(dtype), 2),
-        merge_leading_axes(valid, 1),
-    )
+    scores, lead = merge_leading_axes(scores.astype(dtype), 2)
+    inputs, _ = merge_leading_axes(inputs.astype(dtype), 2)
+    valid, _ = merge_leading_axes(valid, 1)
     pooled = _causal_pool(_time_major(scores), _time_major(inputs), _time_major(valid))
     return split_leading_axes(_time_major(pooled), lead)
 
@@ -346,9 +344,7 @@ def causal_softmax_pool_quadratic(scores: jax.Array, inputs: jax.Array, mask: ja
     causal = jnp.expand_dims(jnp.tril(jnp.ones((steps, steps), bool)), tuple(range(valid.ndim)))
     # [..., 1, t, j]: j <= t, j real, and t real (a padded step's row is all zero).
     weight_mask = causal & valid[..., None, None, :] & valid[..., None, :, None]
-    logits = jnp.broadcast_to(
-        jnp.swapaxes(scores, -1, -2)[..., None, :], scores.shape[:-2] + (num_hops, steps, steps)
-    )
+    logits = jnp.broadcast_to(jnp.swapaxes(scores, -1, -2)[..., None, :], scores.shape[:-2] + (num_hops, steps, steps))
     weights = masked_softmax(logits, weight_mask, axis=-1)
     return jnp.einsum("...rtj,...jn->...tn", weights, zero_padding(inputs, valid)) / num_hops
 
