@@ -22,17 +22,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 
 import jax
 import numpy as np
+from throughput import measure, median_seconds  # this script's folder is on sys.path
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from throughput import load_config, measure, median_seconds  # this script's folder is on sys.path
-
-from jcaps.models import build_model
-from jcaps.ops.decoding import EOS_ID
+from jcaps.data.vocab import EOS
+from jcaps.train.config import load
+from jcaps.train.families import build_model
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # docs/performance.md, reference shape, batch 64, source 200: seconds per training step (6 label
@@ -56,7 +54,7 @@ def decode_seconds(config, vocab_size: int, batch: int, length: int, decoding: s
     model = build_model(config.model, vocab_size, NUM_LABELS)
     tokens = np.random.default_rng(0).integers(2, vocab_size, size=(batch, length), dtype=np.int32)
     params = model.init({"params": jax.random.key(0), "dropout": jax.random.key(0)}, tokens[:1, :4],
-                        np.full((1, 4), EOS_ID, np.int32))["params"]
+                        np.full((1, 4), EOS, np.int32))["params"]
     predict = jax.jit(lambda params, tokens: model.apply({"params": params}, tokens, method="predict"))
     start = time.perf_counter()
     compiled = predict.lower(params, tokens).compile()
@@ -85,7 +83,7 @@ def main():
         with open(path, encoding="utf-8") as f:
             results = json.load(f)
     for name in args.models.split(","):
-        config = sized(load_config(os.path.join(ROOT, "configs", files[name])), args.sizes)
+        config = sized(load(os.path.join(ROOT, "configs", files[name])), args.sizes)
         config.train.batch_size = args.batch
         train = measure(config, args.vocab_size, NUM_LABELS, args.length, args.repeats)
         row = {key: train[key] for key in ("train_step_s", "train_examples_per_s", "compile_s", "device")}

@@ -16,27 +16,18 @@ import functools
 import json
 import os
 import statistics
-import sys
 import time
 
 import jax
 import numpy as np
-from ml_collections import config_flags
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from jcaps.data.datasets import is_series  # noqa: E402
-from jcaps.models import build_model, get_family  # noqa: E402
-from jcaps.ops.decoding import EOS_ID, NUM_SPECIAL  # noqa: E402
-from jcaps.train import loop  # noqa: E402
-from jcaps.train import mesh as mesh_lib  # noqa: E402
-from jcaps.train.steps import eval_step, model_inputs, train_step  # noqa: E402
-
-
-def load_config(spec: str):
-    """`configs/NAME.py[:ARG]` → the config, as train.py would read it."""
-    path, _, arg = spec.partition(":")
-    return config_flags.config_flags._LoadConfigModule(f"bench_{abs(hash(path))}", path).get_config(arg)
+from jcaps.data.datasets import is_series
+from jcaps.data.vocab import EOS, NUM_SPECIAL
+from jcaps.train import mesh as mesh_lib
+from jcaps.train.config import load
+from jcaps.train.families import build_model, get_family
+from jcaps.train.state import DTYPES, create_train_state, parameter_count
+from jcaps.train.steps import eval_step, model_inputs, train_step
 
 
 def synthetic_inputs(rng: np.random.Generator, config, batch_size: int, length: int, input_size: int) -> dict:
@@ -66,7 +57,7 @@ def synthetic_batch(rng: np.random.Generator, config, batch_size: int, length: i
     for i in range(batch_size):
         labels = rng.choice(num_classes, size=int(rng.integers(1, 4)), replace=False)
         batch["labels"][i, labels] = 1.0
-        batch["label_sequence"][i, : len(labels) + 1] = [*(labels + NUM_SPECIAL), EOS_ID]
+        batch["label_sequence"][i, : len(labels) + 1] = [*(labels + NUM_SPECIAL), EOS]
     return batch
 
 
@@ -89,7 +80,7 @@ def _cost(compiled) -> dict:
 def measure(config, vocab_size: int, num_classes: int, length: int, repeats: int) -> dict:
     """Compile time and median step times of `config` on random batches."""
     family = get_family(config.model.name)
-    model = build_model(config.model, vocab_size, num_classes, loop.DTYPES[config.train.dtype])
+    model = build_model(config.model, vocab_size, num_classes, DTYPES[config.train.dtype])
     mesh = mesh_lib.data_mesh()
     batch_size = config.train.batch_size
     batch = mesh_lib.global_batch(
@@ -97,7 +88,7 @@ def measure(config, vocab_size: int, num_classes: int, length: int, repeats: int
     )
 
     dummy = model_inputs(synthetic_batch(np.random.default_rng(0), config, 1, 4, vocab_size, num_classes), family)
-    state = loop.create_train_state(config, model, family.optimizer or loop.default_optimizer, dummy, 1000, mesh)
+    state = create_train_state(config, model, dummy, 1000, mesh)
     train = jax.jit(functools.partial(train_step, family=family, model_config=config.model))
     evaluate = jax.jit(functools.partial(eval_step, family=family, model_config=config.model, num_classes=num_classes))
 
@@ -127,7 +118,7 @@ def measure(config, vocab_size: int, num_classes: int, length: int, repeats: int
         "length": length,
         "vocab_size": vocab_size,
         "num_classes": num_classes,
-        "parameters": loop.parameter_count(state.params),
+        "parameters": parameter_count(state.params),
         "device": jax.devices()[0].device_kind,
         "num_devices": mesh.size,
     }
@@ -142,7 +133,7 @@ def main():
     parser.add_argument("--length", type=int, default=0, help="sequence length (default: data.max_len)")
     parser.add_argument("--repeats", type=int, default=20)
     args = parser.parse_args()
-    config = load_config(args.config)
+    config = load(args.config)
     results = {"config": args.config}
     results.update(measure(config, args.vocab_size, args.num_classes, args.length or config.data.max_len, args.repeats))
     os.makedirs(args.out, exist_ok=True)

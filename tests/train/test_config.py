@@ -4,21 +4,23 @@ checks every shared key's type and range before any data is read."""
 from __future__ import annotations
 
 import glob
+import json
 import math
 import os
 import re
 import subprocess
 import sys
+import textwrap
 
+import ml_collections
 import pytest
-from ml_collections import config_flags
 
 from jcaps.data.boxes import BOX_NAMES
 from jcaps.errors import ConfigError
-from jcaps.models import MODELS
-from jcaps.models.dilated_fcn import ATTENTION_VARIANTS
-from jcaps.models.input_cell_lstm import VARIANTS
+from jcaps.models.choices import DILATED_FCN_ATTENTIONS, INPUT_CELL_LSTM_VARIANTS
 from jcaps.train.config import base_config, class_weight_power, load, series_config, validate
+from jcaps.train.config_blocks import parse_argument
+from jcaps.train.families import MODELS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -163,19 +165,23 @@ def test_a_threshold_must_lie_strictly_between_0_and_1(value):
         validate(config)
 
 
-def test_every_learning_rate_key_is_checked():
+def test_parameter_group_settings_are_checked():
     config = text_config()
-    config.train.classifier_learning_rate = 1e-3
-    config.train.embedding_learning_rate = 0.0  # 0: train.learning_rate
+    config.train.param_groups = ml_collections.ConfigDict({"embedding": {"learning_rate": 1e-2}, "encoder": {}})
     validate(config)
-    for key, value in [("classifier_learning_rate", 0.0), ("classifier_learning_rate", math.nan),
-                       ("embedding_learning_rate", -1e-3), ("embedding_learning_rate", math.inf)]:
+    for setting, value, requirement in [("learning_rate", 0.0, "a finite number > 0"),
+                                        ("learning_rate", math.nan, "a finite number > 0"),
+                                        ("weight_decay", -1e-3, "a finite number >= 0")]:
         bad = text_config()
-        bad.train.classifier_learning_rate = 1e-3
-        bad.train.embedding_learning_rate = 1e-2
-        bad.train[key] = value
-        with pytest.raises(ConfigError, match=rf"^train\.{key} must be a finite number > 0.*, not {value!r}$"):
+        bad.train.param_groups = ml_collections.ConfigDict({"embedding": {setting: value}})
+        with pytest.raises(ConfigError, match=rf"^train\.param_groups\.embedding\.{setting} must be {requirement}, "
+                                              rf"not {value!r}$"):
             validate(bad)
+    bad = text_config()
+    bad.train.param_groups = ml_collections.ConfigDict({"embedding": {"momentum": 0.9}})
+    with pytest.raises(ConfigError, match=r"^train\.param_groups\.embedding must be a dict of settings among "
+                                          r"learning_rate, weight_decay"):
+        validate(bad)
 
 
 def test_an_unknown_model_name_lists_the_known_ones():
@@ -186,18 +192,20 @@ def test_an_unknown_model_name_lists_the_known_ones():
         validate(config, MODELS)
 
 
+CCCAPSNET_ABLATIONS = ["cwc-capsule", "normal-capsule", "cc-capsule", "cwc-linear", "normal-linear", "dynamic",
+                       "iter1", "iter5", "k+1", "k+2"]
+
+
 def _config_arguments(path: str) -> list[str]:
     """Each argument a config file takes, alone and with ',smoke' (and '' for its default)."""
-    name = os.path.basename(path)
-    module = config_flags.config_flags._LoadConfigModule(f"validate_{name}", path)
     variants = {
-        "cccapsnet_ag_news.py": list(getattr(module, "ABLATIONS", ())),
-        "dilated_fcn_emoji.py": list(ATTENTION_VARIANTS),
-        "input_cell_boxes.py": list(BOX_NAMES) + [f"middle,{v}" for v in VARIANTS],
-        "input_cell_basicmotions.py": list(VARIANTS),
-        "input_cell_japanese_vowels.py": list(VARIANTS),
-        "input_cell_mnist.py": list(VARIANTS),
-    }.get(name, [])
+        "cccapsnet_ag_news.py": CCCAPSNET_ABLATIONS,
+        "dilated_fcn_emoji.py": list(DILATED_FCN_ATTENTIONS),
+        "input_cell_boxes.py": list(BOX_NAMES) + [f"middle,{v}" for v in INPUT_CELL_LSTM_VARIANTS],
+        "input_cell_basicmotions.py": list(INPUT_CELL_LSTM_VARIANTS),
+        "input_cell_japanese_vowels.py": list(INPUT_CELL_LSTM_VARIANTS),
+        "input_cell_mnist.py": list(INPUT_CELL_LSTM_VARIANTS),
+    }.get(os.path.basename(path), [])
     return [""] + variants + [",".join(filter(None, (v, "smoke"))) for v in [""] + variants]
 
 
@@ -208,9 +216,7 @@ CONFIG_FILES = sorted(glob.glob(os.path.join(ROOT, "configs", "*.py")))
 def test_every_config_passes_validation_with_each_of_its_arguments(path):
     arguments = _config_arguments(path)
     for arg in arguments:
-        module = config_flags.config_flags._LoadConfigModule(f"validate_{os.path.basename(path)}", path)
-        config = module.get_config(arg) if arg else module.get_config()
-        validate(config, MODELS)
+        validate(load(f"{path}:{arg}"), MODELS)
 
 
 def test_train_py_stops_on_a_bad_value_with_one_error_line_and_no_checkpoint(tmp_path):
@@ -235,3 +241,42 @@ def test_load_builds_a_config_file_with_its_argument():
     assert smoke.data.source == "synthetic" and full.data.source != "synthetic"
     with pytest.raises(ConfigError, match="no_such.py not found"):
         load(os.path.join(ROOT, "configs", "no_such.py:smoke"))
+
+
+def test_configs_load_from_any_working_directory_without_model_code(tmp_path):
+    """Config files share `jcaps.train.config_blocks` (not each other through `sys.path`) and
+    build their keys without JAX, Flax, Optax or any model module."""
+    paths = [f"{path}:{arg}" for path in CONFIG_FILES for arg in _config_arguments(path)]
+    script = textwrap.dedent(f"""
+        import json, sys
+        from jcaps.train.config import load
+        path_before = list(sys.path)
+        for path_with_arg in {paths!r}:
+            load(path_with_arg)
+        print(json.dumps({{"modules": sorted(sys.modules), "path_changed": sys.path != path_before}}))
+    """)
+    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, check=False,
+                            timeout=120, env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    assert result.returncode == 0, result.stderr
+    loaded = json.loads(result.stdout)
+    assert not loaded["path_changed"]
+    model_code = [name for name in loaded["modules"] if name.split(".")[0] in ("jax", "flax", "optax", "tensorflow")
+                  or (name.startswith("jcaps.models.") and name != "jcaps.models.choices")]
+    assert model_code == []
+
+
+def test_a_config_argument_names_smoke_and_at_most_one_name_of_each_choice():
+    boxes, variants = ("earlier", "middle"), ("lstm", "bilstm")
+    argument = parse_argument("middle,smoke,lstm", boxes, variants)
+    assert argument.smoke and argument.names == ("middle", "lstm")
+    assert (argument.choice(boxes, "earlier"), argument.choice(variants, "input_cell")) == ("middle", "lstm")
+    plain = parse_argument("", boxes, variants)
+    assert not plain.smoke and plain.choice(boxes, "earlier") == "earlier"
+    assert parse_argument("k+1,dynamic,k+2", repeatable=("dynamic", "k+1", "k+2")).names == ("k+1", "dynamic", "k+2")
+    for bad in ("lstm,bilstm", "middle,earlier", "smoke,late"):
+        with pytest.raises(ValueError, match=rf"^config argument '{bad}': expected '' or comma-separated names: "
+                                             r"'smoke', at most one of \(earlier, middle\), at most one of "
+                                             r"\(lstm, bilstm\)$"):
+            parse_argument(bad, boxes, variants)
+    with pytest.raises(ValueError, match=r"^config argument 'large': expected '' or comma-separated names: 'smoke'$"):
+        load(os.path.join(ROOT, "configs", "fasttext_ag_news.py:large"))
