@@ -11,6 +11,9 @@ import jax  # noqa: E402
 import pytest  # noqa: E402
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
+# No implicit dtype promotion: a float32 model stays float32, bfloat16 activations stay bfloat16,
+# and mixing (int32 with float32, a Python float with an int array) needs an explicit cast.
+jax.config.update("jax_numpy_dtype_promotion", "strict")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -40,3 +43,22 @@ def config_file():
         return config
 
     return load
+
+
+@pytest.fixture(scope="session")
+def counting_traces():
+    """`counting_traces(family)` -> (family, traced): the family whose loss appends the `tokens`
+    shape of its batch to the list `traced` each time a step calling it is traced. Python runs
+    a jitted function's body once a trace, not once a call, so `traced` lists the compiled shapes."""
+    import dataclasses
+
+    def wrap(family):
+        traced = []
+
+        def loss(outputs, batch, model_config):
+            traced.append(batch["tokens"].shape)
+            return family.loss(outputs, batch, model_config)
+
+        return dataclasses.replace(family, loss=loss), traced
+
+    return wrap

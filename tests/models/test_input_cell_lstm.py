@@ -182,7 +182,10 @@ def test_adam_steps_lower_the_loss_on_a_tiny_task(variant):
     def losses_before_and_after_training(params):
         def step(carry, _):
             params, state = carry
-            updates, state = optimizer.update(jax.grad(loss)(params), state)
+            # optax raises a Python float to the int32 step count (Adam's bias correction),
+            # which strict promotion refuses; jcaps.train.optim does the same for training.
+            with jax.numpy_dtype_promotion("standard"):
+                updates, state = optimizer.update(jax.grad(loss)(params), state)
             return (optax.apply_updates(params, updates), state), None
 
         trained = jax.lax.scan(step, (params, optimizer.init(params)), length=40)[0][0]
