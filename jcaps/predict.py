@@ -30,6 +30,7 @@ import numpy as np
 from absl import flags
 
 from jcaps import cli
+from jcaps.data.vocab import NUM_SPECIAL
 from jcaps.errors import UserError
 
 FLAGS = flags.FLAGS
@@ -162,9 +163,8 @@ def _predictions(trained, texts, top_k, batch_size, threshold) -> Iterator[dict]
 
     def answer(row) -> dict:
         if generates:
-            # Label-sequence ids: 4 + label index until EOS (the decoder writes nothing after it).
-            from jcaps.ops.decoding import NUM_SPECIAL
-
+            # Label-sequence ids: NUM_SPECIAL + label index until EOS (the decoder writes nothing
+            # after it).
             sequence, length = row
             return {"labels": [names[int(i) - NUM_SPECIAL] for i in sequence[: int(length)]][:k]}
         order = np.argsort(-row, kind="stable")

@@ -35,11 +35,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jcaps.data.vocab import PAD, UNK
+from jcaps.data.vocab import NUM_SPECIAL, PAD, UNK
 from jcaps.interpret import attribution
 from jcaps.interpret import capsules as capsule_interpretation
 from jcaps.interpret.faithfulness import METRICS, faithfulness
-from jcaps.ops.decoding import NUM_SPECIAL
 
 REMOVALS = ("pad", "unk")
 CAPSULE_MODELS = ("icapsnet_short", "icapsnet_long")

@@ -1,7 +1,7 @@
 """CCCapsNet (Ren & Lu, PRL 2022): compositional coding embeddings, BiGRU, k-means capsules.
 
     ids [B, T] -> embedding [B, T, 64]                     `Embedding` (normal | cwc | cc)
-      -> 2-layer BiGRU, hidden 128, dropout 0.5 between     `BidirectionalGRU` per layer
+      -> 2-layer BiGRU, hidden 128, dropout 0.5 between     `RecurrentLayer("gru")` per layer
          layers, forward + backward summed [B, T, 128]
       -> mean over the valid steps [B, 128]                 `masked_mean_over_time`
       -> 16 feature capsules of size 8 (not squashed)
@@ -21,7 +21,9 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jcaps.models.initializers import uniform
+from jcaps.models.initializers import torch_linear_kernel
+from jcaps.models.recurrent_layers import RecurrentLayer
+from jcaps.models.token_ids import padding_mask
 from jcaps.ops.capsules import (
     capsule_length,
     dynamic_routing,
@@ -30,9 +32,7 @@ from jcaps.ops.capsules import (
     unshared_prediction_vectors,
 )
 from jcaps.ops.embeddings import cc_embedding, cwc_embedding, num_codewords
-from jcaps.ops.recurrent import bidirectional_gru, masked_mean_over_time
-
-PAD_ID = 0
+from jcaps.ops.recurrent import masked_mean_over_time
 
 _EMBEDDINGS = ("normal", "cwc", "cc")
 _CC_SAMPLINGS = ("straight_through", "repeated_argmax")
@@ -79,31 +79,6 @@ class Embedding(nn.Module):
         return cc_embedding(ids, code_logits, codebooks, rng, sampling=self.cc_sampling, num_samples=self.cc_samples)
 
 
-class BidirectionalGRU(nn.Module):
-    """One bidirectional GRU layer with PyTorch's parameters and initialisation.
-
-    Parameters carry the direction on a leading axis (forward, backward) and the gates in the
-    order (r, z, n): input_kernel [2, D, 3H], input_bias [2, 3H], hidden_kernel [2, H, 3H],
-    hidden_bias [2, 3H].
-    """
-
-    hidden_dim: int
-    dtype: Any = jnp.float32
-
-    @nn.compact
-    def __call__(self, x: jax.Array, mask: jax.Array | None) -> jax.Array:
-        """x [T, B, D], mask [T, B] bool or None -> [T, B, 2, H]."""
-        init = uniform(self.hidden_dim**-0.5)
-        gates = 3 * self.hidden_dim
-        weights = [
-            self.param("input_kernel", init, (2, x.shape[-1], gates)),
-            self.param("input_bias", init, (2, gates)),
-            self.param("hidden_kernel", init, (2, self.hidden_dim, gates)),
-            self.param("hidden_bias", init, (2, gates)),
-        ]
-        return bidirectional_gru(x.astype(self.dtype), *(w.astype(self.dtype) for w in weights), mask=mask)
-
-
 class Encoder(nn.Module):
     """Stacked BiGRU layers (dropout between them), directions summed, mean over time."""
 
@@ -114,13 +89,13 @@ class Encoder(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array, mask: jax.Array | None, train: bool) -> jax.Array:
-        """x [T, B, D] time-major, mask [T, B] or None -> [B, H]."""
-        outputs = BidirectionalGRU(self.hidden_dim, self.dtype, name="layer_0")(x, mask)
+        """x [B, T, D], mask [B, T] or None -> [B, H]."""
+        outputs = RecurrentLayer("gru", self.hidden_dim, dtype=self.dtype, name="layer_0")(x, mask)
         for layer in range(1, self.num_layers):
             # PyTorch's nn.GRU dropout: on every layer's output but the last; the next layer
             # reads both directions concatenated.
-            x = nn.Dropout(self.dropout_rate, deterministic=not train)(outputs.reshape(outputs.shape[:2] + (-1,)))
-            outputs = BidirectionalGRU(self.hidden_dim, self.dtype, name=f"layer_{layer}")(x, mask)
+            x = nn.Dropout(self.dropout_rate, deterministic=not train)(outputs.reshape(outputs.shape[:-2] + (-1,)))
+            outputs = RecurrentLayer("gru", self.hidden_dim, dtype=self.dtype, name=f"layer_{layer}")(x, mask)
         return masked_mean_over_time(jnp.sum(outputs, axis=-2), mask)
 
 
@@ -243,10 +218,7 @@ class CCCapsNet(nn.Module):
         and coupling [B, H / capsule_dim, J] (rows sum to 1); embeddings [B, T, D], the word
         vectors read.
         """
-        # Time-major from the start: the embedding of the transposed ids is already in the
-        # layout the scans read.
-        ids = tokens.T
-        mask = None if self.reference_padding else ids != PAD_ID
+        mask = None if self.reference_padding else padding_mask(tokens)
         words = Embedding(
             self.vocab_size,
             kind=self.embedding,
@@ -256,9 +228,9 @@ class CCCapsNet(nn.Module):
             cc_sampling=self.cc_sampling,
             cc_samples=self.cc_samples,
             name="embedding",
-        )(ids, train)
+        )(tokens, train)
         if embeddings is not None:
-            words = jnp.swapaxes(embeddings, 0, 1)
+            words = embeddings
         embedded = nn.Dropout(self.embedding_dropout, deterministic=not train)(words)
         encoder = Encoder(self.hidden_dim, self.num_layers, self.dropout_rate, dtype=self.dtype, name="encoder")
         features = encoder(embedded.astype(self.dtype), mask, train)
@@ -266,12 +238,11 @@ class CCCapsNet(nn.Module):
             linear = nn.Dense(
                 self.num_classes,
                 use_bias=False,
-                # U(-1/sqrt(fan_in), 1/sqrt(fan_in)), PyTorch's nn.Linear default [ref].
-                kernel_init=nn.initializers.variance_scaling(1 / 3, "fan_in", "uniform"),
+                kernel_init=torch_linear_kernel,  # PyTorch's nn.Linear default [ref]
                 dtype=self.dtype,
                 name="classifier",
             )
-            return {"scores": linear(features), "features": features, "embeddings": jnp.swapaxes(words, 0, 1)}
+            return {"scores": linear(features), "features": features, "embeddings": words}
         capsules = features.reshape(features.shape[:-1] + (-1, self.capsule_dim))
         classifier = CapsuleClassifier(
             self.num_classes,
@@ -287,7 +258,7 @@ class CCCapsNet(nn.Module):
             **classifier(capsules),
             "features": features,
             "feature_capsules": capsules,
-            "embeddings": jnp.swapaxes(words, 0, 1),
+            "embeddings": words,
         }
 
 

@@ -39,11 +39,11 @@ import jax.numpy as jnp
 
 from jcaps.models.choices import DILATED_FCN_ATTENTIONS
 from jcaps.models.initializers import uniform
+from jcaps.models.token_ids import padding_mask
 from jcaps.ops.attention import CONV_ATTENTION_AXES, dot_product_attention, local_attention, simplified_attention
 from jcaps.ops.convolution import ACTIVATIONS, causal_conv1d, dilated_residual_stack, pointwise_conv
 from jcaps.ops.recurrent import masked_max_over_time
 
-PAD_ID = 0
 # Channel groups (simplified, local) or heads (dot) of each attention variant.
 _ATTENTION_GROUPS = {"dot": 1, "dot8": 8, "simplified": 1, "local": 1, "simplified8": 8, "local8": 8}
 # Width of the local attention's causal conv.
@@ -133,7 +133,7 @@ class DilatedFCN(nn.Module):
         none, attention (the weights: [B, L, F] for simplified / local, [B, H, L, L] for dot /
         dot8).
         """
-        mask = tokens != PAD_ID
+        mask = padding_mask(tokens)
         table = self.param("embedding", _embedding_init, (self.vocab_size, self.embedding_dim))
         characters = jnp.take(table.astype(self.dtype), tokens, axis=0) if embeddings is None else embeddings
         # Zero vectors at the pads, like the convs' own left padding; the PAD row is never used.
@@ -150,7 +150,7 @@ class DilatedFCN(nn.Module):
         head_bias = self.param("head_bias", nn.initializers.zeros, (self.num_classes,))
         position_logits = pointwise_conv(features, head_kernel.astype(self.dtype), head_bias.astype(self.dtype))
         # Positions after a sequence's end hold values (the convs' biases) that must not win.
-        scores = masked_max_over_time(jnp.swapaxes(position_logits, 0, 1), mask.T)
+        scores = masked_max_over_time(position_logits, mask)
         return {"scores": scores, "position_logits": position_logits, "embeddings": characters, **outputs}
 
     def _conv_params(self, name: str, width: int, inputs: int, outputs: int) -> tuple[jax.Array, jax.Array]:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import flax.linen as nn
 import jax.numpy as jnp
 
+from jcaps.models.token_ids import padding_mask
+
 # Bigram ids are hashed as (a * prime + b) mod buckets on uint32 ids: cheap, and collisions
 # are spread because the prime is larger than any vocabulary jcaps builds.
 _BIGRAM_PRIME = 1_000_003
@@ -32,7 +34,7 @@ class FastText(nn.Module):
         embeddings: [B, N, D] word vectors to read instead of looking `tokens` up (gradients
         with respect to each word); `tokens` still give the mask and the hashed bigrams.
         """
-        mask = (tokens > 0).astype(self.dtype)
+        mask = padding_mask(tokens).astype(self.dtype)
         embed = nn.Embed(self.vocab_size, self.embed_dim, embedding_init=nn.initializers.normal(0.1), dtype=self.dtype)
         words = embed(tokens) if embeddings is None else embeddings
         total = jnp.einsum("bnd,bn->bd", words, mask)

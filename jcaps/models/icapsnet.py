@@ -45,6 +45,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from jcaps.models.token_ids import padding_mask
 from jcaps.ops.attention import head_query_attention
 from jcaps.ops.capsules import (
     capsule_length,
@@ -55,11 +56,8 @@ from jcaps.ops.capsules import (
     unshared_prediction_vectors,
 )
 
-PAD_ID = 0
-
 _ROUTINGS = ("dynamic", "kmeans")
 _CONV_ACTIVATIONS = ("none", "relu")
-
 
 
 class HeadQueryAttention(nn.Module):
@@ -201,7 +199,7 @@ class _ICapsNet(nn.Module):
         """tokens [..., N] int ids -> (w [..., N, d_w], mask [..., N], e [..., N, d_e] or None);
         conv along N only. `embeddings` [..., N, d_e], when given, replace the looked-up e;
         `regions` [..., N, d_w], when given, replace conv(e) (then e is None)."""
-        mask = tokens != PAD_ID
+        mask = padding_mask(tokens)
         words = None
         if regions is None:
             words = self.embed(tokens) if embeddings is None else embeddings
@@ -216,7 +214,7 @@ class _ICapsNet(nn.Module):
     def region_conv_of(self, tokens: jax.Array, embeddings: jax.Array) -> jax.Array:
         """conv(e) [..., N, d_w] of given word vectors e [..., N, d_e] (PADs zeroed, no dropout):
         an affine map of e, which attribution methods can integrate through (`regions=`)."""
-        return self.region_conv(jnp.where((tokens != PAD_ID)[..., None], embeddings, 0))
+        return self.region_conv(jnp.where(padding_mask(tokens)[..., None], embeddings, 0))
 
     def capsule_head(self, primary: jax.Array) -> dict[str, jax.Array]:
         """primary [B, I, d_p] unsquashed -> scores, class/primary capsules and coupling."""

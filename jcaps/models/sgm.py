@@ -1,13 +1,15 @@
 """SGM (Yang et al., COLING 2018): multi-label classification as label-sequence generation, and
 the binary-relevance baseline on the same encoder.
 
-Label ids (`jcaps.ops.decoding`): PAD 0, UNK 1, BOS 2, EOS 3, then the J labels (V = J + 4).
-An example's labels, sorted by training-set frequency and closed by EOS, are the target.
+Label ids: the label vocabulary's special ids (`num_special` of them, BOS and EOS among them;
+`jcaps.data.vocab`, whose ids the training layer hands to the model), then the J labels
+(V = J + num_special). An example's labels, sorted by training-set frequency and closed by
+EOS, are the target.
 
 Encoder (`BiLSTMEncoder`, shared by both models; E = encoder_dim per direction):
 
-    tokens [B, L] -> embedding, dropout                           mask = tokens != 0
-      -> num_layers BiLSTM layers, dropout between them           `bidirectional_lstm`
+    tokens [B, L] -> embedding, dropout                           mask = tokens != PAD_ID
+      -> num_layers BiLSTM layers, dropout between them           `RecurrentLayer("lstm")`
       -> h_i = [fwd_i; bwd_i]  [B, L, 2E]
 
 Decoder step t (`SGM._step`; N rows = B examples, or B K beams):
@@ -67,23 +69,12 @@ import jax
 import jax.numpy as jnp
 
 from jcaps.models.initializers import torch_linear_kernel, uniform
+from jcaps.models.recurrent_layers import RecurrentLayer
+from jcaps.models.token_ids import PAD_ID, padding_mask
+from jcaps.ops._arrays import add_bias
 from jcaps.ops.attention import additive_attention
-from jcaps.ops.decoding import (
-    BOS_ID,
-    NUM_SPECIAL,
-    PAD_ID,
-    beam_search,
-    emitted_to_multi_hot,
-    greedy_decode,
-    label_mask_logits,
-)
-from jcaps.ops.recurrent import (
-    bidirectional_lstm,
-    last_valid_state,
-    lstm_cell,
-    masked_max_over_time,
-    masked_mean_over_time,
-)
+from jcaps.ops.decoding import beam_search, emitted_to_multi_hot, greedy_decode, label_mask_logits, mark_emitted
+from jcaps.ops.recurrent import bidirectional_final_state, lstm_cell, masked_max_over_time, masked_mean_over_time
 
 DECODINGS = ("beam", "greedy")
 POOLS = {"max": masked_max_over_time, "mean": masked_mean_over_time}
@@ -100,35 +91,6 @@ def _dropout(x: jax.Array, rate: float, key: jax.Array | None) -> jax.Array:
         return x
     keep = jax.random.bernoulli(key, 1 - rate, x.shape)
     return jnp.where(keep, x / (1 - rate), jnp.zeros_like(x))
-
-
-def _add_bias(x: jax.Array, bias: jax.Array) -> jax.Array:
-    return x + jnp.broadcast_to(bias, x.shape)
-
-
-class BidirectionalLSTM(nn.Module):
-    """One bidirectional LSTM layer with PyTorch's parameters and initialisation.
-
-    Parameters carry the direction on a leading axis (forward, backward) and the gates in the
-    order (i, f, g, o): input_kernel [2, D, 4H], input_bias [2, 4H], hidden_kernel [2, H, 4H],
-    hidden_bias [2, 4H].
-    """
-
-    hidden_dim: int
-    dtype: Any = jnp.float32
-
-    @nn.compact
-    def __call__(self, x: jax.Array, mask: jax.Array | None) -> jax.Array:
-        """x [T, B, D], mask [T, B] bool or None -> [T, B, 2, H]."""
-        init = uniform(self.hidden_dim**-0.5)
-        gates = 4 * self.hidden_dim
-        weights = [
-            self.param("input_kernel", init, (2, x.shape[-1], gates)),
-            self.param("input_bias", init, (2, gates)),
-            self.param("hidden_kernel", init, (2, self.hidden_dim, gates)),
-            self.param("hidden_bias", init, (2, gates)),
-        ]
-        return bidirectional_lstm(x.astype(self.dtype), *(w.astype(self.dtype) for w in weights), mask=mask)
 
 
 class BiLSTMEncoder(nn.Module):
@@ -158,21 +120,17 @@ class BiLSTMEncoder(nn.Module):
         summary [B, 2E] = [forward state at the last token; backward state at the first],
         the word vectors read [B, L, D]). `embeddings` [B, L, D], when given, are read instead
         of the looked-up vectors (`tokens` still give the mask)."""
-        mask = tokens != PAD_ID
+        mask = padding_mask(tokens)
         table = self.param("embedding", _embedding_init, (self.vocab_size, self.embedding_dim))
         words = jnp.take(table, tokens, axis=0) if embeddings is None else embeddings
-        x = jnp.swapaxes(words, 0, 1).astype(self.dtype)  # time-major [L, B, D]
-        time_mask = mask.T
+        x = words.astype(self.dtype)
         for layer in range(self.num_layers):
             # Dropout on the embeddings, then (PyTorch's nn.LSTM dropout) on every layer's
             # output but the last; a layer reads both directions of the one below concatenated.
             x = nn.Dropout(self.dropout_rate, deterministic=not train)(x)
-            states = BidirectionalLSTM(self.hidden_dim, self.dtype, name=f"layer_{layer}")(x, time_mask)
-            x = states.reshape(states.shape[:2] + (-1,))
-        # The backward state at the first valid step is the last valid one in reversed time.
-        first_backward = last_valid_state(jnp.flip(states[:, :, 1], axis=0), jnp.flip(time_mask, axis=0))
-        summary = jnp.concatenate([last_valid_state(states[:, :, 0], time_mask), first_backward], axis=-1)
-        return jnp.swapaxes(x, 0, 1), mask, summary, words
+            states = RecurrentLayer("lstm", self.hidden_dim, dtype=self.dtype, name=f"layer_{layer}")(x, mask)
+            x = states.reshape(states.shape[:-2] + (-1,))
+        return x, mask, bidirectional_final_state(states, mask), words
 
 
 def _encoder(model) -> BiLSTMEncoder:
@@ -193,7 +151,10 @@ class SGM(nn.Module):
 
     Attributes:
         vocab_size: word vocabulary size (id 0 = padding).
-        num_classes: J real labels; the decoder's vocabulary is V = J + NUM_SPECIAL.
+        num_classes: J real labels; the decoder's vocabulary is V = J + num_special.
+        bos_id: the label vocabulary's BOS, the decoder's first input.
+        eos_id: its EOS, which closes a label sequence.
+        num_special: its number of special ids; id num_special + j is label j.
         embedding_dim: word vector size.
         encoder_dim: E, encoder LSTM size per direction.
         decoder_dim: decoder LSTM size (also the size of tanh(W_d s + V_d c)).
@@ -211,6 +172,9 @@ class SGM(nn.Module):
 
     vocab_size: int
     num_classes: int
+    bos_id: int
+    eos_id: int
+    num_special: int
     embedding_dim: int = 512
     encoder_dim: int = 256
     decoder_dim: int = 512
@@ -233,7 +197,7 @@ class SGM(nn.Module):
     @property
     def num_tokens(self) -> int:
         """V, the decoder's vocabulary: the special ids, then the J labels."""
-        return self.num_classes + NUM_SPECIAL
+        return self.num_classes + self.num_special
 
     def setup(self):
         self.encoder = _encoder(self)
@@ -292,7 +256,7 @@ class SGM(nn.Module):
         keys [B, L, 2E], mask [B, L], summary [B, 2E] -> {hidden, cell [B, layers, Dd],
         context [B, 2E], keys, projected_keys [B, L, A], mask}.
         """
-        hidden = jnp.tanh(_add_bias(summary @ params["init_kernel"], params["init_bias"]))
+        hidden = jnp.tanh(add_bias(summary @ params["init_kernel"], params["init_bias"]))
         hidden = hidden.reshape(hidden.shape[0], self.num_layers, self.decoder_dim)
         projected_keys = jnp.einsum("bld,da->bla", keys, params["attention_key_kernel"])
         return {
@@ -300,7 +264,7 @@ class SGM(nn.Module):
             "cell": jnp.zeros_like(hidden),
             "context": jnp.zeros_like(summary),
             "keys": keys,
-            "projected_keys": _add_bias(projected_keys, params["attention_key_bias"]),
+            "projected_keys": add_bias(projected_keys, params["attention_key_bias"]),
             "mask": mask,
         }
 
@@ -328,7 +292,7 @@ class SGM(nn.Module):
         embedded = jnp.take(table, previous_token, axis=0)
         if self.global_embedding:
             average = previous_probs.astype(table.dtype) @ table
-            gate = jax.nn.sigmoid(_add_bias(embedded @ params["ge_w1"], params["ge_b1"]) + average @ params["ge_w2"])
+            gate = jax.nn.sigmoid(add_bias(embedded @ params["ge_w1"], params["ge_b1"]) + average @ params["ge_w2"])
             embedded = (1 - gate) * embedded + gate * average
         keys = [None] * self.num_layers if dropout_key is None else list(jax.random.split(dropout_key, self.num_layers))
         x = jnp.concatenate([embedded, state["context"]], axis=-1)
@@ -337,7 +301,7 @@ class SGM(nn.Module):
             if layer:
                 x = _dropout(x, self.dropout_rate, keys[layer - 1])
             h, c = lstm_cell(
-                _add_bias(x @ weights["input_kernel"], weights["input_bias"]),
+                add_bias(x @ weights["input_kernel"], weights["input_bias"]),
                 state["hidden"][:, layer],
                 state["cell"][:, layer],
                 weights["hidden_kernel"],
@@ -355,8 +319,8 @@ class SGM(nn.Module):
             state["mask"],
         )
         readout = x @ params["readout_state_kernel"] + context @ params["readout_context_kernel"]
-        readout = _dropout(jnp.tanh(_add_bias(readout, params["readout_bias"])), self.dropout_rate, keys[-1])
-        logits = _add_bias(readout @ params["output_kernel"], params["output_bias"]).astype(jnp.float32)
+        readout = _dropout(jnp.tanh(add_bias(readout, params["readout_bias"])), self.dropout_rate, keys[-1])
+        logits = add_bias(readout @ params["output_kernel"], params["output_bias"]).astype(jnp.float32)
         new_state = dict(state, hidden=jnp.stack(hidden, axis=1), cell=jnp.stack(cell, axis=1), context=context)
         return logits, new_state, attention
 
@@ -383,19 +347,18 @@ class SGM(nn.Module):
         state = self._initial_state(params, keys, mask, summary)
         batch, steps = label_sequence.shape
         label_sequence = label_sequence.astype(jnp.int32)
-        previous = jnp.concatenate([jnp.full((batch, 1), BOS_ID, jnp.int32), label_sequence[:, :-1]], axis=1)
+        previous = jnp.concatenate([jnp.full((batch, 1), self.bos_id, jnp.int32), label_sequence[:, :-1]], axis=1)
         dropout_keys = None
         if train and self.dropout_rate > 0:
             dropout_keys = jax.random.split(self.make_rng("dropout"), steps)
-        ids = jnp.arange(self.num_tokens)[None, :]
 
         def body(carry, inputs):
             state, emitted, previous_probs = carry
             previous_token, dropout_key = inputs
             # The labels of the gold prefix; special ids (BOS, EOS, PAD) are never "emitted".
-            emitted = emitted | ((ids == previous_token[:, None]) & (previous_token >= NUM_SPECIAL)[:, None])
+            emitted = mark_emitted(emitted, previous_token, num_special=self.num_special)
             logits, state, attention = self._step(params, state, previous_token, previous_probs, dropout_key)
-            masked = label_mask_logits(logits, emitted)
+            masked = label_mask_logits(logits, emitted, eos_id=self.eos_id, num_special=self.num_special)
             # y_t as the decoders compute it (exp of the masked log-softmax).
             probs = jnp.exp(jax.nn.log_softmax(masked, axis=-1))
             return (state, emitted, probs), (masked, attention)
@@ -403,7 +366,7 @@ class SGM(nn.Module):
         initial = (
             state,
             jnp.zeros((batch, self.num_tokens), bool),
-            jax.nn.one_hot(jnp.full((batch,), BOS_ID), self.num_tokens, dtype=jnp.float32),
+            jax.nn.one_hot(jnp.full((batch,), self.bos_id), self.num_tokens, dtype=jnp.float32),
         )
         _, (logits, attention) = jax.lax.scan(body, initial, (previous.T, dropout_keys))
         return {"logits": jnp.swapaxes(logits, 0, 1), "attention": jnp.swapaxes(attention, 0, 1), "embeddings": words}
@@ -427,19 +390,16 @@ class SGM(nn.Module):
             logits, state, _ = self._step(params, state, previous_token, previous_probs)
             return logits, state
 
+        sizes = {"num_tokens": self.num_tokens, "max_steps": self.max_steps}
+        ids = {"pad_id": PAD_ID, "bos_id": self.bos_id, "eos_id": self.eos_id, "num_special": self.num_special}
         if self.decoding == "greedy":
-            result = greedy_decode(step_fn, state, num_tokens=self.num_tokens, max_steps=self.max_steps)
+            result = greedy_decode(step_fn, state, **sizes, **ids)
         else:
             result = beam_search(
-                step_fn,
-                state,
-                num_tokens=self.num_tokens,
-                beam_size=self.beam_size,
-                max_steps=self.max_steps,
-                length_penalty=self.length_penalty,
+                step_fn, state, **sizes, **ids, beam_size=self.beam_size, length_penalty=self.length_penalty
             )
         return {
-            "labels": emitted_to_multi_hot(result.emitted),
+            "labels": emitted_to_multi_hot(result.emitted, num_special=self.num_special),
             "sequence": result.tokens,
             "length": result.length,
             "log_prob": result.log_prob,
@@ -480,7 +440,7 @@ class BinaryRelevance(nn.Module):
         vectors read [B, L, D]}. `embeddings` [B, L, D], when given, are read instead of the
         looked-up vectors (`tokens` still give the mask)."""
         states, mask, _, words = _encoder(self)(tokens, train=train, embeddings=embeddings)
-        features = POOLS[self.pool](jnp.swapaxes(states, 0, 1), mask.T)
+        features = POOLS[self.pool](states, mask)
         features = nn.Dropout(self.dropout_rate, deterministic=not train)(features)
         readout = nn.Dense(
             self.num_classes,

@@ -34,14 +34,8 @@ from jcaps.ops.attention import (
     simplified_attention,
     structured_self_attention,
 )
-from jcaps.ops.capsules import (
-    capsule_length,
-    dynamic_routing,
-    kmeans_routing,
-    shared_prediction_vectors,
-    squash,
-    unshared_prediction_vectors,
-)
+from jcaps.ops.capsules import capsule_length, dynamic_routing, kmeans_routing, squash
+from jcaps.ops.capsules import shared_prediction_vectors, unshared_prediction_vectors
 from jcaps.ops.convolution import (
     ACTIVATIONS,
     LAYER_KEYS,
@@ -51,7 +45,14 @@ from jcaps.ops.convolution import (
     receptive_field,
     residual_layer,
 )
-from jcaps.ops.decoding import DecodeResult, beam_search, emitted_to_multi_hot, greedy_decode, label_mask_logits
+from jcaps.ops.decoding import (
+    DecodeResult,
+    beam_search,
+    emitted_to_multi_hot,
+    greedy_decode,
+    label_mask_logits,
+    mark_emitted,
+)
 from jcaps.ops.embeddings import cc_embedding, cwc_embedding, num_codewords
 from jcaps.ops.losses import (
     cross_entropy,
@@ -61,6 +62,7 @@ from jcaps.ops.losses import (
     sigmoid_binary_cross_entropy,
 )
 from jcaps.ops.recurrent import (
+    bidirectional_final_state,
     bidirectional_gru,
     bidirectional_lstm,
     gru_scan,
@@ -104,6 +106,7 @@ __all__ = [
     "emitted_to_multi_hot",
     "greedy_decode",
     "label_mask_logits",
+    "mark_emitted",
     # embeddings
     "cc_embedding",
     "cwc_embedding",
@@ -115,6 +118,7 @@ __all__ = [
     "sequence_cross_entropy",
     "sigmoid_binary_cross_entropy",
     # recurrent
+    "bidirectional_final_state",
     "bidirectional_gru",
     "bidirectional_lstm",
     "gru_scan",

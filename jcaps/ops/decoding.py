@@ -5,12 +5,14 @@ with static shapes; the step function and the static sizes are closed over (or p
 arguments of the caller's `jit`). Decoding is batched: `state` is any pytree of arrays whose
 leading dimension is the batch.
 
-Label vocabulary: PAD 0, UNK 1, BOS 2, EOS 3, then the labels (id `NUM_SPECIAL + j` is label j).
-A label set is generated as a sequence that ends with EOS.
+Label vocabulary: `num_special` special ids (PAD, BOS, EOS among them), then the labels: id
+`num_special + j` is label j. A label set is generated as a sequence that ends with EOS. The
+ids are arguments (`pad_id`, `bos_id`, `eos_id`, `num_special`): the vocabulary belongs to
+the data (`jcaps.data.vocab`: PAD 0, UNK 1, BOS 2, EOS 3, labels from 4).
 
 SGM output layer (Yang et al. 2018, Sec. 2.2, eq. 7-8), with the mask vector
 
-    I_t[l] = -inf  if l is PAD, UNK or BOS, or label l was emitted before step t;   0 otherwise
+    I_t[l] = -inf  if l is a special id but EOS, or label l was emitted before step t;   0 otherwise
     y_t = softmax(o_t + I_t)
 
 so no label is predicted twice and EOS is always possible. The global embedding (Sec. 2.3,
@@ -48,10 +50,6 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
-NUM_SPECIAL = 4
-SPECIAL_NAMES = ("<pad>", "<unk>", "<bos>", "<eos>")
-
 StepFn = Callable[[Any, jax.Array, jax.Array], tuple[jax.Array, Any]]
 
 
@@ -63,7 +61,7 @@ class DecodeResult(NamedTuple):
         after EOS. A sequence still open at `max_steps` has no EOS.
       length: [B] int32, the number of labels before EOS.
       log_prob: [B] float32, sum of the (masked) log probabilities of the generated tokens.
-      emitted: [B, V] bool, True at the ids emitted before EOS; never PAD, UNK, BOS or EOS.
+      emitted: [B, V] bool, True at the ids emitted before EOS; never a special id.
     """
 
     tokens: jax.Array
@@ -83,18 +81,18 @@ def _masked_value(dtype) -> float:
     return max(float(jnp.finfo(dtype).min), -1e9)
 
 
-def _allowed_tokens(emitted: jax.Array) -> jax.Array:
+def _allowed_tokens(emitted: jax.Array, eos_id: int, num_special: int) -> jax.Array:
     """[..., V] bool: True where the next token may be chosen (EOS and labels not yet emitted)."""
     ids = jax.lax.broadcasted_iota(jnp.int32, emitted.shape, emitted.ndim - 1)
-    is_eos = ids == EOS_ID
-    return is_eos | ((ids >= NUM_SPECIAL) & ~emitted)
+    is_eos = ids == eos_id
+    return is_eos | ((ids >= num_special) & ~emitted)
 
 
-def label_mask_logits(logits: jax.Array, emitted: jax.Array) -> jax.Array:
+def label_mask_logits(logits: jax.Array, emitted: jax.Array, *, eos_id: int, num_special: int) -> jax.Array:
     """The SGM mask I_t applied to logits: o_t + I_t (Yang et al. 2018, eq. 8).
 
         out[l] = logits[l]   for EOS and for labels not in `emitted`
-        out[l] = -1e9        for PAD, UNK, BOS and emitted labels
+        out[l] = -1e9        for the other special ids (PAD, UNK, BOS) and emitted labels
 
     The mask value is a large negative finite number (the dtype's minimum if that is larger),
     so a softmax gives those tokens exactly 0 without NaN, and as EOS is always allowed every
@@ -105,17 +103,49 @@ def label_mask_logits(logits: jax.Array, emitted: jax.Array) -> jax.Array:
     Args:
       logits: [..., V] decoder outputs o_t.
       emitted: [..., V] bool, True at labels already emitted; its value at EOS is ignored.
+      eos_id: the id of EOS.
+      num_special: the number of special ids; id num_special + j is label j.
 
     Returns:
       [..., V] masked logits, dtype of `logits`.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jcaps.ops.decoding import label_mask_logits
+      >>> emitted = jnp.array([False, False, False, False, True, False])  # label 0 (id 4) emitted
+      >>> print(label_mask_logits(jnp.zeros(6), emitted, eos_id=3, num_special=4))
+      [-1.e+09 -1.e+09 -1.e+09  0.e+00 -1.e+09  0.e+00]
     """
-    allowed = _allowed_tokens(jnp.asarray(emitted).astype(bool))
+    allowed = _allowed_tokens(jnp.asarray(emitted).astype(bool), eos_id, num_special)
     return jnp.where(allowed, logits, jnp.asarray(_masked_value(logits.dtype), logits.dtype))
 
 
-def emitted_to_multi_hot(emitted: jax.Array) -> jax.Array:
-    """[..., V] emitted ids -> [..., V - NUM_SPECIAL] float32 multi-hot; column j is label j."""
-    return emitted[..., NUM_SPECIAL:].astype(jnp.float32)
+def emitted_to_multi_hot(emitted: jax.Array, *, num_special: int) -> jax.Array:
+    """[..., V] emitted ids -> [..., V - num_special] float32 multi-hot; column j is label j.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jcaps.ops.decoding import emitted_to_multi_hot
+      >>> print(emitted_to_multi_hot(jnp.array([False, False, False, False, True, False, True]), num_special=4))
+      [1. 0. 1.]
+    """
+    return emitted[..., num_special:].astype(jnp.float32)
+
+
+def mark_emitted(emitted: jax.Array, token: jax.Array, *, num_special: int) -> jax.Array:
+    """emitted [..., V] with token [...] marked where it is a label; a special id (PAD, BOS,
+    EOS, ...) marks nothing. How both decoders, and teacher forcing, track the emitted set.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jcaps.ops.decoding import mark_emitted
+      >>> emitted = jnp.zeros((2, 6), bool)
+      >>> print(mark_emitted(emitted, jnp.array([5, 3]), num_special=4).astype(int))
+      [[0 0 0 0 0 1]
+       [0 0 0 0 0 0]]
+    """
+    is_label = (token >= num_special)[..., None]
+    return emitted | (jax.nn.one_hot(token, emitted.shape[-1], dtype=jnp.bool_) & is_label)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -133,27 +163,21 @@ def _batch_size(state) -> int:
     return sizes.pop()
 
 
-def _check_sizes(num_tokens: int, max_steps: int) -> None:
-    if num_tokens <= NUM_SPECIAL:
-        raise ValueError(f"num_tokens={num_tokens} leaves no label after the {NUM_SPECIAL} special ids")
+def _check_sizes(num_tokens: int, max_steps: int, num_special: int) -> None:
+    if num_tokens <= num_special:
+        raise ValueError(f"num_tokens={num_tokens} leaves no label after the {num_special} special ids")
     if max_steps < 1:
         raise ValueError(f"max_steps must be at least 1, got {max_steps}")
 
 
-def _add_token(emitted: jax.Array, token: jax.Array) -> jax.Array:
-    """emitted [..., V] | one_hot(token) for label tokens; specials (PAD, EOS, ...) add nothing."""
-    is_label = (token >= NUM_SPECIAL)[..., None]
-    return emitted | (jax.nn.one_hot(token, emitted.shape[-1], dtype=jnp.bool_) & is_label)
-
-
-def _num_labels(tokens: jax.Array) -> jax.Array:
+def _num_labels(tokens: jax.Array, num_special: int) -> jax.Array:
     """[..., T] tokens -> [...] int32, the number of label ids among them."""
-    return jnp.sum(tokens >= NUM_SPECIAL, axis=-1, dtype=jnp.int32)
+    return jnp.sum(tokens >= num_special, axis=-1, dtype=jnp.int32)
 
 
-def _step_distribution(logits, emitted, mask_emitted):
+def _step_distribution(logits, emitted, mask_emitted, eos_id, num_special):
     """Masked log-softmax [..., V] float32 and the allowed-token mask [..., V]."""
-    allowed = _allowed_tokens(emitted if mask_emitted else jnp.zeros_like(emitted))
+    allowed = _allowed_tokens(emitted if mask_emitted else jnp.zeros_like(emitted), eos_id, num_special)
     masked = jnp.where(allowed, logits.astype(jnp.float32), _masked_value(jnp.float32))
     return jax.nn.log_softmax(masked, axis=-1), allowed
 
@@ -180,6 +204,10 @@ def greedy_decode(
     *,
     num_tokens: int,
     max_steps: int,
+    pad_id: int,
+    bos_id: int,
+    eos_id: int,
+    num_special: int,
     mask_emitted: bool = True,
 ) -> DecodeResult:
     """Greedy label-sequence decoding: y_t = softmax(o_t + I_t), token_t = argmax y_t.
@@ -192,16 +220,36 @@ def greedy_decode(
     Args:
       step_fn: `(state, previous_token [B], previous_probs [B, V]) -> (logits [B, V], state)`.
       state: pytree of arrays with leading dim B (the decoder state after the encoder).
-      num_tokens: V, the size of the label vocabulary including the 4 special ids (static).
+      num_tokens: V, the size of the label vocabulary including the special ids (static).
       max_steps: T, the most tokens generated per row, EOS included (static).
-      mask_emitted: mask labels already emitted (SGM's I_t). PAD, UNK and BOS are always masked.
+      pad_id: the id written after EOS.
+      bos_id: the id read at the first step.
+      eos_id: the id that ends a sequence.
+      num_special: the number of special ids; id num_special + j is label j.
+      mask_emitted: mask labels already emitted (SGM's I_t). The special ids but EOS are
+        always masked.
 
     Returns:
       `DecodeResult` with tokens [B, T], length [B], log_prob [B], emitted [B, V].
+
+    Example:
+      A step function that always prefers label 1 (id 5), then label 0 (id 4), then EOS:
+
+      >>> import jax.numpy as jnp
+      >>> from jcaps.ops.decoding import greedy_decode
+      >>> def step_fn(state, previous_token, previous_probs):
+      ...     return jnp.broadcast_to(jnp.array([0.0, 0, 0, 1, 2, 3]), previous_probs.shape), state
+      >>> result = greedy_decode(step_fn, jnp.zeros((2, 1)), num_tokens=6, max_steps=4,
+      ...                        pad_id=0, bos_id=2, eos_id=3, num_special=4)
+      >>> print(result.tokens)
+      [[5 4 3 0]
+       [5 4 3 0]]
+      >>> print(result.length)
+      [2 2]
     """
-    _check_sizes(num_tokens, max_steps)
+    _check_sizes(num_tokens, max_steps, num_special)
     batch = _batch_size(state)
-    bos = jnp.full((batch,), BOS_ID, jnp.int32)
+    bos = jnp.full((batch,), bos_id, jnp.int32)
     init = _GreedyCarry(
         step=jnp.zeros((), jnp.int32),
         state=state,
@@ -210,7 +258,7 @@ def greedy_decode(
         emitted=jnp.zeros((batch, num_tokens), jnp.bool_),
         finished=jnp.zeros((batch,), jnp.bool_),
         log_prob=jnp.zeros((batch,), jnp.float32),
-        tokens=jnp.full((batch, max_steps), PAD_ID, jnp.int32),
+        tokens=jnp.full((batch, max_steps), pad_id, jnp.int32),
     )
 
     def cond(carry: _GreedyCarry):
@@ -218,23 +266,23 @@ def greedy_decode(
 
     def body(carry: _GreedyCarry):
         logits, new_state = step_fn(carry.state, carry.previous_token, carry.previous_probs)
-        log_probs, _ = _step_distribution(logits, carry.emitted, mask_emitted)
+        log_probs, _ = _step_distribution(logits, carry.emitted, mask_emitted, eos_id, num_special)
         token = jnp.argmax(log_probs, axis=-1).astype(jnp.int32)
         token_log_prob = jnp.max(log_probs, axis=-1)  # the argmax token's
-        token = jnp.where(carry.finished, PAD_ID, token)
+        token = jnp.where(carry.finished, pad_id, token)
         return _GreedyCarry(
             step=carry.step + 1,
             state=new_state,
             previous_token=token,
             previous_probs=jnp.exp(log_probs),
-            emitted=_add_token(carry.emitted, token),
-            finished=carry.finished | (token == EOS_ID),
+            emitted=mark_emitted(carry.emitted, token, num_special=num_special),
+            finished=carry.finished | (token == eos_id),
             log_prob=carry.log_prob + jnp.where(carry.finished, 0.0, token_log_prob),
             tokens=carry.tokens.at[:, carry.step].set(token),
         )
 
     final = jax.lax.while_loop(cond, body, init)
-    return DecodeResult(final.tokens, _num_labels(final.tokens), final.log_prob, final.emitted)
+    return DecodeResult(final.tokens, _num_labels(final.tokens, num_special), final.log_prob, final.emitted)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -276,6 +324,10 @@ def beam_search(
     num_tokens: int,
     beam_size: int,
     max_steps: int,
+    pad_id: int,
+    bos_id: int,
+    eos_id: int,
+    num_special: int,
     length_penalty: float = 0.0,
     mask_emitted: bool = True,
 ) -> DecodeResult:
@@ -307,21 +359,44 @@ def beam_search(
       step_fn: `(state, previous_token [B K], previous_probs [B K, V]) -> (logits [B K, V],
         state)`, rows ordered as example-major, beam-minor.
       state: pytree of arrays with leading dim B; each example's state is copied to its K beams.
-      num_tokens: V, the size of the label vocabulary including the 4 special ids (static).
+      num_tokens: V, the size of the label vocabulary including the special ids (static).
       beam_size: K (static).
       max_steps: T, the most tokens generated per beam, EOS included (static).
+      pad_id: the id written after EOS, a finished beam's only continuation.
+      bos_id: the id read at the first step.
+      eos_id: the id that ends a sequence.
+      num_special: the number of special ids; id num_special + j is label j.
       length_penalty: exponent of the length normalisation of the final choice (may be traced).
-      mask_emitted: mask labels already emitted (SGM's I_t). PAD, UNK and BOS are always masked.
+      mask_emitted: mask labels already emitted (SGM's I_t). The special ids but EOS are
+        always masked.
 
     Returns:
       `DecodeResult` of the chosen beam: tokens [B, T], length [B], log_prob [B] (raw sum of
       log probabilities), emitted [B, V].
+
+    Example:
+      Greedy decoding takes label 0 (id 4) first, the most probable first token, then has only
+      an even chance left for each continuation; beam search finds label 1 (id 5) then label 0,
+      the more probable sequence.
+
+      >>> import jax.numpy as jnp
+      >>> from jcaps.ops.decoding import beam_search, greedy_decode
+      >>> next_logits = jnp.zeros((6, 6))  # row: the previous token
+      >>> next_logits = next_logits.at[2, 4:].set(jnp.array([0.5, 0.35]))  # after BOS
+      >>> next_logits = next_logits.at[5, 4].set(9.0)  # after label 1, label 0
+      >>> def step_fn(state, previous_token, previous_probs):
+      ...     return next_logits[previous_token], state
+      >>> ids = dict(pad_id=0, bos_id=2, eos_id=3, num_special=4)
+      >>> print(greedy_decode(step_fn, jnp.zeros((1, 1)), num_tokens=6, max_steps=4, **ids).tokens)
+      [[4 3 0 0]]
+      >>> print(beam_search(step_fn, jnp.zeros((1, 1)), num_tokens=6, beam_size=2, max_steps=4, **ids).tokens)
+      [[5 4 3 0]]
     """
-    _check_sizes(num_tokens, max_steps)
+    _check_sizes(num_tokens, max_steps, num_special)
     if beam_size < 1:
         raise ValueError(f"beam_size must be at least 1, got {beam_size}")
     batch, beams, vocab = _batch_size(state), beam_size, num_tokens
-    bos = jnp.full((batch, beams), BOS_ID, jnp.int32)
+    bos = jnp.full((batch, beams), bos_id, jnp.int32)
     only_first_beam = jax.lax.broadcasted_iota(jnp.int32, (batch, beams), 1) == 0
     init = _BeamCarry(
         step=jnp.zeros((), jnp.int32),
@@ -331,10 +406,10 @@ def beam_search(
         emitted=jnp.zeros((batch, beams, vocab), jnp.bool_),
         score=jnp.where(only_first_beam, 0.0, -jnp.inf).astype(jnp.float32),
         finished=jnp.zeros((batch, beams), jnp.bool_),
-        tokens=jnp.full((batch, beams, max_steps), PAD_ID, jnp.int32),
+        tokens=jnp.full((batch, beams, max_steps), pad_id, jnp.int32),
     )
     # A finished beam's only continuation: PAD at zero cost.
-    pad_only = jnp.where(jax.lax.broadcasted_iota(jnp.int32, (batch, beams, vocab), 2) == PAD_ID, 0.0, -jnp.inf)
+    pad_only = jnp.where(jax.lax.broadcasted_iota(jnp.int32, (batch, beams, vocab), 2) == pad_id, 0.0, -jnp.inf)
 
     def cond(carry: _BeamCarry):
         return (carry.step < max_steps) & ~jnp.all(carry.finished)
@@ -343,29 +418,31 @@ def beam_search(
         logits, new_state = step_fn(
             carry.state, carry.previous_token.reshape(batch * beams), carry.previous_probs.reshape(batch * beams, vocab)
         )
-        log_probs, allowed = _step_distribution(logits.reshape(batch, beams, vocab), carry.emitted, mask_emitted)
+        log_probs, allowed = _step_distribution(
+            logits.reshape(batch, beams, vocab), carry.emitted, mask_emitted, eos_id, num_special
+        )
         # -inf (not the finite mask value) so a masked token can only be picked by an empty beam.
         step_scores = jnp.where(carry.finished[..., None], pad_only, jnp.where(allowed, log_probs, -jnp.inf))
         candidates = (carry.score[..., None] + step_scores).reshape(batch, beams * vocab)
         score, flat_index = jax.lax.top_k(candidates, beams)
         parent, token = flat_index // vocab, (flat_index % vocab).astype(jnp.int32)
         was_finished = _gather_beams(carry.finished, parent)
-        token = jnp.where(was_finished, PAD_ID, token)
+        token = jnp.where(was_finished, pad_id, token)
         return _BeamCarry(
             step=carry.step + 1,
             state=jax.tree.map(lambda x: x[_flat_beam_index(parent, beams)], new_state),
             previous_token=token,
             previous_probs=_gather_beams(jnp.exp(log_probs), parent),
-            emitted=_add_token(_gather_beams(carry.emitted, parent), token),
+            emitted=mark_emitted(_gather_beams(carry.emitted, parent), token, num_special=num_special),
             score=score,
-            finished=was_finished | (token == EOS_ID) | (score == -jnp.inf),
+            finished=was_finished | (token == eos_id) | (score == -jnp.inf),
             tokens=_gather_beams(carry.tokens, parent).at[:, :, carry.step].set(token),
         )
 
     final = jax.lax.while_loop(cond, body, init)
-    num_labels = _num_labels(final.tokens)
+    num_labels = _num_labels(final.tokens, num_special)
     # Generated tokens: the labels plus EOS where there is one. A live beam always has >= 1.
-    length = num_labels + jnp.any(final.tokens == EOS_ID, axis=-1).astype(jnp.int32)
+    length = num_labels + jnp.any(final.tokens == eos_id, axis=-1).astype(jnp.int32)
     normaliser = jnp.power(jnp.maximum(length, 1).astype(jnp.float32), length_penalty)
     best = jnp.argmax(final.score / normaliser, axis=-1)[:, None]  # [B, 1]
 

@@ -1,10 +1,13 @@
 """Recurrent scans (GRU, LSTM) and pooling over time.
 
-Pure functions on arrays, usable under `jit`, `vmap` and `grad`. Sequences are time-major
-([T, B, ...]), the layout `lax.scan` reads; the input projections of all time steps are one
+Pure functions on arrays, usable under `jit`, `vmap` and `grad`. Sequences are batch-major,
+[..., T, F] with any leading axes (none for one sequence, [B] for a batch), and a `mask`
+[..., T]. Inside, the scans read time-major [T, B, F], the layout `lax.scan` walks: the
+transposes sit next to elementwise work (the bias of the input projections, the zeroing of
+the padded steps) into which XLA fuses them. The input projections of all time steps are one
 matmul before the scan, so the loop body holds only the recurrent matmul and the gate math.
 
-Padding: a `mask` [T, B] marks real steps. At a padded step the state is carried through
+Padding: the `mask` marks real steps. At a padded step the state is carried through
 unchanged and the output is zero, so trailing pads never touch the forward direction's valid
 outputs, and a backward scan starts at each sequence's own last token. Without a mask every
 step is processed (how unmasked reference code treats pads).
@@ -21,21 +24,38 @@ References:
 import jax
 import jax.numpy as jnp
 
+from jcaps.ops._arrays import add_bias, merge_leading_axes, split_leading_axes, valid_positions, zero_padding
+
 # ---------------------------------------------------------------------------------------------
 # GRU (PyTorch semantics: an input and a hidden bias for every gate)
 # ---------------------------------------------------------------------------------------------
 
 
 def _flatten_steps(x: jax.Array) -> jax.Array:
-    """[T, B, F] -> [T B, F]."""
+    """[..., F] -> [prod(...), F]."""
     return x.reshape(-1, x.shape[-1])
 
 
 def _matmul_2d(x: jax.Array, kernel: jax.Array) -> jax.Array:
-    """[T, B, D] x [D, F] -> [T, B, F] as one 2-D matmul. With the 3-D contraction, XLA:CPU
+    """[..., D] x [D, F] -> [..., F] as one 2-D matmul. With the 3-D contraction, XLA:CPU
     computes the kernel gradient (contracting T and B) with a slow generic dot; in the 2-D form
     value and gradients run 1.4 to 2.3 times faster."""
     return (_flatten_steps(x) @ kernel).reshape(x.shape[:-1] + kernel.shape[-1:])
+
+
+def _time_major(x: jax.Array) -> jax.Array:
+    """[..., T, F] -> [T, B, F], B the product of the leading axes (1 without any)."""
+    return jnp.swapaxes(merge_leading_axes(x, 2)[0], 0, 1)
+
+
+def _time_major_mask(mask: jax.Array | None, steps_shape: tuple[int, ...]) -> jax.Array:
+    """mask [..., T] (None: every step is valid) -> [T, B] bool, for sequences of `steps_shape`."""
+    return merge_leading_axes(valid_positions(mask, steps_shape), 1)[0].T
+
+
+def _batch_major(states: jax.Array, batch_shape: tuple[int, ...]) -> jax.Array:
+    """[T, B, ...] -> [*batch_shape, T, ...], the inverse of `_time_major`."""
+    return split_leading_axes(jnp.swapaxes(states, 0, 1), batch_shape)
 
 
 def _split_gates(x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -63,11 +83,7 @@ def _input_gate_parts(input_gates, hidden_bias):
     """
     bias_reset, bias_update, _ = _split_gates(hidden_bias)
     reset_in, update_in, new_in = _split_gates(input_gates)
-    return (
-        reset_in + jnp.broadcast_to(bias_reset, reset_in.shape),
-        update_in + jnp.broadcast_to(bias_update, update_in.shape),
-        new_in,
-    )
+    return add_bias(reset_in, bias_reset), add_bias(update_in, bias_update), new_in
 
 
 @jax.custom_vjp
@@ -175,18 +191,6 @@ def _gru_states_backward(residuals, states_cotangents):
 _gru_states.defvjp(_gru_states_forward, _gru_states_backward)
 
 
-def _all_valid(input_gates: jax.Array) -> jax.Array:
-    return jnp.ones(input_gates.shape[:2], bool)
-
-
-def _zero_padding(states: jax.Array, mask: jax.Array | None) -> jax.Array:
-    """Zeroes states [T, B, ...] at the padded steps of mask [T, B]."""
-    if mask is None:
-        return states
-    mask = mask.reshape(mask.shape + (1,) * (states.ndim - mask.ndim))
-    return jnp.where(mask, states, jnp.zeros_like(states))
-
-
 def gru_scan(
     input_gates: jax.Array,
     hidden_kernel: jax.Array,
@@ -204,17 +208,34 @@ def gru_scan(
     (a hand-written VJP keeps the kernel gradient out of the loop).
 
     Args:
-        input_gates: [T, B, 3H] = x_t W_i + b_i for every step, gates in the order (r, z, n).
+        input_gates: [..., T, 3H] = x_t W_i + b_i for every step, gates in the order (r, z, n).
         hidden_kernel: [H, 3H] = W_h, same gate order.
         hidden_bias: [3H] = b_h.
-        mask: optional [T, B] bool; padded steps keep the state and output zeros.
+        mask: optional [..., T] bool; padded steps keep the state and output zeros.
 
     Returns:
-        [T, B, H] hidden states h_1..h_T (zero at padded steps).
+        [..., T, H] hidden states h_1..h_T (zero at padded steps).
+
+    Example:
+        Two sequences of H = 2 states, the second one two steps long:
+
+        >>> import jax.numpy as jnp
+        >>> import numpy as np
+        >>> from jcaps.ops.recurrent import gru_scan
+        >>> input_gates = jnp.ones((2, 4, 6))  # [B, T, 3H]
+        >>> mask = jnp.array([[True, True, True, True], [True, True, False, False]])
+        >>> states = gru_scan(input_gates, jnp.zeros((2, 6)), jnp.zeros(6), mask)
+        >>> states.shape
+        (2, 4, 2)
+        >>> print(np.asarray(states[:, :, 0]).round(3))
+        [[0.205 0.355 0.464 0.544]
+         [0.205 0.355 0.    0.   ]]
+        >>> gru_scan(input_gates[0], jnp.zeros((2, 6)), jnp.zeros(6)).shape  # one sequence
+        (4, 2)
     """
-    valid = _all_valid(input_gates) if mask is None else mask
-    [states] = _gru_states((input_gates,), (hidden_kernel,), (hidden_bias,), (valid,))
-    return _zero_padding(states, mask)
+    valid = _time_major_mask(mask, input_gates.shape[:-1])
+    [states] = _gru_states((_time_major(input_gates),), (hidden_kernel,), (hidden_bias,), (valid,))
+    return zero_padding(_batch_major(states, input_gates.shape[:-2]), mask)
 
 
 def bidirectional_gru(
@@ -228,23 +249,47 @@ def bidirectional_gru(
     """One bidirectional GRU layer: a forward and a backward `gru_scan`, advanced by one loop.
 
     The backward GRU reads the time-reversed sequence. The input projections of both
-    directions are one [T B, D] x [D, 6H] matmul; the backward half is then reversed in time,
+    directions are one [B T, D] x [D, 6H] matmul; the backward half is then reversed in time,
     which equals projecting the reversed inputs. Both directions share the loop (one
     `lax.scan`, two matmuls per step), which halves the loops XLA compiles. With a mask, the
     backward GRU first crosses the trailing pads with its state held at zero, so it starts at
     each sequence's own last token.
 
     Args:
-        x: [T, B, D] inputs, time-major.
+        x: [..., T, D] inputs.
         input_kernel: [2, D, 3H] W_i of the (forward, backward) directions, gates (r, z, n).
         input_bias: [2, 3H].
         hidden_kernel: [2, H, 3H].
         hidden_bias: [2, 3H].
-        mask: optional [T, B] bool.
+        mask: optional [..., T] bool.
 
     Returns:
-        [T, B, 2, H]: forward and backward hidden states at each step (zero at padded steps);
-        a reshape to [T, B, 2H] is PyTorch's concatenated output.
+        [..., T, 2, H]: forward and backward hidden states at each step (zero at padded steps);
+        a reshape to [..., T, 2H] is PyTorch's concatenated output.
+
+    Example:
+        The backward direction of a padded sequence starts at its own last step: the second
+        sequence, one step long, gets the state the first one gets from its last input alone.
+
+        >>> import jax.numpy as jnp
+        >>> import numpy as np
+        >>> from jcaps.ops.recurrent import bidirectional_gru
+        >>> D, H = 1, 2
+        >>> input_kernel, input_bias = jnp.full((2, D, 3 * H), 0.5), jnp.zeros((2, 3 * H))
+        >>> hidden_kernel, hidden_bias = jnp.zeros((2, H, 3 * H)), jnp.zeros((2, 3 * H))
+        >>> x = jnp.array([[[1.0], [2.0], [3.0]], [[3.0], [0.0], [0.0]]])  # [B, T, D]
+        >>> mask = jnp.array([[True, True, True], [True, False, False]])
+        >>> states = bidirectional_gru(x, input_kernel, input_bias, hidden_kernel, hidden_bias, mask)
+        >>> states.shape
+        (2, 3, 2, 2)
+        >>> print(np.asarray(states[:, :, :, 0]).round(3))  # [B, T, direction]
+        [[[0.174 0.377]
+          [0.332 0.326]
+          [0.437 0.165]]
+        <BLANKLINE>
+         [[0.165 0.165]
+          [0.    0.   ]
+          [0.    0.   ]]]
     """
     return _bidirectional(_gru_states, x, input_kernel, input_bias, hidden_kernel, hidden_bias, mask)
 
@@ -252,19 +297,21 @@ def bidirectional_gru(
 def _bidirectional(states_fn, x, input_kernel, input_bias, hidden_kernel, hidden_bias, mask):
     """Both directions of a recurrent layer through `states_fn` (`_gru_states` or `_lstm_states`,
     which advance several recurrences in one loop): one input-projection matmul for both, the
-    backward half reversed in time, states [T, B, 2, H] zero at padded steps."""
+    backward half reversed in time, states [..., T, 2, H] zero at padded steps."""
     num_directions, num_inputs, num_gates = input_kernel.shape
     both_kernels = jnp.moveaxis(input_kernel, 0, 1).reshape(num_inputs, num_directions * num_gates)
+    # Projected in the caller's layout and transposed with the bias added (one fused pass).
     gates = _matmul_2d(x, both_kernels)
-    gates = gates + jnp.broadcast_to(input_bias.reshape(-1), gates.shape)
-    valid = _all_valid(x) if mask is None else mask
+    gates = _time_major(add_bias(gates, input_bias.reshape(-1)))
+    valid = _time_major_mask(mask, x.shape[:-1])
     forward, backward = states_fn(
         (gates[..., :num_gates], jnp.flip(gates[..., num_gates:], axis=0)),
         (hidden_kernel[0], hidden_kernel[1]),
         (hidden_bias[0], hidden_bias[1]),
         (valid, jnp.flip(valid, axis=0)),
     )
-    return _zero_padding(jnp.stack([forward, jnp.flip(backward, axis=0)], axis=2), mask)
+    states = jnp.stack([forward, jnp.flip(backward, axis=0)], axis=2)
+    return zero_padding(_batch_major(states, x.shape[:-2]), mask)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -299,9 +346,21 @@ def lstm_cell(
 
     Returns:
         (h_t, c_t), [..., H] each.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> import numpy as np
+        >>> from jcaps.ops.recurrent import lstm_cell
+        >>> h = c = jnp.zeros((2, 3))  # [B, H]
+        >>> h, c = lstm_cell(jnp.ones((2, 12)), h, c, jnp.zeros((3, 12)), jnp.zeros(12))
+        >>> print(np.asarray(h).round(3))
+        [[0.37 0.37 0.37]
+         [0.37 0.37 0.37]]
+        >>> print(np.asarray(c).round(3))
+        [[0.557 0.557 0.557]
+         [0.557 0.557 0.557]]
     """
-    pre_activations = input_gates + h @ hidden_kernel
-    return _lstm_update(pre_activations + jnp.broadcast_to(hidden_bias, pre_activations.shape), c)
+    return _lstm_update(add_bias(input_gates + h @ hidden_kernel, hidden_bias), c)
 
 
 def _lstm_states(input_gates, hidden_kernels, hidden_biases, masks):
@@ -311,7 +370,7 @@ def _lstm_states(input_gates, hidden_kernels, hidden_biases, masks):
     -> hidden states [T, B, H] per LSTM; a padded step keeps h and c.
     """
     # b_h only adds to the gate pre-activations, so it is added once for all steps.
-    gates = tuple(g + jnp.broadcast_to(b, g.shape) for g, b in zip(input_gates, hidden_biases))
+    gates = tuple(map(add_bias, input_gates, hidden_biases))
 
     def step(carries, inputs):
         new_carries, outputs = [], []
@@ -344,17 +403,30 @@ def lstm_scan(
     autodiff of the scan.
 
     Args:
-        input_gates: [T, B, 4H] = x_t W_i + b_i for every step, gates in the order (i, f, g, o).
+        input_gates: [..., T, 4H] = x_t W_i + b_i for every step, gates in the order (i, f, g, o).
         hidden_kernel: [H, 4H] = W_h, same gate order.
         hidden_bias: [4H] = b_h.
-        mask: optional [T, B] bool; padded steps keep the state (h and c) and output zeros.
+        mask: optional [..., T] bool; padded steps keep the state (h and c) and output zeros.
 
     Returns:
-        [T, B, H] hidden states h_1..h_T (zero at padded steps).
+        [..., T, H] hidden states h_1..h_T (zero at padded steps).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> import numpy as np
+        >>> from jcaps.ops.recurrent import lstm_scan
+        >>> input_gates = jnp.ones((2, 3, 8))  # [B, T, 4H], H = 2
+        >>> mask = jnp.array([[True, True, True], [True, False, False]])
+        >>> states = lstm_scan(input_gates, jnp.zeros((2, 8)), jnp.zeros(8), mask)
+        >>> print(np.asarray(states[:, :, 0]).round(3))
+        [[0.37  0.545 0.622]
+         [0.37  0.    0.   ]]
+        >>> lstm_scan(input_gates[0], jnp.zeros((2, 8)), jnp.zeros(8)).shape  # one sequence
+        (3, 2)
     """
-    valid = _all_valid(input_gates) if mask is None else mask
-    [states] = _lstm_states((input_gates,), (hidden_kernel,), (hidden_bias,), (valid,))
-    return _zero_padding(states, mask)
+    valid = _time_major_mask(mask, input_gates.shape[:-1])
+    [states] = _lstm_states((_time_major(input_gates),), (hidden_kernel,), (hidden_bias,), (valid,))
+    return zero_padding(_batch_major(states, input_gates.shape[:-2]), mask)
 
 
 def bidirectional_lstm(
@@ -368,43 +440,106 @@ def bidirectional_lstm(
     """One bidirectional LSTM layer: a forward and a backward `lstm_scan`, advanced by one loop.
 
     Laid out as `bidirectional_gru`: the input projections of both directions are one
-    [T B, D] x [D, 8H] matmul, the backward half is reversed in time (equal to projecting the
+    [B T, D] x [D, 8H] matmul, the backward half is reversed in time (equal to projecting the
     reversed inputs), and both directions share one `lax.scan`. With a mask, the backward LSTM
     first crosses the trailing pads with its state held at zero, so it starts at each
     sequence's own last token.
 
     Args:
-        x: [T, B, D] inputs, time-major.
+        x: [..., T, D] inputs.
         input_kernel: [2, D, 4H] W_i of the (forward, backward) directions, gates (i, f, g, o).
         input_bias: [2, 4H].
         hidden_kernel: [2, H, 4H].
         hidden_bias: [2, 4H].
-        mask: optional [T, B] bool.
+        mask: optional [..., T] bool.
 
     Returns:
-        [T, B, 2, H]: forward and backward hidden states at each step (zero at padded steps);
-        a reshape to [T, B, 2H] is PyTorch's concatenated output.
+        [..., T, 2, H]: forward and backward hidden states at each step (zero at padded steps);
+        a reshape to [..., T, 2H] is PyTorch's concatenated output.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> import numpy as np
+        >>> from jcaps.ops.recurrent import bidirectional_lstm
+        >>> D, H = 3, 2
+        >>> input_kernel, input_bias = jnp.full((2, D, 4 * H), 0.1), jnp.zeros((2, 4 * H))
+        >>> hidden_kernel, hidden_bias = jnp.zeros((2, H, 4 * H)), jnp.zeros((2, 4 * H))
+        >>> x = jnp.ones((4, 5, D))  # [B, T, D]
+        >>> mask = jnp.arange(5) < jnp.array([[5], [3], [1], [0]])
+        >>> states = bidirectional_lstm(x, input_kernel, input_bias, hidden_kernel, hidden_bias, mask)
+        >>> states.shape  # [B, T, 2, H]
+        (4, 5, 2, 2)
+        >>> # The backward state at the first step, after 5, 3, 1 and no steps:
+        >>> print(np.asarray(states[:, 0, 1, 0]).round(3))
+        [0.203 0.177 0.095 0.   ]
     """
     return _bidirectional(_lstm_states, x, input_kernel, input_bias, hidden_kernel, hidden_bias, mask)
+
+
+def _state_at_one_step(states: jax.Array, mask: jax.Array, last: bool) -> jax.Array:
+    """states [..., T, ...] at the last (or first) valid step of mask [..., T] -> [..., ...];
+    zero for a sequence with no valid step."""
+    steps = jax.lax.broadcasted_iota(jnp.int32, mask.shape, mask.ndim - 1)
+    if last:
+        chosen = jnp.max(jnp.where(mask, steps, -1), axis=-1, keepdims=True)
+    else:
+        chosen = jnp.min(jnp.where(mask, steps, mask.shape[-1]), axis=-1, keepdims=True)
+    # A sum over a one-hot time mask rather than a gather: no index clipping for an all-padded
+    # sequence (no step is chosen and the sum is zero).
+    return jnp.sum(zero_padding(states, steps == chosen), axis=mask.ndim - 1)
 
 
 def last_valid_state(states: jax.Array, mask: jax.Array | None = None) -> jax.Array:
     """The state at each sequence's last valid step.
 
     Args:
-        states: [T, B, ...] time-major states.
-        mask: optional [T, B] bool; None takes step T.
+        states: [..., T, H] states.
+        mask: optional [..., T] bool; None takes step T.
 
     Returns:
-        [B, ...]; zero for a sequence with no valid step.
+        [..., H]; zero for a sequence with no valid step.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from jcaps.ops.recurrent import last_valid_state
+        >>> states = jnp.arange(12.0).reshape(2, 3, 2)  # [B, T, H]
+        >>> mask = jnp.array([[True, True, False], [False, False, False]])
+        >>> print(last_valid_state(states, mask))
+        [[2. 3.]
+         [0. 0.]]
     """
     if mask is None:
-        return states[-1]
-    steps = jnp.arange(mask.shape[0])[:, None]
-    last = jnp.max(jnp.where(mask, steps, -1), axis=0)
-    # A sum over a one-hot time mask rather than a gather: no index clipping for an all-padded
-    # sequence (last = -1 matches no step and gives zero).
-    return jnp.sum(_zero_padding(states, steps == last[None, :]), axis=0)
+        return states[..., -1, :]
+    return _state_at_one_step(states, jnp.asarray(mask), last=True)
+
+
+def bidirectional_final_state(states: jax.Array, mask: jax.Array | None = None) -> jax.Array:
+    """Each direction's state after it has read the whole sequence: the forward state at the
+    last valid step and the backward state at the first valid step, concatenated (PyTorch's
+    final hidden states h_n of both directions).
+
+    Args:
+        states: [..., T, 2, H] of `bidirectional_gru` or `bidirectional_lstm`.
+        mask: optional [..., T] bool; None takes the forward state at step T and the backward
+            one at step 1.
+
+    Returns:
+        [..., 2H]; zero for a sequence with no valid step.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from jcaps.ops.recurrent import bidirectional_final_state
+        >>> states = jnp.arange(12.0).reshape(3, 2, 2)  # one sequence: [T, 2, H]
+        >>> print(bidirectional_final_state(states, jnp.array([False, True, True])))
+        [8. 9. 6. 7.]
+    """
+    forward, backward = states[..., 0, :], states[..., 1, :]
+    if mask is None:
+        return jnp.concatenate([forward[..., -1, :], backward[..., 0, :]], axis=-1)
+    mask = jnp.asarray(mask)
+    return jnp.concatenate(
+        [_state_at_one_step(forward, mask, last=True), _state_at_one_step(backward, mask, last=False)], axis=-1
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -416,31 +551,45 @@ def masked_mean_over_time(x: jax.Array, mask: jax.Array | None = None) -> jax.Ar
     """Mean over the valid steps, `sum_t mask_t x_t / max(sum_t mask_t, 1)`.
 
     Args:
-        x: [T, B, ...] time-major values.
-        mask: optional [T, B] bool; None averages over all T steps.
+        x: [..., T, F] values.
+        mask: optional [..., T] bool; None averages over all T steps.
 
     Returns:
-        [B, ...]; zero for a sequence with no valid step.
+        [..., F]; zero for a sequence with no valid step.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from jcaps.ops.recurrent import masked_mean_over_time
+        >>> x = jnp.array([[[1.0], [3.0], [100.0]], [[5.0], [7.0], [9.0]]])  # [B, T, F]
+        >>> print(masked_mean_over_time(x, jnp.array([[True, True, False], [True, True, True]])))
+        [[2.]
+         [7.]]
     """
     if mask is None:
-        return jnp.mean(x, axis=0)
-    count = jnp.sum(mask, axis=0).astype(x.dtype)
-    count = count.reshape(count.shape + (1,) * (x.ndim - mask.ndim))
-    return jnp.sum(_zero_padding(x, mask), axis=0) / jnp.maximum(count, 1)
+        return jnp.mean(x, axis=-2)
+    count = jnp.sum(mask, axis=-1, keepdims=True).astype(x.dtype)
+    return jnp.sum(zero_padding(x, mask), axis=-2) / jnp.maximum(count, 1)
 
 
 def masked_max_over_time(x: jax.Array, mask: jax.Array | None = None) -> jax.Array:
     """Maximum over the valid steps; padding never wins, whatever it holds.
 
     Args:
-        x: [T, B, ...] time-major values.
-        mask: optional [T, B] bool; None takes the maximum over all T steps.
+        x: [..., T, F] values.
+        mask: optional [..., T] bool; None takes the maximum over all T steps.
 
     Returns:
-        [B, ...]; zero for a sequence with no valid step.
+        [..., F]; zero for a sequence with no valid step.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from jcaps.ops.recurrent import masked_max_over_time
+        >>> x = jnp.array([[1.0, -2.0], [3.0, 5.0], [jnp.nan, 9.0]])  # one sequence: [T, F]
+        >>> print(masked_max_over_time(x, jnp.array([True, True, False])))
+        [3. 5.]
     """
     if mask is None:
-        return jnp.max(x, axis=0)
-    mask = mask.reshape(mask.shape + (1,) * (x.ndim - mask.ndim))
-    maximum = jnp.max(jnp.where(mask, x, -jnp.inf), axis=0)
-    return jnp.where(jnp.any(mask, axis=0), maximum, jnp.zeros_like(maximum))
+        return jnp.max(x, axis=-2)
+    valid = jnp.asarray(mask)[..., None]
+    maximum = jnp.max(jnp.where(valid, x, -jnp.inf), axis=-2)
+    return jnp.where(jnp.any(valid, axis=-2), maximum, jnp.zeros_like(maximum))

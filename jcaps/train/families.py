@@ -16,6 +16,7 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
+from jcaps.data import vocab
 from jcaps.models.cccapsnet import CCCapsNet
 from jcaps.models.dilated_fcn import DilatedFCN
 from jcaps.models.fasttext import FastText
@@ -146,4 +147,7 @@ def build_model(model_config, vocab_size: int, num_classes: int, dtype=jnp.float
         raise ValueError(f"model {model_config.name!r} has no setting(s) {', '.join(unknown)}")
     if "vocab_size" in field_names:
         fields["vocab_size"] = vocab_size  # models over series size their first layer from the data
+    # The label vocabulary's special ids, for the models that generate label sequences.
+    special_ids = {"bos_id": vocab.BOS, "eos_id": vocab.EOS, "num_special": vocab.NUM_SPECIAL}
+    fields.update({name: value for name, value in special_ids.items() if name in field_names})
     return family.module(num_classes=num_classes, dtype=dtype, **fields)

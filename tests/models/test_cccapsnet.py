@@ -5,13 +5,12 @@ import os
 
 import chex
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
-from ml_collections import config_flags
 
 from jcaps.models.cccapsnet import CCCapsNet, count_parameters
 from jcaps.ops.recurrent import bidirectional_gru, masked_mean_over_time
+from jcaps.train.config import load
 from jcaps.train.families import cccapsnet_probabilities
 from jcaps.train.loop import train_and_evaluate
 
@@ -34,7 +33,7 @@ B, J, I = 4, 3, 2
 
 
 def load_config(arg=""):
-    return config_flags.config_flags._LoadConfigModule("cccapsnet_config", CONFIG).get_config(arg)
+    return load(f"{CONFIG}:{arg}")
 
 
 def _key(seed):
@@ -100,7 +99,7 @@ def test_capsule_outputs(capsule_run):
 
 @jax.jit
 def _encode_with_ops(p, x, mask):
-    """The encoder written out with the ops: [T, B, D] embeddings -> [B, H] features."""
+    """The encoder written out with the ops: [B, T, D] embeddings -> [B, H] features."""
     weights = [
         [p["encoder"][f"layer_{i}"][k] for k in ("input_kernel", "input_bias", "hidden_kernel", "hidden_bias")]
         for i in range(2)
@@ -114,11 +113,10 @@ def _encode_with_ops(p, x, mask):
 def test_features_are_the_masked_mean_of_summed_directions(capsule_run):
     _, params, out = capsule_run
     p = params["params"]
-    ids = TOKENS.T
-    logits = np.asarray(p["embedding"]["code_logits"])[ids]
+    logits = np.asarray(p["embedding"]["code_logits"])[TOKENS]
     weights = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
-    x = np.einsum("tbmk,mkd->tbd", weights, p["embedding"]["codebooks"]).astype(np.float32)
-    expected = _encode_with_ops(p, x, ids != 0)
+    x = np.einsum("btmk,mkd->btd", weights, p["embedding"]["codebooks"]).astype(np.float32)
+    expected = _encode_with_ops(p, x, TOKENS != 0)
     np.testing.assert_allclose(out["features"], expected, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(out["feature_capsules"], np.reshape(expected, (B, I, 4)), rtol=1e-5, atol=1e-6)
 

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jcaps.data.vocab import BOS, EOS, NUM_SPECIAL
 from jcaps.models.cccapsnet import CCCapsNet
 from jcaps.models.dilated_fcn import DilatedFCN
 from jcaps.models.fasttext import FastText
@@ -30,7 +31,9 @@ SMALL = {
                                       capsule_dim=4, class_dim=4),
     "dilated_fcn": lambda: DilatedFCN(VOCAB, CLASSES, embedding_dim=4, filters=8, num_layers=2, attention="local8"),
     "br": lambda: BinaryRelevance(VOCAB, CLASSES, embedding_dim=8, encoder_dim=4, num_layers=1),
-    "sgm": lambda: SGM(VOCAB, CLASSES, embedding_dim=8, encoder_dim=4, decoder_dim=8, num_layers=1, max_steps=3),
+    "sgm": lambda: SGM(
+        VOCAB, CLASSES, BOS, EOS, NUM_SPECIAL, embedding_dim=8, encoder_dim=4, decoder_dim=8, num_layers=1, max_steps=3
+    ),
 }
 
 

@@ -9,16 +9,16 @@ import pytest
 from jcaps.models.icapsnet import ICapsNetLong, ICapsNetShort
 from jcaps.ops.capsules import dynamic_routing
 
-TINY = dict(
-    vocab_size=13,
-    num_classes=3,
-    embed_dim=8,
-    region_dim=8,
-    num_capsules=4,
-    query_dim=4,
-    primary_dim=4,
-    class_dim=4,
-)
+TINY = {
+    "vocab_size": 13,
+    "num_classes": 3,
+    "embed_dim": 8,
+    "region_dim": 8,
+    "num_capsules": 4,
+    "query_dim": 4,
+    "primary_dim": 4,
+    "class_dim": 4,
+}
 B, I, J, D_P, D_C = 3, 4, 3, 4, 4
 
 # Short: [B, N]; the last example is fully padded.
@@ -247,7 +247,7 @@ def test_gradients_finite_including_fully_padded_example(long_run):
 
 def test_short_knobs_keep_contract(short_run):
     _, params, _ = short_run
-    knobs = dict(routing="kmeans", conv_activation="relu", attention_scale=True, squash_primary=False)
+    knobs = {"routing": "kmeans", "conv_activation": "relu", "attention_scale": True, "squash_primary": False}
     apply = jax.jit(ICapsNetShort(**TINY, kernel_size=5, **knobs).apply)
     out = apply(params, SHORT_TOKENS)
     _check_common(out)

@@ -15,15 +15,16 @@ import numpy as np
 import pytest
 
 from jcaps.models.cccapsnet import CCCapsNet
-from jcaps.models.dilated_fcn import DilatedFCN
 from jcaps.models.choices import INPUT_CELL_LSTM_VARIANTS
+from jcaps.models.dilated_fcn import DilatedFCN
 from jcaps.models.input_cell_lstm import InputCellLSTM
 from jcaps.models.sgm import SGM, BinaryRelevance
 
 RECORDED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "parameter_trees.json")
 TOKENS = np.ones((2, 5), np.int32)
 SERIES, MASK = np.ones((2, 5, 3), np.float32), np.ones((2, 5), bool)
-SGM_SIZES = {"vocab_size": 11, "num_classes": 3, "embedding_dim": 6, "encoder_dim": 4, "decoder_dim": 5}
+SGM_SIZES = {"vocab_size": 11, "num_classes": 3, "bos_id": 2, "eos_id": 3, "num_special": 4, "embedding_dim": 6,
+             "encoder_dim": 4, "decoder_dim": 5}
 
 
 def _text(model, *extra):

@@ -12,8 +12,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jcaps.data.vocab import BOS, EOS, NUM_SPECIAL, PAD
 from jcaps.models.sgm import SGM, BinaryRelevance
-from jcaps.ops.decoding import EOS_ID, NUM_SPECIAL, PAD_ID
 from jcaps.ops.losses import sequence_cross_entropy
 
 B, L, J, VOCAB = 3, 7, 6, 30
@@ -26,7 +26,7 @@ _sequence_cross_entropy = jax.jit(sequence_cross_entropy)
 
 
 def _model(**overrides):
-    return SGM(VOCAB, J, **{**SMALL, **overrides})
+    return SGM(VOCAB, J, BOS, EOS, NUM_SPECIAL, **{**SMALL, **overrides})
 
 
 def _random_params(shapes, seed):
@@ -47,12 +47,12 @@ def _random_params(shapes, seed):
 def batch():
     rng = np.random.default_rng(0)
     tokens = rng.integers(1, VOCAB, size=(B, L)).astype(np.int32)
-    tokens[np.arange(L)[None, :] >= LENGTHS[:, None]] = PAD_ID
+    tokens[np.arange(L)[None, :] >= LENGTHS[:, None]] = PAD
     labels = np.array(
         [
-            [4, 7, 5, EOS_ID, PAD_ID, PAD_ID, PAD_ID, PAD_ID],
-            [9, EOS_ID, PAD_ID, PAD_ID, PAD_ID, PAD_ID, PAD_ID, PAD_ID],
-            [6, 8, 4, 5, EOS_ID, PAD_ID, PAD_ID, PAD_ID],
+            [4, 7, 5, EOS, PAD, PAD, PAD, PAD],
+            [9, EOS, PAD, PAD, PAD, PAD, PAD, PAD],
+            [6, 8, 4, 5, EOS, PAD, PAD, PAD],
         ],
         np.int32,
     )
@@ -67,7 +67,7 @@ def params(batch):
     shapes = jax.eval_shape(_model(global_embedding=True).init, jax.random.key(0), *batch)["params"]
     params = dict(_random_params(shapes, seed=1))
     params["output_kernel"] = 4.0 * params["output_kernel"]
-    params["output_bias"] = params["output_bias"].at[EOS_ID].add(-1.0)
+    params["output_bias"] = params["output_bias"].at[EOS].add(-1.0)
     return {True: params, False: {k: v for k, v in params.items() if k not in GE_NAMES}}
 
 
@@ -95,7 +95,7 @@ def np_sequence_cross_entropy(logits, targets):
     log_probs -= np.log(np.exp(log_probs).sum(-1, keepdims=True))
     out = np.zeros(targets.shape[0])
     for b in range(targets.shape[0]):
-        steps = [t for t in range(targets.shape[1]) if targets[b, t] != PAD_ID]
+        steps = [t for t in range(targets.shape[1]) if targets[b, t] != PAD]
         out[b] = -np.mean([log_probs[b, t, targets[b, t]] for t in steps]) if steps else 0.0
     return out
 
@@ -108,7 +108,7 @@ def test_sequence_cross_entropy_matches_numpy_and_ignores_pad_targets(batch):
     chex.assert_shape(loss, (B,))
     np.testing.assert_allclose(loss, np_sequence_cross_entropy(logits, labels), rtol=1e-5)
     # Whatever the logits of the padded steps hold (the mask value included), nothing changes.
-    pads = labels == PAD_ID
+    pads = labels == PAD
     changed = np.where(pads[..., None], np.float32(-1e9), logits)
     np.testing.assert_array_equal(_sequence_cross_entropy(changed, labels), loss)
     grads = jax.jit(jax.grad(lambda x: jnp.sum(sequence_cross_entropy(x, labels))))(changed)
@@ -132,9 +132,9 @@ def test_shapes_finite_masked_logits_and_attention(ge, batch, params, compiled):
     # PAD, UNK and BOS are never possible; a gold label is masked once it is in the prefix.
     assert np.all(logits[..., :3] < -1e8)
     assert logits[0, 1, 4] < -1e8 and logits[0, 0, 4] > -1e8
-    assert np.all(logits[..., EOS_ID] > -1e8)
+    assert np.all(logits[..., EOS] > -1e8)
     attention = np.asarray(out["attention"])
-    pads = tokens == PAD_ID
+    pads = tokens == PAD
     np.testing.assert_array_equal(np.where(pads[:, None, :], attention, 0.0), 0.0)
     np.testing.assert_allclose(attention.sum(-1), 1.0, rtol=1e-5)
 
@@ -146,9 +146,9 @@ def test_steps_after_eos_do_not_change_the_loss(ge, batch, params, compiled):
     logits = forward(params[ge], tokens, labels)["logits"]
     loss = _sequence_cross_entropy(logits, labels)
     # Other tokens after EOS (the decoder reads them as inputs) change only padded steps.
-    garbage = np.where(labels == PAD_ID, np.int32(7), labels)
+    garbage = np.where(labels == PAD, np.int32(7), labels)
     garbage_logits = forward(params[ge], tokens, garbage)["logits"]
-    real = labels != PAD_ID
+    real = labels != PAD
     np.testing.assert_array_equal(np.asarray(garbage_logits)[real], np.asarray(logits)[real])
     np.testing.assert_array_equal(_sequence_cross_entropy(garbage_logits, labels), loss)
 
@@ -162,9 +162,9 @@ def test_teacher_forcing_reproduces_greedy_decoding(ge, batch, params, compiled)
     sequence = np.asarray(decoded["sequence"])
     assert np.all(np.asarray(decoded["length"]) >= 2), sequence  # non-trivial sequences
     logits = compiled[ge, "forward"](params[ge], tokens, sequence)["logits"]
-    real = sequence != PAD_ID
-    np.testing.assert_array_equal(np.where(real, np.argmax(logits, axis=-1), PAD_ID), sequence)
-    log_prob = -_sequence_cross_entropy(logits, sequence) * real.sum(-1)
+    real = sequence != PAD
+    np.testing.assert_array_equal(np.where(real, np.argmax(logits, axis=-1), PAD), sequence)
+    log_prob = -np.asarray(_sequence_cross_entropy(logits, sequence)) * real.sum(-1)
     np.testing.assert_allclose(log_prob, decoded["log_prob"], atol=1e-4)
 
 
@@ -185,7 +185,7 @@ def test_predictions_have_no_repeated_labels(decoding, batch, params, compiled):
         predicted = sequence[b, :n]
         assert np.all(predicted >= NUM_SPECIAL) and len(set(predicted)) == n
         if n < MAX_STEPS:
-            assert sequence[b, n] == EOS_ID and np.all(sequence[b, n + 1 :] == PAD_ID)
+            assert sequence[b, n] == EOS and np.all(sequence[b, n + 1 :] == PAD)
         expected = np.zeros(J)
         expected[predicted - NUM_SPECIAL] = 1
         np.testing.assert_array_equal(multi_hot[b], expected)
@@ -208,7 +208,7 @@ def test_global_embedding_parameters_and_effect(batch, params, compiled):
     # The same parameters plus W1, b1, W2: the outputs change...
     plain = compiled[False, "forward"](params[False], tokens, labels)["logits"]
     gated = compiled[True, "forward"](params[True], tokens, labels)["logits"]
-    real = labels != PAD_ID
+    real = labels != PAD
     np.testing.assert_array_equal(gated[:, 0], plain[:, 0])  # y_0 = one_hot(BOS): ebar = e
     assert np.max(np.abs(np.asarray(gated - plain)[real])) > 1e-3
     # ...except when the gate H is shut (b1 very negative): then g = e exactly.

@@ -7,8 +7,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jcaps.data.vocab import BOS, EOS, NUM_SPECIAL, PAD, UNK
 from jcaps.ops import decoding
-from jcaps.ops.decoding import BOS_ID, EOS_ID, NUM_SPECIAL, PAD_ID, UNK_ID
+
+# The label vocabulary's special ids, as the decoders take them.
+IDS = {"pad_id": PAD, "bos_id": BOS, "eos_id": EOS, "num_special": NUM_SPECIAL}
 
 # ---------------------------------------------------------------- scorers (JAX step functions)
 
@@ -26,7 +29,7 @@ def recurrent_scorer(seed, batch=3, vocab=10, hidden=6, eos_bias=0.0, scale=2.0)
         "E": rng.normal(size=(vocab, hidden)),
         "P": rng.normal(size=(vocab, hidden)),
         "O": scale * rng.normal(size=(hidden, vocab)),
-        "eos_bias": eos_bias * np.eye(vocab)[EOS_ID][None, :],
+        "eos_bias": eos_bias * np.eye(vocab)[EOS][None, :],
     }
     state = {"h": rng.normal(size=(batch, hidden))}
     return jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), (params, state))
@@ -46,7 +49,7 @@ def history_step(params, state, previous_token, previous_probs):
     logits = state["c"] + params["E"][previous_token] + 2.0 * jnp.tanh(fed @ params["M1"] + probs_sum @ params["M2"])
     # The masked softmax this row's decoder must feed back next call, built here independently.
     ids = jnp.broadcast_to(jnp.arange(vocab), fed.shape)
-    allowed = (ids == EOS_ID) | ((ids >= NUM_SPECIAL) & (fed == 0))
+    allowed = (ids == EOS) | ((ids >= NUM_SPECIAL) & (fed == 0))
     expected = jax.nn.softmax(jnp.where(allowed, logits, -jnp.inf), axis=-1)
     jax.debug.callback(SEEN_PROBS_ERRORS.append, jnp.max(jnp.abs(previous_probs - state["expected"])))
     return logits, {"c": state["c"], "fed": fed, "probs_sum": probs_sum, "expected": expected}
@@ -60,14 +63,14 @@ def history_scorer(seed, batch=3, vocab=10, eos_bias=-1.0):
         "M2": 1.5 * rng.normal(size=(vocab, vocab)),
     }
     c = rng.normal(size=(batch, vocab))
-    c[:, EOS_ID] += eos_bias
+    c[:, EOS] += eos_bias
     return params, c
 
 
 def history_state(c):
     batch, vocab = c.shape
     zeros = np.zeros((batch, vocab))
-    expected = np.tile(np.eye(vocab)[BOS_ID], (batch, 1))
+    expected = np.tile(np.eye(vocab)[BOS], (batch, 1))
     state = {"c": c, "fed": zeros, "probs_sum": zeros, "expected": expected}
     return jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), state)
 
@@ -79,7 +82,12 @@ def history_state(c):
 def greedy(params, state, *, step, max_steps, mask_emitted=True):
     vocab = params["E"].shape[0]
     return decoding.greedy_decode(
-        functools.partial(step, params), state, num_tokens=vocab, max_steps=max_steps, mask_emitted=mask_emitted
+        functools.partial(step, params),
+        state,
+        num_tokens=vocab,
+        max_steps=max_steps,
+        mask_emitted=mask_emitted,
+        **IDS,
     )
 
 
@@ -94,6 +102,7 @@ def beam(params, state, length_penalty=0.0, *, step, beam_size, max_steps):
         beam_size=beam_size,
         max_steps=max_steps,
         length_penalty=length_penalty,
+        **IDS,
     )
 
 
@@ -109,7 +118,7 @@ def np_history_step(params, state, previous_token, previous_probs):
 
 def np_masked_log_softmax(logits, emitted):
     ids = np.arange(len(logits))
-    allowed = (ids == EOS_ID) | ((ids >= NUM_SPECIAL) & ~np.isin(ids, list(emitted)))
+    allowed = (ids == EOS) | ((ids >= NUM_SPECIAL) & ~np.isin(ids, list(emitted)))
     top = logits[allowed].max()
     log_z = top + np.log(np.sum(np.exp(logits[allowed] - top)))
     return np.where(allowed, logits - log_z, -np.inf), allowed
@@ -118,14 +127,14 @@ def np_masked_log_softmax(logits, emitted):
 def np_initial_beam(c):
     vocab = len(c)
     state = {"c": c, "fed": np.zeros(vocab), "probs_sum": np.zeros(vocab)}
-    return {"score": 0.0, "tokens": [], "state": state, "token": BOS_ID, "probs": np.eye(vocab)[BOS_ID],
+    return {"score": 0.0, "tokens": [], "state": state, "token": BOS, "probs": np.eye(vocab)[BOS],
             "emitted": set(), "finished": False}
 
 
 def np_extend(params, beam, token, log_probs, new_state):
     return {"score": beam["score"] + log_probs[token], "tokens": beam["tokens"] + [token], "state": new_state,
-            "token": token, "probs": np.exp(log_probs), "emitted": beam["emitted"] | {token} - {EOS_ID},
-            "finished": token == EOS_ID}
+            "token": token, "probs": np.exp(log_probs), "emitted": beam["emitted"] | {token} - {EOS},
+            "finished": token == EOS}
 
 
 def np_sequence_length(beam):
@@ -141,7 +150,7 @@ def np_beam_search(params, c, beam_size, max_steps, length_penalty):
         candidates = []  # (score, beam index, token, new beam)
         for k, b in enumerate(beams):
             if b["finished"]:
-                candidates.append((b["score"], k, PAD_ID, b))
+                candidates.append((b["score"], k, PAD, b))
                 continue
             logits, new_state = np_history_step(params, b["state"], b["token"], b["probs"])
             log_probs, allowed = np_masked_log_softmax(logits, b["emitted"])
@@ -164,7 +173,7 @@ def np_sequence_score(params, c, tokens):
 
 
 def padded(tokens, max_steps):
-    return np.array(list(tokens) + [PAD_ID] * (max_steps - len(tokens)))
+    return np.array(list(tokens) + [PAD] * (max_steps - len(tokens)))
 
 
 def assert_valid_label_sets(result, max_steps):
@@ -172,12 +181,12 @@ def assert_valid_label_sets(result, max_steps):
     tokens, length, emitted = map(np.asarray, (result.tokens, result.length, result.emitted))
     assert tokens.shape[1] == max_steps
     for row, n, row_emitted in zip(tokens, length, emitted):
-        eos = np.flatnonzero(row == EOS_ID)
+        eos = np.flatnonzero(row == EOS)
         end = eos[0] if eos.size else max_steps
         labels = row[:end]
         assert np.all(labels >= NUM_SPECIAL), row
         assert len(set(labels.tolist())) == len(labels), row
-        assert np.all(row[end + 1:] == PAD_ID), row
+        assert np.all(row[end + 1:] == PAD), row
         assert n == len(labels)
         np.testing.assert_array_equal(np.flatnonzero(row_emitted), np.sort(labels))
     assert np.all(np.isfinite(np.asarray(result.log_prob)))
@@ -188,7 +197,7 @@ def assert_valid_label_sets(result, max_steps):
 
 @jax.jit
 def mask_and_softmax(logits, emitted):
-    masked = decoding.label_mask_logits(logits, emitted)
+    masked = decoding.label_mask_logits(logits, emitted, eos_id=EOS, num_special=NUM_SPECIAL)
     return masked, jax.nn.softmax(masked.astype(jnp.float32), axis=-1)
 
 
@@ -199,14 +208,15 @@ def test_label_mask_logits_blocks_specials_and_emitted_labels():
     emitted = jnp.asarray(rng.random((5, vocab)) < 0.5).at[-1].set(True)  # last row: everything emitted
     masked, probs = mask_and_softmax(logits, emitted)
     ids = np.arange(vocab)
-    blocked = np.isin(ids, [PAD_ID, UNK_ID, BOS_ID])[None, :] | (np.asarray(emitted) & (ids != EOS_ID)[None, :])
+    blocked = np.isin(ids, [PAD, UNK, BOS])[None, :] | (np.asarray(emitted) & (ids != EOS)[None, :])
     assert np.all(np.asarray(masked)[blocked] <= -1e8)
     np.testing.assert_array_equal(np.asarray(masked)[~blocked], np.asarray(logits)[~blocked])
     probs = np.asarray(probs)
     assert not np.any(np.isnan(probs))
     assert np.all(probs[blocked] == 0)
-    np.testing.assert_allclose(probs[-1], np.eye(vocab)[EOS_ID])
-    np.testing.assert_array_equal(np.asarray(decoding.emitted_to_multi_hot(emitted)), np.asarray(emitted)[:, 4:])
+    np.testing.assert_allclose(probs[-1], np.eye(vocab)[EOS])
+    multi_hot = decoding.emitted_to_multi_hot(emitted, num_special=NUM_SPECIAL)
+    np.testing.assert_array_equal(np.asarray(multi_hot), np.asarray(emitted)[:, 4:])
 
 
 @pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16])
@@ -214,7 +224,7 @@ def test_label_mask_logits_low_precision_stays_finite(dtype):
     logits = jnp.full((2, 6), 50.0, dtype)
     masked, probs = mask_and_softmax(logits, jnp.ones((2, 6), bool))
     assert masked.dtype == dtype and np.all(np.isfinite(np.asarray(masked, np.float32)))
-    np.testing.assert_allclose(np.asarray(probs), np.eye(6)[[EOS_ID] * 2])
+    np.testing.assert_allclose(np.asarray(probs), np.eye(6)[[EOS] * 2])
 
 
 # ---------------------------------------------------------------- greedy vs beam size 1
@@ -298,7 +308,7 @@ def test_wide_beam_finds_the_best_label_sequence(length_penalty):
     # beams have no allowed continuation and must never win.
     vocab, max_steps, beam_size = NUM_SPECIAL + 3, 4, 16
     labels = range(NUM_SPECIAL, vocab)
-    sequences = [list(p) + [EOS_ID] for n in range(4) for p in itertools.permutations(labels, n)]
+    sequences = [list(p) + [EOS] for n in range(4) for p in itertools.permutations(labels, n)]
     assert len(sequences) == beam_size
     for seed in range(2):
         params, c = history_scorer(seed, batch=2, vocab=vocab, eos_bias=0.0)
@@ -327,16 +337,18 @@ def test_decoders_stop_early_under_jit():
         return logits + state["x"], state
 
     state = {"x": jnp.zeros((2, 1))}
-    result = jax.jit(lambda s: decoding.greedy_decode(eos_first, s, num_tokens=5, max_steps=8))(state)
+    result = jax.jit(lambda s: decoding.greedy_decode(eos_first, s, num_tokens=5, max_steps=8, **IDS))(state)
     assert len(calls) == 1
-    np.testing.assert_array_equal(result.tokens, np.tile(padded([EOS_ID], 8), (2, 1)))
+    np.testing.assert_array_equal(result.tokens, np.tile(padded([EOS], 8), (2, 1)))
     np.testing.assert_array_equal(result.length, [0, 0])
     assert not np.any(np.asarray(result.emitted))
 
     # Beam 2: EOS, and the only label; after it only EOS is allowed, so all beams end at step 2.
     calls.clear()
-    result = jax.jit(lambda s: decoding.beam_search(eos_first, s, num_tokens=5, beam_size=2, max_steps=8))(state)
+    result = jax.jit(lambda s: decoding.beam_search(eos_first, s, num_tokens=5, beam_size=2, max_steps=8, **IDS))(
+        state
+    )
     assert len(calls) == 2
-    np.testing.assert_array_equal(result.tokens, np.tile(padded([EOS_ID], 8), (2, 1)))
+    np.testing.assert_array_equal(result.tokens, np.tile(padded([EOS], 8), (2, 1)))
     np.testing.assert_array_equal(result.length, [0, 0])
     np.testing.assert_allclose(result.log_prob, np.full(2, jax.nn.log_softmax(jnp.asarray([5.0, 1.0]))[0]))

@@ -1,6 +1,6 @@
 """Input-cell attention ops against float64 NumPy loops: causal softmax pooling (values, padding,
-large scores, gradients, memory), the LSTM scan, last-state and max pooling, structured
-self-attention."""
+large scores, gradients, memory) and structured self-attention (the LSTM scan and the pooling
+over time: test_recurrent_lstm.py, test_recurrent.py)."""
 
 import chex
 import jax
@@ -8,7 +8,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jcaps.ops import recurrent
 from jcaps.ops.attention import causal_softmax_pool, causal_softmax_pool_quadratic, structured_self_attention
 
 R, N = 3, 2  # hops, input features
@@ -55,25 +54,6 @@ def np_causal_pool(scores, inputs, mask):
                 e = np.exp(s - s.max())
                 out[b, t] += (e / e.sum()) @ x / num_hops
     return out
-
-
-def _sigmoid(a):
-    return 1 / (1 + np.exp(-a))
-
-
-def np_lstm(gates, w_h, b_h):
-    """PyTorch nn.LSTM from input gates [n, 4H] (x W_i + b_i), gate order (i, f, g, o), one
-    sequence: -> [n, H] (float64 loop)."""
-    hidden = w_h.shape[0]
-    h, c = np.zeros(hidden), np.zeros(hidden)
-    outputs = []
-    for g_t in np.asarray(gates, np.float64):
-        a = g_t + h @ w_h + b_h
-        i, f, g, o = (a[k * hidden : (k + 1) * hidden] for k in range(4))
-        c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
-        h = _sigmoid(o) * np.tanh(c)
-        outputs.append(h)
-    return np.stack(outputs)
 
 
 def np_structured_self_attention(hidden, w1, w2, mask):
@@ -251,84 +231,6 @@ def test_causal_pool_value_and_gradient_hold_no_per_step_carry():
     # The check sees inside the transformations: the quadratic version's [B, r, T, T] shows.
     quadratic = jax.make_jaxpr(value_and_grad(causal_softmax_pool_quadratic))(scores, inputs).jaxpr
     assert _largest_intermediate(quadratic) >= batch * num_hops * steps * steps
-
-
-# --- LSTM scan and pooling over time -----------------------------------------------------------
-
-
-T, B, H = 6, 3, 4
-LENGTHS = np.array([6, 3, 1])
-
-
-@pytest.fixture(scope="module")
-def lstm_data():
-    rng = np.random.default_rng(7)
-    gates = rng.normal(size=(T, B, 4 * H)).astype(np.float32)
-    mask = np.arange(T)[:, None] < LENGTHS[None, :]
-    # Garbage in the padded steps must not matter.
-    gates[~mask] = 1e3
-    kernel = rng.normal(scale=0.5, size=(H, 4 * H)).astype(np.float32)
-    bias = rng.normal(scale=0.5, size=(4 * H,)).astype(np.float32)
-    return gates, kernel, bias, mask
-
-
-_lstm = jax.jit(recurrent.lstm_scan)
-
-
-def test_lstm_scan_matches_pytorch_equations_on_padded_batch(lstm_data):
-    gates, kernel, bias, mask = lstm_data
-    out = _lstm(gates, kernel, bias, mask)
-    chex.assert_shape(out, (T, B, H))
-    expected = np.zeros((T, B, H))
-    for b, n in enumerate(LENGTHS):
-        expected[:n, b] = np_lstm(gates[:n, b], kernel.astype(np.float64), bias.astype(np.float64))
-    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
-    # Extra trailing padding (other garbage) changes no valid output.
-    longer_gates = np.concatenate([gates, np.full((2, B, 4 * H), -5.0, np.float32)])
-    longer_mask = np.concatenate([mask, np.zeros((2, B), bool)])
-    longer = _lstm(longer_gates, kernel, bias, longer_mask)
-    np.testing.assert_array_equal(longer[:T], out)
-    np.testing.assert_array_equal(longer[T:], 0.0)
-
-
-def test_lstm_scan_without_mask_and_gradients(lstm_data):
-    gates, kernel, bias, mask = lstm_data
-    gates = np.where(mask[..., None], gates, np.float32(0.3))
-    expected = np.stack([np_lstm(gates[:, b], kernel, bias) for b in range(B)], axis=1)
-    np.testing.assert_allclose(_lstm(gates, kernel, bias), expected, rtol=1e-5, atol=1e-6)
-
-    def loss(gates, kernel, bias):
-        return jnp.sum(jnp.square(recurrent.lstm_scan(gates, kernel, bias, mask)))
-
-    grads = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(gates, kernel, bias)
-    chex.assert_tree_all_finite(grads)
-    assert np.all(np.asarray(grads[0])[~mask] == 0.0)
-
-
-def test_last_valid_state():
-    rng = np.random.default_rng(8)
-    states = rng.normal(size=(4, 3, 2)).astype(np.float32)
-    # Sequence 0 is valid at steps 0 and 2 (an interior pad), sequence 1 at step 0, 2 nowhere.
-    mask = np.array([[1, 1, 0], [0, 0, 0], [1, 0, 0], [0, 0, 0]], bool)
-    last = recurrent.last_valid_state(states, mask)
-    chex.assert_shape(last, (3, 2))
-    np.testing.assert_array_equal(last[0], states[2, 0])
-    np.testing.assert_array_equal(last[1], states[0, 1])
-    np.testing.assert_array_equal(last[2], 0.0)
-    np.testing.assert_array_equal(recurrent.last_valid_state(states), states[-1])
-
-
-def test_masked_max_over_time():
-    rng = np.random.default_rng(9)
-    x = -np.abs(rng.normal(size=(4, 3, 2))).astype(np.float32) - 1
-    mask = np.array([[1, 1, 0], [1, 0, 0], [1, 0, 0], [0, 0, 0]], bool)
-    x[~mask] = 1e3  # padding never wins
-    maximum = recurrent.masked_max_over_time(x, mask)
-    chex.assert_shape(maximum, (3, 2))
-    np.testing.assert_array_equal(maximum[0], x[:3, 0].max(0))
-    np.testing.assert_array_equal(maximum[1], x[0, 1])
-    np.testing.assert_array_equal(maximum[2], 0.0)
-    np.testing.assert_array_equal(recurrent.masked_max_over_time(x), x.max(0))
 
 
 # --- structured self-attention -----------------------------------------------------------------

@@ -1,5 +1,6 @@
-"""GRU and bidirectional LSTM scans against NumPy loops with PyTorch's equations, padding,
-gradients, pooling."""
+"""GRU and bidirectional scans against NumPy loops with PyTorch's equations, padding, gradients,
+final states and pooling over time; every op on one sequence, on extra leading axes and under
+`vmap`."""
 
 import chex
 import jax
@@ -8,85 +9,17 @@ import numpy as np
 import pytest
 
 from jcaps.ops import recurrent
+from tests.ops.recurrent_references import np_bidirectional, np_gru, np_lstm, padded_batch
 
-T, B, D, H = 6, 3, 4, 5
+B, T, D, H = 3, 6, 4, 5
 LENGTHS = np.array([6, 3, 1])  # a full, a padded and a one-token sequence
-
-
-def _params(rng, num_inputs, num_gates=3):
-    """(input_kernel [2, D, GH], input_bias [2, GH], hidden_kernel [2, H, GH], hidden_bias [2, GH]),
-    G = 3 gates for a GRU, 4 for an LSTM."""
-    shapes = [(2, num_inputs, num_gates * H), (2, num_gates * H), (2, H, num_gates * H), (2, num_gates * H)]
-    return tuple(rng.normal(scale=0.5, size=s).astype(np.float32) for s in shapes)
-
-
-def _padded_batch(num_gates=3):
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(T, B, D)).astype(np.float32)
-    mask = np.arange(T)[:, None] < LENGTHS[None, :]
-    # Garbage in the padded steps must not matter.
-    x[~mask] = 1e3
-    return x, mask, _params(rng, D, num_gates)
-
-
-@pytest.fixture(scope="module")
-def data():
-    return _padded_batch()
-
-
-# --- NumPy reference ---------------------------------------------------------------------------
-
-
-def _sigmoid(a):
-    return 1 / (1 + np.exp(-a))
-
-
-def np_gru(x, w_i, b_i, w_h, b_h):
-    """PyTorch nn.GRU, one direction, one sequence: x [N, D] -> [N, H] (float64 loop)."""
-    h = np.zeros(w_h.shape[0])
-    outputs = []
-    for x_t in x:
-        gi, gh = x_t @ w_i + b_i, h @ w_h + b_h
-        r = _sigmoid(gi[:H] + gh[:H])
-        z = _sigmoid(gi[H : 2 * H] + gh[H : 2 * H])
-        n = np.tanh(gi[2 * H :] + r * gh[2 * H :])
-        h = (1 - z) * n + z * h
-        outputs.append(h)
-    return np.stack(outputs)
-
-
-def np_lstm(x, w_i, b_i, w_h, b_h):
-    """PyTorch nn.LSTM, one direction, one sequence: x [n, D] -> [n, H] (float64 loop)."""
-    hidden = w_h.shape[0]
-    h, c = np.zeros(hidden), np.zeros(hidden)
-    outputs = []
-    for x_t in x:
-        a = x_t @ w_i + b_i + h @ w_h + b_h
-        i, f, g, o = (a[k * hidden : (k + 1) * hidden] for k in range(4))
-        c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
-        h = _sigmoid(o) * np.tanh(c)
-        outputs.append(h)
-    return np.stack(outputs)
-
-
-def np_bidirectional(x, mask, params, cell=np_gru):
-    """Each sequence run on its own valid steps only by `cell` (a NumPy loop over one sequence);
-    [T, B, 2, H] with zeros at pads."""
-    w_i, b_i, w_h, b_h = (np.asarray(p, np.float64) for p in params)
-    out = np.zeros((x.shape[0], x.shape[1], 2, w_h.shape[1]))
-    for b in range(x.shape[1]):
-        n = int(mask[:, b].sum())
-        seq = np.asarray(x[:n, b], np.float64)
-        out[:n, b, 0] = cell(seq, w_i[0], b_i[0], w_h[0], b_h[0])
-        out[:n, b, 1] = cell(seq[::-1], w_i[1], b_i[1], w_h[1], b_h[1])[::-1]
-    return out
-
-
-# --- forward -----------------------------------------------------------------------------------
-
 
 # Each bidirectional layer with its NumPy cell and gate count.
 BIDIRECTIONAL = {"gru": (recurrent.bidirectional_gru, np_gru, 3), "lstm": (recurrent.bidirectional_lstm, np_lstm, 4)}
+
+
+def _padded_batch(num_gates):
+    return padded_batch(LENGTHS, T, D, H, num_gates)
 
 
 @pytest.fixture(scope="module", params=sorted(BIDIRECTIONAL))
@@ -96,35 +29,38 @@ def bidirectional(request):
     return (jax.jit(layer), cell, *_padded_batch(num_gates))
 
 
+# --- forward -----------------------------------------------------------------------------------
+
+
 def test_bidirectional_layers_match_numpy_loops_on_padded_batch(bidirectional):
     layer, cell, x, mask, params = bidirectional
     out = layer(x, *params, mask=mask)
-    chex.assert_shape(out, (T, B, 2, H))
+    chex.assert_shape(out, (B, T, 2, H))
     np.testing.assert_allclose(out, np_bidirectional(x, mask, params, cell), rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(np.asarray(out)[~mask], 0.0)
     # The backward direction starts at each sequence's own last token: its output there is one
     # step from the zero state.
     w_i, b_i, w_h, b_h = (np.asarray(p, np.float64) for p in params)
     for b, n in enumerate(LENGTHS):
-        first_step = cell(np.asarray(x[n - 1 : n, b], np.float64), w_i[1], b_i[1], w_h[1], b_h[1])[0]
-        np.testing.assert_allclose(out[n - 1, b, 1], first_step, rtol=1e-5, atol=1e-6)
+        first_step = cell(x[b, n - 1 : n], w_i[1], b_i[1], w_h[1], b_h[1])[0]
+        np.testing.assert_allclose(out[b, n - 1, 1], first_step, rtol=1e-5, atol=1e-6)
 
 
 def test_extra_padding_changes_no_valid_output(bidirectional):
     layer, _, x, mask, params = bidirectional
     out = layer(x, *params, mask=mask)
-    longer_x = np.concatenate([x, np.full((3, B, D), -7.0, np.float32)])
-    longer_mask = np.concatenate([mask, np.zeros((3, B), bool)])
+    longer_x = np.concatenate([x, np.full((B, 3, D), -7.0, np.float32)], axis=1)
+    longer_mask = np.concatenate([mask, np.zeros((B, 3), bool)], axis=1)
     longer = layer(longer_x, *params, mask=longer_mask)
-    np.testing.assert_allclose(longer[:T], out, rtol=1e-6, atol=1e-6)
-    np.testing.assert_array_equal(longer[T:], 0.0)
+    np.testing.assert_allclose(longer[:, :T], out, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(longer[:, T:], 0.0)
 
 
 def test_without_mask_pads_are_ordinary_steps(bidirectional):
     layer, cell, x, mask, params = bidirectional
     x = np.where(mask[..., None], x, np.float32(-0.5))
     out = layer(x, *params)
-    everything = np.ones((T, B), bool)
+    everything = np.ones((B, T), bool)
     np.testing.assert_allclose(out, np_bidirectional(x, everything, params, cell), rtol=1e-5, atol=1e-5)
 
 
@@ -132,7 +68,8 @@ def test_without_mask_pads_are_ordinary_steps(bidirectional):
 
 
 def autodiff_gru_scan(input_gates, hidden_kernel, hidden_bias, mask):
-    """The plain scan, differentiated by JAX: the reference for the hand-written VJP."""
+    """The plain scan over input_gates [B, T, 3H], differentiated by JAX: the reference for the
+    hand-written VJP."""
 
     def step(h, inputs):
         gi, valid = inputs
@@ -144,20 +81,27 @@ def autodiff_gru_scan(input_gates, hidden_kernel, hidden_bias, mask):
         valid = valid[:, None]
         return jnp.where(valid, h_new, h), jnp.where(valid, h_new, 0.0)
 
-    return jax.lax.scan(step, jnp.zeros((input_gates.shape[1], H)), (input_gates, mask))[1]
+    time_major = (jnp.swapaxes(input_gates, 0, 1), mask.T)
+    return jnp.swapaxes(jax.lax.scan(step, jnp.zeros((input_gates.shape[0], H)), time_major)[1], 0, 1)
 
 
-def test_gru_scan_gradients_match_autodiff_of_the_plain_scan(data):
-    _, mask, _ = data
+def test_gru_scan_values_and_gradients_match_autodiff_of_the_plain_scan():
+    mask = np.arange(T)[None, :] < LENGTHS[:, None]
     rng = np.random.default_rng(1)
-    input_gates = rng.normal(size=(T, B, 3 * H)).astype(np.float32)
+    input_gates = rng.normal(size=(B, T, 3 * H)).astype(np.float32)
     kernel = rng.normal(scale=0.5, size=(H, 3 * H)).astype(np.float32)
     bias = rng.normal(scale=0.5, size=(3 * H,)).astype(np.float32)
-    weights = rng.normal(size=(T, B, H)).astype(np.float32)
+    weights = rng.normal(size=(B, T, H)).astype(np.float32)
 
     def loss(scan):
         return lambda g, k, b: jnp.sum(weights * jnp.tanh(scan(g, k, b, mask)))
 
+    np.testing.assert_allclose(
+        recurrent.gru_scan(input_gates, kernel, bias, mask),
+        autodiff_gru_scan(input_gates, kernel, bias, mask),
+        rtol=1e-5,
+        atol=1e-6,
+    )
     ours = jax.jit(jax.grad(loss(recurrent.gru_scan), argnums=(0, 1, 2)))(input_gates, kernel, bias)
     reference = jax.jit(jax.grad(loss(autodiff_gru_scan), argnums=(0, 1, 2)))(input_gates, kernel, bias)
     for got, expected in zip(ours, reference):
@@ -180,15 +124,104 @@ def test_bidirectional_gradients_are_finite_and_skip_padding(kind):
     assert all(np.any(np.asarray(d) != 0) for d in dparams)
 
 
-# --- pooling -----------------------------------------------------------------------------------
+# --- final states and pooling over time ----------------------------------------------------------
+
+
+# Sequence 0 is valid at steps 0 and 2 (an interior pad), sequence 1 at step 0, 2 nowhere.
+POOL_MASK = np.array([[1, 0, 1, 0], [1, 0, 0, 0], [0, 0, 0, 0]], bool)
+
+
+def test_last_valid_state():
+    states = np.random.default_rng(8).normal(size=(3, 4, 2)).astype(np.float32)
+    last = recurrent.last_valid_state(states, POOL_MASK)
+    chex.assert_shape(last, (3, 2))
+    np.testing.assert_array_equal(last[0], states[0, 2])
+    np.testing.assert_array_equal(last[1], states[1, 0])
+    np.testing.assert_array_equal(last[2], 0.0)
+    np.testing.assert_array_equal(recurrent.last_valid_state(states), states[:, -1])
+
+
+def test_bidirectional_final_state():
+    states = np.random.default_rng(8).normal(size=(3, 4, 2, 5)).astype(np.float32)
+    mask = np.array([[0, 1, 1, 0], [1, 0, 0, 0], [0, 0, 0, 0]], bool)
+    final = recurrent.bidirectional_final_state(states, mask)
+    chex.assert_shape(final, (3, 10))
+    np.testing.assert_array_equal(final[0], np.concatenate([states[0, 2, 0], states[0, 1, 1]]))
+    np.testing.assert_array_equal(final[1], np.concatenate([states[1, 0, 0], states[1, 0, 1]]))
+    np.testing.assert_array_equal(final[2], 0.0)
+    unmasked = recurrent.bidirectional_final_state(states)
+    np.testing.assert_array_equal(unmasked, np.concatenate([states[:, -1, 0], states[:, 0, 1]], axis=-1))
+
+
+def test_bidirectional_final_state_is_pytorchs_final_hidden_state():
+    """The forward direction's last output and the backward direction's output at the first
+    step are each direction's state after reading its whole sequence."""
+    x, mask, params = _padded_batch(num_gates=3)
+    final = recurrent.bidirectional_final_state(recurrent.bidirectional_gru(x, *params, mask=mask), mask)
+    w_i, b_i, w_h, b_h = (np.asarray(p, np.float64) for p in params)
+    for b, n in enumerate(LENGTHS):
+        forward = np_gru(x[b, :n], w_i[0], b_i[0], w_h[0], b_h[0])[-1]
+        backward = np_gru(x[b, :n][::-1], w_i[1], b_i[1], w_h[1], b_h[1])[-1]
+        np.testing.assert_allclose(final[b], np.concatenate([forward, backward]), rtol=1e-5, atol=1e-6)
 
 
 def test_masked_mean_over_time():
-    rng = np.random.default_rng(2)
-    x = rng.normal(size=(4, 3, 2)).astype(np.float32)
-    mask = np.array([[1, 1, 0], [1, 0, 0], [1, 0, 0], [0, 0, 0]], bool)
-    mean = recurrent.masked_mean_over_time(x, mask)
-    np.testing.assert_allclose(mean[0], x[:3, 0].mean(0), rtol=1e-6)
-    np.testing.assert_allclose(mean[1], x[0, 1], rtol=1e-6)
+    x = np.random.default_rng(2).normal(size=(3, 4, 2)).astype(np.float32)
+    x[~POOL_MASK] = np.nan  # padding never reaches the sum
+    mean = recurrent.masked_mean_over_time(x, POOL_MASK)
+    chex.assert_shape(mean, (3, 2))
+    np.testing.assert_allclose(mean[0], x[0, [0, 2]].mean(0), rtol=1e-6)
+    np.testing.assert_allclose(mean[1], x[1, 0], rtol=1e-6)
     np.testing.assert_array_equal(mean[2], 0.0)
-    np.testing.assert_allclose(recurrent.masked_mean_over_time(x), x.mean(0), rtol=1e-6)
+    x = np.nan_to_num(x)
+    np.testing.assert_allclose(recurrent.masked_mean_over_time(x), x.mean(1), rtol=1e-6)
+
+
+def test_masked_max_over_time():
+    x = -np.abs(np.random.default_rng(9).normal(size=(3, 4, 2))).astype(np.float32) - 1
+    x[~POOL_MASK] = 1e3  # padding never wins
+    maximum = recurrent.masked_max_over_time(x, POOL_MASK)
+    chex.assert_shape(maximum, (3, 2))
+    np.testing.assert_array_equal(maximum[0], x[0, [0, 2]].max(0))
+    np.testing.assert_array_equal(maximum[1], x[1, 0])
+    np.testing.assert_array_equal(maximum[2], 0.0)
+    np.testing.assert_array_equal(recurrent.masked_max_over_time(x), x.max(1))
+
+
+# --- one sequence, extra leading axes, vmap ----------------------------------------------------
+
+
+def _op_calls():
+    """name -> (op taking (x, mask) with its weights bound, x [B, T, ...], mask [B, T])."""
+    x, mask, gru = _padded_batch(num_gates=3)
+    _, _, lstm = _padded_batch(num_gates=4)
+    rng = np.random.default_rng(3)
+    gates = {g: rng.normal(size=(B, T, g * H)).astype(np.float32) for g in (3, 4)}
+    states = rng.normal(size=(B, T, 2, H)).astype(np.float32)
+    return {
+        "gru_scan": (lambda g, m: recurrent.gru_scan(g, gru[2][0], gru[3][0], m), gates[3], mask),
+        "lstm_scan": (lambda g, m: recurrent.lstm_scan(g, lstm[2][0], lstm[3][0], m), gates[4], mask),
+        "bidirectional_gru": (lambda x, m: recurrent.bidirectional_gru(x, *gru, mask=m), x, mask),
+        "bidirectional_lstm": (lambda x, m: recurrent.bidirectional_lstm(x, *lstm, mask=m), x, mask),
+        "last_valid_state": (recurrent.last_valid_state, states[:, :, 0], mask),
+        "bidirectional_final_state": (recurrent.bidirectional_final_state, states, mask),
+        "masked_mean_over_time": (recurrent.masked_mean_over_time, states[:, :, 1], mask),
+        "masked_max_over_time": (recurrent.masked_max_over_time, states[:, :, 1], mask),
+    }
+
+
+OPS = sorted(_op_calls())
+
+
+@pytest.mark.parametrize("name", OPS)
+@pytest.mark.parametrize("masked", [True, False])
+def test_one_sequence_leading_axes_and_vmap_equal_the_batched_call(name, masked):
+    op, x, mask = _op_calls()[name]
+    mask = mask if masked else None
+    call = jax.jit(op)
+    batched = call(x, mask)
+    for b in range(B):
+        np.testing.assert_allclose(call(x[b], None if mask is None else mask[b]), batched[b], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(jax.jit(jax.vmap(op))(x, mask), batched, rtol=1e-6, atol=1e-6)
+    stacked = jax.tree.map(lambda a: np.stack([a, a]), (x, mask))
+    np.testing.assert_allclose(call(*stacked)[1], batched, rtol=1e-6, atol=1e-6)
