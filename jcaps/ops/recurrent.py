@@ -465,7 +465,7 @@ def bidirectional_lstm(
         >>> input_kernel, input_bias = jnp.full((2, D, 4 * H), 0.1), jnp.zeros((2, 4 * H))
         >>> hidden_kernel, hidden_bias = jnp.zeros((2, H, 4 * H)), jnp.zeros((2, 4 * H))
         >>> x = jnp.ones((4, 5, D))  # [B, T, D]
-        >>> mask = jnp.arange(5) < jnp.array([[5], [3], [1], [0]])
+        >>> mask = jnp.arange(5)[None, :] < jnp.array([[5], [3], [1], [0]])
         >>> states = bidirectional_lstm(x, input_kernel, input_bias, hidden_kernel, hidden_bias, mask)
         >>> states.shape  # [B, T, 2, H]
         (4, 5, 2, 2)
