@@ -49,12 +49,23 @@ def sized(config, sizes: str):
     return config
 
 
-def decode_seconds(config, vocab_size: int, batch: int, length: int, decoding: str, repeats: int) -> dict:
+def decoding_model(config, vocab_size: int, decoding: str):
+    """The SGM that `decode_seconds` times and its parameters (from key 0: the same every call)."""
     config.model.decoding = decoding
     model = build_model(config.model, vocab_size, NUM_LABELS)
-    tokens = np.random.default_rng(0).integers(2, vocab_size, size=(batch, length), dtype=np.int32)
-    params = model.init({"params": jax.random.key(0), "dropout": jax.random.key(0)}, tokens[:1, :4],
+    params = model.init({"params": jax.random.key(0), "dropout": jax.random.key(0)}, np.full((1, 4), 2, np.int32),
                         np.full((1, 4), EOS, np.int32))["params"]
+    return model, params
+
+
+def source_tokens(vocab_size: int, batch: int, length: int) -> np.ndarray:
+    """[batch, length] random word ids, no padding: the sources `decode_seconds` decodes."""
+    return np.random.default_rng(0).integers(2, vocab_size, size=(batch, length), dtype=np.int32)
+
+
+def decode_seconds(config, vocab_size: int, batch: int, length: int, decoding: str, repeats: int) -> dict:
+    model, params = decoding_model(config, vocab_size, decoding)
+    tokens = source_tokens(vocab_size, batch, length)
     predict = jax.jit(lambda params, tokens: model.apply({"params": params}, tokens, method="predict"))
     start = time.perf_counter()
     compiled = predict.lower(params, tokens).compile()

@@ -1,7 +1,7 @@
 """jcaps' recurrent layers against PyTorch's stock modules, forward + backward, in one run.
 
     pip install -e ".[compare]"          # torch, for this script only
-    python benchmarks/vs_pytorch.py --out DIR [--repeats 5] [--shapes a,b]
+    python benchmarks/vs_pytorch.py --out DIR [--repeats 5] [--shapes a,b] [--sizes reference|tiny]
 
 Each shape builds the same layer stack both ways, with the same inputs, and times one forward
 pass plus the gradients of sum(outputs * g) (g a fixed random cotangent) with respect to every
@@ -16,11 +16,24 @@ Shapes (batch-first):
     cccapsnet_bigru_64   2-layer bidirectional GRU, hidden 128, input 64, batch 32, length 64
     cccapsnet_bigru_256  the same at length 256
     lstm_320             1-layer LSTM, hidden 320, input 125, batch 64, 100 steps
+    sgm_train_step       SGM at `benchmarks/sgm_speed.py --sizes reference` (3 x 512 BiLSTM
+                         encoder, 3 x 512 decoder, vocabulary 50k, 94 label ids), batch 64,
+                         source 200: one training step (teacher-forced cross-entropy over the
+                         harness's 8 label steps, gradient clipping, Adam)
+    sgm_greedy           the same model's greedy decoding, at most 30 steps
+
+The SGM shapes time on the jcaps side exactly what `benchmarks/sgm_speed.py` times (its
+functions and `benchmarks/throughput.py`'s harness); the PyTorch side is the same model built
+from stock modules (`benchmarks/torch_sgm.py`), fed the same batch, with jcaps' initial
+weights copied in, and eager like the authors' code. `--sizes tiny` runs every shape narrow and
+short (width 32, batch 4, 12 steps; SGM vocabulary 500): a check that both sides run, seconds.
 
 Writes DIR/results.json: {"<shape>": {"jcaps_s", "torch_s", "ratio" (jcaps / torch),
-"jcaps_compile_s", "max_abs_output_difference", ...}, "_run": {threads, versions}}. The
-outputs of both sides are computed from the same weights and compared, so a fast but wrong
-layer shows. Needs no data.
+"jcaps_compile_s", "max_abs_output_difference", ...}, "_run": {threads, versions}}; the SGM
+shapes add both parameter counts, and instead of the output difference the teacher-forced
+logits and losses of both sides on the same weights (train step) or the decoded label sets and
+steps of both (greedy). The outputs of both sides are computed from the same weights and
+compared, so a fast but wrong layer shows. Needs no data.
 """
 
 from __future__ import annotations
@@ -35,8 +48,14 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from sgm_speed import NUM_LABELS, ROOT, decode_seconds, decoding_model, sized, source_tokens
+from throughput import measure, synthetic_batch  # this script's folder is on sys.path
 
+from jcaps.data.vocab import BOS, EOS, NUM_SPECIAL, PAD
+from jcaps.ops.losses import sequence_cross_entropy
 from jcaps.ops.recurrent import bidirectional_gru, bidirectional_lstm, lstm_cell, lstm_scan
+from jcaps.train.config import load
+from jcaps.train.state import parameter_count
 
 
 class Shape(NamedTuple):
@@ -56,6 +75,21 @@ SHAPES = {
     "cccapsnet_bigru_256": Shape("gru", 2, True, 64, 128, 32, 256),
     "lstm_320": Shape("lstm", 1, False, 125, 320, 64, 100),
 }
+
+
+def tiny(shape: Shape) -> Shape:
+    return shape._replace(input_size=16, hidden=32, batch=4, steps=min(shape.steps, 12))
+
+
+class SGMSize(NamedTuple):
+    batch: int
+    length: int
+    vocab_size: int
+    width: int  # embedding, encoder and decoder size; 0: sgm_speed's reference sizes
+
+
+SGM_SHAPES = ("sgm_train_step", "sgm_greedy")
+SGM_SIZES = {"reference": SGMSize(64, 200, 50000, 0), "tiny": SGMSize(4, 12, 500, 32)}
 
 
 def median_seconds(fn, repeats: int, warmup: int = 2) -> float:
@@ -195,32 +229,132 @@ def compare(name: str, shape: Shape, repeats: int) -> dict:
     }
 
 
+def sgm_config(size: SGMSize):
+    """configs/sgm_reuters.py as `benchmarks/sgm_speed.py --sizes reference` runs it, at `size`."""
+    config = sized(load(os.path.join(ROOT, "configs", "sgm_reuters.py")), "reference")
+    if size.width:
+        config.model.embedding_dim = config.model.encoder_dim = config.model.decoder_dim = size.width
+    config.train.batch_size = size.batch
+    return config
+
+
+def torch_sgm_module(config, params):
+    """`benchmarks/torch_sgm.py`'s SGM for `config`, holding the jcaps parameters `params`."""
+    from torch_sgm import TorchSGM, load_jcaps_params
+
+    model = config.model
+    if model.global_embedding or model.label_embedding_dim or model.attention_dim:
+        raise ValueError("the PyTorch SGM has no global embedding and label and attention sizes of their defaults")
+    module = TorchSGM(vocab_size=len(params["encoder"]["embedding"]), num_tokens=NUM_LABELS + NUM_SPECIAL,
+                      embedding_dim=model.embedding_dim, encoder_dim=model.encoder_dim, decoder_dim=model.decoder_dim,
+                      num_layers=model.num_layers, dropout_rate=model.dropout_rate, pad_id=PAD, bos_id=BOS,
+                      eos_id=EOS, num_special=NUM_SPECIAL)
+    load_jcaps_params(module, jax.tree.map(np.asarray, params))
+    return module
+
+
+def compare_sgm(name: str, size: SGMSize, repeats: int) -> dict:
+    """One SGM training step or greedy decoding, jcaps (as sgm_speed.py times it) and PyTorch."""
+    import torch
+
+    config = sgm_config(size)
+    model, params = decoding_model(config, size.vocab_size, "greedy")
+    module = torch_sgm_module(config, params)
+    row = {"batch": size.batch, "length": size.length, "vocab_size": size.vocab_size,
+           "jcaps_parameters": parameter_count(params),
+           "torch_parameters": sum(p.numel() for p in module.parameters())}
+    if row["jcaps_parameters"] != row["torch_parameters"]:
+        raise AssertionError(f"parameter counts differ: {row}")
+
+    if name == "sgm_train_step":
+        # The batch the harness trains on: full-length sources, up to 3 labels + EOS in 8 steps.
+        batch = synthetic_batch(np.random.default_rng(0), config, size.batch, size.length, size.vocab_size, NUM_LABELS)
+        tokens, labels = batch["tokens"], batch["label_sequence"]
+        jcaps = measure(sgm_config(size), size.vocab_size, NUM_LABELS, size.length, repeats)
+        tokens_torch, labels_torch = torch.from_numpy(tokens.astype(np.int64)), torch.from_numpy(labels.astype(np.int64))
+        # The same weights without dropout: teacher-forced logits and loss of both sides.
+        logits = jax.jit(lambda params, tokens, labels: model.apply({"params": params}, tokens, labels)["logits"])(
+            params, tokens, labels)
+        module.eval()
+        with torch.no_grad():
+            torch_logits = module(tokens_torch, labels_torch).numpy()
+            torch_loss = float(module.loss(tokens_torch, labels_torch))
+        module.train()
+        optimizer = torch.optim.Adam(module.parameters(), lr=config.train.learning_rate)
+
+        def torch_step():
+            optimizer.zero_grad(set_to_none=True)
+            loss = module.loss(tokens_torch, labels_torch)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(module.parameters(), config.train.grad_clip_norm)
+            optimizer.step()
+            return loss.item()
+
+        row.update(label_steps=labels.shape[1], jcaps_s=jcaps["train_step_s"], jcaps_compile_s=jcaps["compile_s"],
+                   jcaps_initial_loss=float(jnp.mean(sequence_cross_entropy(logits, jnp.asarray(labels)))),
+                   torch_initial_loss=torch_loss,
+                   max_abs_logit_difference=float(np.max(np.abs(np.asarray(logits) - torch_logits))),
+                   torch_first_train_step_loss=torch_step())
+        row["torch_s"] = median_seconds(torch_step, repeats)
+    else:
+        tokens = source_tokens(size.vocab_size, size.batch, size.length)
+        max_steps = config.model.max_steps
+        jcaps = decode_seconds(sgm_config(size), size.vocab_size, size.batch, size.length, "greedy", repeats)
+        decoded = jax.jit(lambda params, tokens: model.apply({"params": params}, tokens, method="predict"))(
+            params, tokens)
+        module.eval()
+        tokens_torch = torch.from_numpy(tokens.astype(np.int64))
+        emitted, torch_steps = module.greedy(tokens_torch, max_steps)
+        labels = np.asarray(decoded["labels"]).astype(bool)
+        torch_labels = emitted[:, NUM_SPECIAL:].numpy()
+        row.update(max_steps=max_steps, jcaps_s=jcaps["greedy_s"], jcaps_compile_s=jcaps["greedy_compile_s"],
+                   jcaps_decoded_steps=int(np.max(np.sum(np.asarray(decoded["sequence"]) != PAD, axis=1))),
+                   torch_decoded_steps=torch_steps, labels_shape=list(labels.shape),
+                   jcaps_mean_labels=float(labels.sum(1).mean()), torch_mean_labels=float(torch_labels.sum(1).mean()),
+                   same_label_set_fraction=float(np.mean(np.all(labels == torch_labels, axis=1))))
+        row["torch_s"] = median_seconds(lambda: module.greedy(tokens_torch, max_steps), repeats)
+    row["ratio"] = row["jcaps_s"] / row["torch_s"]
+    return row
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--shapes", default=",".join(SHAPES), help="comma-separated names among " + ", ".join(SHAPES))
+    known = (*SHAPES, *SGM_SHAPES)
+    parser.add_argument("--shapes", default=",".join(known), help="comma-separated names among " + ", ".join(known))
+    parser.add_argument("--sizes", choices=tuple(SGM_SIZES), default="reference")
     args = parser.parse_args()
     names = args.shapes.split(",")
-    unknown = sorted(set(names) - set(SHAPES))
+    unknown = sorted(set(names) - set(known))
     if unknown:
-        parser.error(f"--shapes: unknown {', '.join(unknown)}; choose among {', '.join(SHAPES)}")
+        parser.error(f"--shapes: unknown {', '.join(unknown)}; choose among {', '.join(known)}")
     try:
         import torch
     except ImportError:
         parser.error('needs PyTorch: pip install -e ".[compare]"')
     torch.set_num_threads(os.cpu_count())
 
-    results = {"_run": {"threads": os.cpu_count(), "torch": torch.__version__,
-                        "jax": jax.__version__, "backend": jax.default_backend(), "repeats": args.repeats}}
-    for name in names:
-        results[name] = compare(name, SHAPES[name], args.repeats)
-        print(f"{name}: jcaps {results[name]['jcaps_s']:.4f} s, torch {results[name]['torch_s']:.4f} s, "
-              f"ratio {results[name]['ratio']:.2f}, max |output difference| "
-              f"{results[name]['max_abs_output_difference']:.1e}", flush=True)
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump(results, f, indent=2)
+    path = os.path.join(args.out, "results.json")
+    results = {}
+    if os.path.isfile(path):  # shapes measured by an earlier call with other --shapes stay
+        with open(path, encoding="utf-8") as f:
+            results = json.load(f)
+    results["_run"] = {"threads": os.cpu_count(), "torch": torch.__version__, "jax": jax.__version__,
+                       "backend": jax.default_backend(), "repeats": args.repeats, "sizes": args.sizes}
+    for name in names:
+        if name in SGM_SHAPES:
+            row = compare_sgm(name, SGM_SIZES[args.sizes], args.repeats)
+            checks = {key: value for key, value in row.items() if key not in ("jcaps_s", "torch_s", "ratio")}
+        else:
+            row = compare(name, tiny(SHAPES[name]) if args.sizes == "tiny" else SHAPES[name], args.repeats)
+            checks = {"max_abs_output_difference": row["max_abs_output_difference"]}
+        results[name] = row
+        print(f"{name}: jcaps {row['jcaps_s']:.4f} s, torch {row['torch_s']:.4f} s, ratio {row['ratio']:.2f}, "
+              f"{json.dumps(checks)}", flush=True)
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(results, f, indent=2)
 
 
 if __name__ == "__main__":
