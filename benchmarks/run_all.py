@@ -2,20 +2,27 @@
 
     python benchmarks/run_all.py --out OUT [--quick] [--models fasttext_ag_news,...]
 
-For each model of `BENCH` (a config at a realistic shape, random inputs) it measures, through
-the harness `benchmarks/throughput.py`: compile time of the train step, train and eval
-examples/s (median of repeated device-synchronised steps after warm-up), XLA's FLOPs per train
-step and peak memory of the compiled step. In the same run it measures the ceiling: the
-FLOP/s of a float32 2048 x 2048 matmul. It writes
+For each model of `BENCH` (a config at its real workload's shape, random inputs: fastText,
+iCapsNets Short and Long, CCCapsNet, the input-cell LSTM, the dilated FCN, SGM, SGM + GE and
+binary relevance) it measures, through the harness `benchmarks/throughput.py`: compile time of
+the train step, train and eval examples/s (median of repeated device-synchronised steps after
+warm-up), FLOPs per train step and peak memory of the compiled step; for SGM and SGM + GE also
+label-set decoding, greedy and beam search (`predict`, timed as `benchmarks/sgm_speed.py`
+does). FLOPs are counted on the step's jaxpr with every scan body times its length
+(`benchmarks/flops.py`), so `fraction_of_ceiling` is an estimate for the recurrent models too;
+XLA's own count, which sees a loop body once, is kept beside it. In the same run it measures
+the ceiling: the FLOP/s of a float32 2048 x 2048 matmul. It writes
 
     OUT/results.json   {"ceiling_flops", "models": {"<config>": {"compile_s", "train_examples_per_s",
-                        "eval_examples_per_s", "flops_per_step", "fraction_of_ceiling", "peak_bytes", ...}}}
+                        "eval_examples_per_s", "flops_per_step", "xla_flops_per_step",
+                        "fraction_of_ceiling", "peak_bytes", ["greedy_examples_per_s",
+                        "beam_examples_per_s"], ...}}}
     OUT/scaling.json   {"<config>": {"length": {L: examples/s}, "batch": {B: examples/s}}}
     OUT/scaling_length.png, OUT/scaling_batch.png
 
-and prints a Markdown table. XLA counts a while loop's body once, so for models built on a
-scan (the BiGRU, the LSTMs) FLOPs and the fraction of the ceiling are lower bounds. `--quick`
-uses fewer repeats and scaling points. A new model joins with one line in `BENCH`.
+and prints a Markdown table. `--quick` (under 15 minutes on an idle 2-core CPU) times 3 steps
+instead of 10 and adds one point a scaling axis, and none for a model whose train step takes
+longer than `QUICK_SCALING_MAX_STEP_S`. A new model joins with one line in `BENCH`.
 """
 
 from __future__ import annotations
@@ -29,23 +36,33 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from matplotlib.figure import Figure
-from throughput import measure, median_seconds  # this script's folder is on sys.path
+from sgm_speed import decode_seconds  # this script's folder is on sys.path
+from throughput import measure, median_seconds
 
 from jcaps.train.config import load
 
 CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
 
 # name: (config, batch, length, input size: vocabulary or features, classes). Shapes of the
-# models' real workloads: AG News texts, the box data's 100 x 100 series.
+# models' real workloads: AG News texts, the box data's 100 x 100 series, tweets in characters
+# (padded to buckets of up to 160), Reuters stories at the reference's source length 200 with
+# the 90 ModApte topics (label sequences of up to 3 labels + EOS).
 BENCH = {
     "fasttext_ag_news": ("fasttext_ag_news.py", 64, 128, 30000, 4),
     "icapsnet_short_ag_news": ("icapsnet_short_ag_news.py", 64, 128, 30000, 4),
     "icapsnet_long_ag_news": ("icapsnet_long_ag_news.py", 16, 32, 30000, 4),
     "cccapsnet_ag_news": ("cccapsnet_ag_news.py", 32, 64, 62535, 4),
     "input_cell_boxes": ("input_cell_boxes.py", 50, 100, 100, 2),
+    "dilated_fcn_emoji": ("dilated_fcn_emoji.py", 64, 128, 500, 20),
+    "sgm_reuters": ("sgm_reuters.py", 64, 200, 50000, 90),
+    "sgm_ge_reuters": ("sgm_ge_reuters.py", 64, 200, 50000, 90),
+    "br_reuters": ("br_reuters.py", 64, 200, 50000, 90),
 }
 SCALING = {"length": (32, 64, 128, 256), "batch": (8, 32, 128)}
-QUICK_SCALING = {"length": (32, 128), "batch": (8, 64)}
+QUICK_SCALING = {"length": (32,), "batch": (8,)}
+# --quick measures no scaling points for a model whose train step is slower than this: each
+# point is one more compile and a dozen steps.
+QUICK_SCALING_MAX_STEP_S = 0.3
 
 
 def matmul_ceiling(size: int = 2048, repeats: int = 10) -> float:
@@ -63,15 +80,23 @@ def bench_config(name: str, batch: int):
     return config
 
 
-def run_model(name: str, ceiling: float, repeats: int, scaling: dict) -> tuple[dict, dict]:
+def run_model(name: str, ceiling: float, repeats: int, quick: bool) -> tuple[dict, dict]:
     _, batch, length, input_size, num_classes = BENCH[name]
-    result = measure(bench_config(name, batch), input_size, num_classes, length, repeats)
+    config = bench_config(name, batch)
+    result = measure(config, input_size, num_classes, length, repeats)
     result["fraction_of_ceiling"] = result["flops_per_step"] / result["train_step_s"] / ceiling
-    curves = {"length": {}, "batch": {}}
-    for point in scaling["length"]:
+    if config.model.name == "sgm":
+        for decoding in ("greedy", "beam"):
+            result.update(decode_seconds(config, input_size, batch, length, decoding, repeats))
+    # The measured shape is a point of both curves.
+    curves = {"length": {length: result["train_examples_per_s"]}, "batch": {batch: result["train_examples_per_s"]}}
+    scaling = SCALING
+    if quick:
+        scaling = QUICK_SCALING if result["train_step_s"] <= QUICK_SCALING_MAX_STEP_S else {"length": (), "batch": ()}
+    for point in (p for p in scaling["length"] if p != length):
         curves["length"][point] = measure(bench_config(name, batch), input_size, num_classes, point, repeats)[
             "train_examples_per_s"]
-    for point in scaling["batch"]:
+    for point in (p for p in scaling["batch"] if p != batch):
         curves["batch"][point] = measure(bench_config(name, point), input_size, num_classes, length, repeats)[
             "train_examples_per_s"]
     return result, curves
@@ -95,14 +120,20 @@ def markdown(results: dict) -> str:
     lines = [
         f"Ceiling: float32 2048x2048 matmul at {results['ceiling_flops'] / 1e9:.1f} GFLOP/s on {results['device']}.",
         "",
-        "| model | batch x length | compile s | train ex/s | eval ex/s | GFLOP/step | achieved GFLOP/s | of ceiling | peak MB |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "GFLOP/step counts every scan step (benchmarks/flops.py); XLA's count, a loop body once, beside it.",
+        "",
+        ("| model | batch x length | compile s | train ex/s | eval ex/s | greedy ex/s | beam ex/s | GFLOP/step "
+         "| XLA GFLOP/step | achieved GFLOP/s | of ceiling | peak MB |"),
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name, r in results["models"].items():
         achieved = r["flops_per_step"] / r["train_step_s"]
+        decoding = " | ".join(f"{r[key]:.0f}" if key in r else "-"
+                              for key in ("greedy_examples_per_s", "beam_examples_per_s"))
         lines.append(
             f"| {name} | {r['batch_size']} x {r['length']} | {r['compile_s']:.1f} | {r['train_examples_per_s']:.0f} | "
-            f"{r['eval_examples_per_s']:.0f} | {r['flops_per_step'] / 1e9:.3f} | {achieved / 1e9:.2f} | "
+            f"{r['eval_examples_per_s']:.0f} | {decoding} | {r['flops_per_step'] / 1e9:.3f} | "
+            f"{r['xla_flops_per_step'] / 1e9:.3f} | {achieved / 1e9:.2f} | "
             f"{100 * r['fraction_of_ceiling']:.1f} % | {r['peak_bytes'] / 2**20:.0f} |"
         )
     return "\n".join(lines) + "\n"
@@ -125,8 +156,9 @@ def main():
     results = {"ceiling_flops": ceiling, "device": jax.devices()[0].device_kind, "quick": args.quick, "models": {}}
     scaling = {}
     for name in names:
-        results["models"][name], scaling[name] = run_model(name, ceiling, repeats, QUICK_SCALING if args.quick else SCALING)
-        print(f"{name}: {results['models'][name]['train_examples_per_s']:.0f} train examples/s", flush=True)
+        results["models"][name], scaling[name] = run_model(name, ceiling, repeats, args.quick)
+        print(f"{name}: {results['models'][name]['train_examples_per_s']:.0f} train examples/s "
+              f"({time.perf_counter() - start:.0f} s so far)", flush=True)
         results["seconds"] = time.perf_counter() - start
         with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
             json.dump(results, f, indent=2)

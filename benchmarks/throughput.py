@@ -20,6 +20,7 @@ import time
 
 import jax
 import numpy as np
+from flops import count_flops  # this script's folder is on sys.path
 
 from jcaps.data.datasets import is_series
 from jcaps.data.vocab import EOS, NUM_SPECIAL
@@ -104,11 +105,15 @@ def measure(config, vocab_size: int, num_classes: int, length: int, repeats: int
     train_s = median_seconds(one_train_step, repeats)
     eval_s = median_seconds(lambda: evaluate(holder["state"], batch), repeats)
     memory = compiled_train.memory_analysis()
+    flops = count_flops(train, state, batch)
     return {
         "compile_s": compile_s,
-        # XLA's cost analysis of the compiled train step; it counts a while loop's body once,
-        # so for scan-based models (GRU, LSTM) this is a lower bound.
-        "flops_per_step": float(_cost(compiled_train).get("flops", 0.0)),
+        # Counted on the step's jaxpr, every scan body times its length (benchmarks/flops.py);
+        # XLA's cost analysis of the compiled step, beside it, counts a loop's body once.
+        "flops_per_step": flops.total,
+        "matmul_flops_per_step": flops.matmul,
+        "while_loops_counted_once": flops.while_loops_counted_once,
+        "xla_flops_per_step": float(_cost(compiled_train).get("flops", 0.0)),
         "peak_bytes": int(memory.argument_size_in_bytes + memory.output_size_in_bytes + memory.temp_size_in_bytes),
         "train_step_s": train_s,
         "eval_step_s": eval_s,
