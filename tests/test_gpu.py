@@ -7,6 +7,7 @@ import pytest
 
 from jcaps.models.input_cell_lstm import InputCellLSTM
 from jcaps.ops.attention import causal_softmax_pool, causal_softmax_pool_quadratic
+from tests.models.test_rnn_impl import LSTMStack, assert_impls_agree, mixed_length_batch
 
 pytestmark = pytest.mark.gpu
 
@@ -37,3 +38,17 @@ def test_input_cell_batch_50_at_length_1000_trains_on_the_gpu():
 
     value, grads = loss_and_grad(params)
     assert np.isfinite(value) and all(np.isfinite(g).all() for g in jax.tree.leaves(grads))
+
+
+@pytest.mark.parametrize("num_directions", [1, 2])
+@pytest.mark.parametrize("num_layers", [1, 2])
+def test_cudnn_lstm_matches_the_scan(num_directions, num_layers):
+    # tests/models/test_rnn_impl.py runs the same comparison with JAX's reference kernel.
+    x, mask = mixed_length_batch()
+    model = LSTMStack(num_directions, num_layers, "cudnn")
+    params = model.init(jax.random.key(0), x, mask)["params"]
+    jaxpr = str(jax.make_jaxpr(lambda p: model.apply({"params": p}, x, mask))(params))
+    assert "rnn_fwd" in jaxpr  # cuDNN's kernel, not the fallback
+    # Full float32 on both sides (no TF32 in cuDNN's or XLA's matmuls).
+    with jax.default_matmul_precision("float32"):
+        assert_impls_agree(num_directions, num_layers, rtol=1e-4, atol=1e-5)

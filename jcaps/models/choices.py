@@ -8,3 +8,6 @@ This module imports nothing, so a config loads without Flax or any model.
 DILATED_FCN_ATTENTIONS = ("none", "dot", "dot8", "simplified", "local", "simplified8", "local8")
 # model.variant of input_cell_lstm: the input-cell attention LSTM or one of its baselines.
 INPUT_CELL_LSTM_VARIANTS = ("input_cell", "lstm", "lstm_maxpool", "lstm_meanpool", "lstm_self_attention", "bilstm")
+# model.rnn_impl of sgm, br and input_cell_lstm: how their LSTM layers run, `lax.scan` or cuDNN's
+# fused LSTM (`jcaps.models.cudnn_lstm`; on a GPU only, the scan elsewhere).
+RNN_IMPLS = ("scan", "cudnn")

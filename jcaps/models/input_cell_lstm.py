@@ -64,6 +64,7 @@ class InputCellLSTM(nn.Module):
         causal_pool: "linear" (the streaming O(T) scan) or "quadratic" (the [B, r, T, T] masked
             softmax of the equations as written; same values, for benchmarks and checks).
         dtype: activation dtype; parameters are float32.
+        rnn_impl: how the LSTM layer runs, "scan" or "cudnn" (`RecurrentLayer`).
     """
 
     num_classes: int
@@ -74,6 +75,7 @@ class InputCellLSTM(nn.Module):
     dropout_rate: float = 0.1
     causal_pool: str = "linear"
     dtype: Any = jnp.float32
+    rnn_impl: str = "scan"
 
     def __post_init__(self):
         if self.variant not in INPUT_CELL_LSTM_VARIANTS:
@@ -104,7 +106,7 @@ class InputCellLSTM(nn.Module):
         lstm_inputs = nn.Dropout(self.dropout_rate, deterministic=not train)(lstm_inputs)
 
         directions = 2 if self.variant == "bilstm" else 1
-        lstm = RecurrentLayer("lstm", self.hidden_dim, directions, self.dtype, name="lstm")
+        lstm = RecurrentLayer("lstm", self.hidden_dim, directions, self.dtype, self.rnn_impl, name="lstm")
         states = lstm(lstm_inputs, mask)  # [B, T, directions, H]
         forward = states[..., 0, :]
         if self.variant in ("input_cell", "lstm"):

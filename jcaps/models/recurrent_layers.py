@@ -1,5 +1,6 @@
 """The recurrent layer of the models: a GRU or an LSTM, one or two directions, with PyTorch's
-parameters and initialisation, over the scans of `jcaps.ops.recurrent`."""
+parameters and initialisation, over the scans of `jcaps.ops.recurrent` (an LSTM also through
+cuDNN, `jcaps.models.cudnn_lstm`)."""
 
 from typing import Any
 
@@ -7,6 +8,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from jcaps.models.choices import RNN_IMPLS
+from jcaps.models.cudnn_lstm import cudnn_lstm_layer, cudnn_unavailable, warn_scan_fallback
 from jcaps.models.initializers import uniform
 from jcaps.ops.recurrent import bidirectional_gru, bidirectional_lstm, gru_scan, lstm_scan
 
@@ -27,12 +30,23 @@ class RecurrentLayer(nn.Module):
         hidden_dim: H.
         num_directions: K, 1 (forward) or 2 (forward and backward).
         dtype: activation dtype; parameters are float32.
+        rnn_impl: "scan" (`jcaps.ops.recurrent`) or, for an LSTM, "cudnn": cuDNN's fused
+            kernel on a GPU with float32 activations, the scan elsewhere (one warning). Same
+            parameters and values; cuDNN needs prefix masks (trailing pads) and no `vmap`.
     """
 
     cell: str
     hidden_dim: int
     num_directions: int = 2
     dtype: Any = jnp.float32
+    rnn_impl: str = "scan"
+
+    def __post_init__(self):
+        if self.rnn_impl not in RNN_IMPLS:
+            raise ValueError(f"rnn_impl must be one of {RNN_IMPLS}, got {self.rnn_impl!r}")
+        if self.rnn_impl == "cudnn" and self.cell != "lstm":
+            raise ValueError(f"rnn_impl='cudnn' runs LSTM layers only, not {self.cell!r}")
+        super().__post_init__()
 
     @nn.compact
     def __call__(self, x: jax.Array, mask: jax.Array | None) -> jax.Array:
@@ -50,6 +64,11 @@ class RecurrentLayer(nn.Module):
         ]
         x = x.astype(self.dtype)
         input_kernel, input_bias, hidden_kernel, hidden_bias = (w.astype(self.dtype) for w in weights)
+        if self.rnn_impl == "cudnn":
+            reason = cudnn_unavailable(self.dtype)
+            if reason is None:
+                return cudnn_lstm_layer(x, mask, input_kernel, input_bias, hidden_kernel, hidden_bias)
+            warn_scan_fallback(reason)
         if directions == 2:
             return bidirectional(x, input_kernel, input_bias, hidden_kernel, hidden_bias, mask=mask)
         input_gates = x @ input_kernel[0]

@@ -103,6 +103,7 @@ class BiLSTMEncoder(nn.Module):
         num_layers: BiLSTM layers.
         dropout_rate: on the embeddings and between layers.
         dtype: activation dtype; parameters are float32.
+        rnn_impl: how the LSTM layers run, "scan" or "cudnn" (`RecurrentLayer`).
     """
 
     vocab_size: int
@@ -111,6 +112,7 @@ class BiLSTMEncoder(nn.Module):
     num_layers: int = 2
     dropout_rate: float = 0.5
     dtype: Any = jnp.float32
+    rnn_impl: str = "scan"
 
     @nn.compact
     def __call__(
@@ -128,7 +130,9 @@ class BiLSTMEncoder(nn.Module):
             # Dropout on the embeddings, then (PyTorch's nn.LSTM dropout) on every layer's
             # output but the last; a layer reads both directions of the one below concatenated.
             x = nn.Dropout(self.dropout_rate, deterministic=not train)(x)
-            states = RecurrentLayer("lstm", self.hidden_dim, dtype=self.dtype, name=f"layer_{layer}")(x, mask)
+            states = RecurrentLayer(
+                "lstm", self.hidden_dim, dtype=self.dtype, rnn_impl=self.rnn_impl, name=f"layer_{layer}"
+            )(x, mask)
             x = states.reshape(states.shape[:-2] + (-1,))
         return x, mask, bidirectional_final_state(states, mask), words
 
@@ -142,6 +146,7 @@ def _encoder(model) -> BiLSTMEncoder:
         model.num_layers,
         model.dropout_rate,
         model.dtype,
+        model.rnn_impl,
         name="encoder",
     )
 
@@ -168,6 +173,7 @@ class SGM(nn.Module):
         max_steps: most decoded tokens per example, EOS included.
         length_penalty: exponent of the length normalisation of the final beam choice.
         dtype: activation dtype; parameters are float32, masked logits float32.
+        rnn_impl: how the encoder's LSTM layers run, "scan" or "cudnn" (`RecurrentLayer`).
     """
 
     vocab_size: int
@@ -188,6 +194,7 @@ class SGM(nn.Module):
     max_steps: int = 30
     length_penalty: float = 0.0
     dtype: Any = jnp.float32
+    rnn_impl: str = "scan"
 
     def __post_init__(self):
         if self.decoding not in DECODINGS:
@@ -418,6 +425,7 @@ class BinaryRelevance(nn.Module):
         dropout_rate: dropout in the encoder and on the pooled vector.
         pool: "max" or "mean" over the valid steps.
         dtype: activation dtype; parameters are float32.
+        rnn_impl: how the encoder's LSTM layers run, "scan" or "cudnn" (`RecurrentLayer`).
     """
 
     vocab_size: int
@@ -428,6 +436,7 @@ class BinaryRelevance(nn.Module):
     dropout_rate: float = 0.5
     pool: str = "max"
     dtype: Any = jnp.float32
+    rnn_impl: str = "scan"
 
     def __post_init__(self):
         if self.pool not in POOLS:

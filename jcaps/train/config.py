@@ -19,6 +19,7 @@ import ml_collections
 
 from jcaps.data import choices
 from jcaps.errors import ConfigError
+from jcaps.models.choices import RNN_IMPLS
 
 # The values of the enumerated `train.*` keys (`jcaps.train.optim`, `jcaps.train.progress` and
 # the training loop act on them); the `data.*` ones are in `jcaps.data.choices`.
@@ -32,6 +33,7 @@ PARAM_GROUP_KEYS = ("learning_rate", "weight_decay")
 # Keys that may change between a run and its resumption: they change neither the shapes of
 # the saved state nor the data order. Everything else must match the workdir's config.
 RESUMABLE_KEYS = (
+    "model.rnn_impl",
     "data.dir",
     "data.cache_dir",
     "train.num_epochs",
@@ -224,9 +226,10 @@ def _param_groups(groups) -> None:
 
 
 def validate(config: ml_collections.ConfigDict, models: Collection[str] | None = None) -> None:
-    """Checks the type and range of every shared key (and `model.threshold` where present), and
-    that `model.name` is among `models` when given; raises `ConfigError` naming the key and its
-    value. Run before any data is read, so a bad value costs seconds, not a data preparation."""
+    """Checks the type and range of every shared key (and `model.threshold` and `model.rnn_impl`
+    where present), and that `model.name` is among `models` when given; raises `ConfigError`
+    naming the key and its value. Run before any data is read, so a bad value costs seconds, not
+    a data preparation."""
     from jcaps.data.boxes import BOX_NAMES  # NumPy only
     from jcaps.data.tokenizers import TOKENIZERS  # the standard library only
 
@@ -238,6 +241,8 @@ def validate(config: ml_collections.ConfigDict, models: Collection[str] | None =
         raise ConfigError(f"model.name must be one of {', '.join(sorted(models))}, not {model.name!r}")
     if "threshold" in model:
         _number("model.threshold", model.threshold, 0.0, 1.0, open_low=True, open_high=True)
+    if "rnn_impl" in model:
+        _one_of("model.rnn_impl", model.rnn_impl, RNN_IMPLS)
 
     # data: a series config (`series_config()`) has `data.normalize`; a text config does not.
     is_series = "normalize" in data

@@ -84,6 +84,7 @@ def reuters_config(model_name: str, *, num_epochs: int, smoke: bool) -> ml_colle
         encoder_dim=128,
         num_layers=1,
         dropout_rate=0.3,
+        rnn_impl="scan",  # or 'cudnn' on a GPU (README, "Configs")
     )
     config.data.update(
         name="",
@@ -139,6 +140,7 @@ def input_cell_lstm_config(arg: str, *, data_format: str, num_epochs: int, valid
     model.num_hops = 20  # [ref]
     model.attention_dim = 50  # [ref]
     model.dropout_rate = 0.1  # [ref]
+    model.rnn_impl = "scan"  # or 'cudnn' on a GPU (README, "Configs")
     data = config.data
     data.format = data_format
     data.normalize = "feature"
