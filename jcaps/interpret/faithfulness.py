@@ -52,7 +52,7 @@ def ranks(scores: jax.Array, mask: jax.Array) -> jax.Array:
 def top_fraction(rank: jax.Array, mask: jax.Array, fraction: jax.Array, at_least_one: bool) -> jax.Array:
     """[B, T] True at the top ceil(fraction * N) real tokens of each example (N its real count;
     at least one when `at_least_one` and N > 0)."""
-    count = jnp.ceil(fraction * jnp.sum(mask, axis=-1) - 1e-6)
+    count = jnp.ceil(fraction * jnp.sum(mask, axis=-1, dtype=jnp.float32) - 1e-6).astype(rank.dtype)
     if at_least_one:
         count = jnp.maximum(count, 1)
     return (rank < count[:, None]) & mask

@@ -165,7 +165,7 @@ def mean_path_gradient(
     is_step = step_index < n_steps
     # Padded steps reuse the last real alpha, not an arbitrary one: their gradient is then finite
     # whenever the real ones are, and masking them out cannot turn an inf into a NaN.
-    alphas = ((jnp.minimum(step_index, n_steps - 1) + 0.5) / n_steps).astype(x.dtype)
+    alphas = ((jnp.minimum(step_index, n_steps - 1).astype(jnp.float32) + 0.5) / n_steps).astype(x.dtype)
     point_shape = (steps_per_chunk,) + (1,) * x.ndim
     chunk_targets = jnp.tile(targets, steps_per_chunk)
 

@@ -42,7 +42,7 @@ def parse_argument(arg: str, *choices: Collection[str], repeatable: Collection[s
         accepted = [repr(SMOKE)] + [f"at most one of ({', '.join(c)})" for c in choices]
         if repeatable:
             accepted.append(f"any of ({', '.join(repeatable)})")
-        raise ValueError(f"config argument {arg!r}: expected '' or comma-separated names: {', '.join(accepted)}")
+        raise ValueError(f"unknown config argument {arg!r}; expected '' or comma-separated names: {', '.join(accepted)}")
     return ConfigArgument(smoke=SMOKE in arg.split(","), names=names)
 
 

@@ -17,7 +17,8 @@ WEIGHTS = jnp.asarray(RNG.normal(size=(T, D, C)), jnp.float32)
 
 
 def tiled_mask(e):
-    return jnp.tile(MASK, (e.shape[0] // B, 1))
+    """MASK for a stack of copies of the batch, as e's dtype (it multiplies e)."""
+    return jnp.tile(MASK, (e.shape[0] // B, 1)).astype(e.dtype)
 
 
 def linear(e):

@@ -89,7 +89,7 @@ def test_a_model_that_reads_one_token_id_is_explained_by_that_token():
     mask = tokens > 0
 
     def logits(e, ids):
-        reads = (ids == 7)[..., None] * e
+        reads = (ids == 7)[..., None].astype(e.dtype) * e
         z = 10 * jnp.einsum("btd,d->b", reads, w) - 5
         return jnp.stack([z, -z], axis=-1) / 2  # softmax of (z/2, -z/2) = (sigmoid(z), 1 - sigmoid(z))
 

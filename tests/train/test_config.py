@@ -274,9 +274,9 @@ def test_a_config_argument_names_smoke_and_at_most_one_name_of_each_choice():
     assert not plain.smoke and plain.choice(boxes, "earlier") == "earlier"
     assert parse_argument("k+1,dynamic,k+2", repeatable=("dynamic", "k+1", "k+2")).names == ("k+1", "dynamic", "k+2")
     for bad in ("lstm,bilstm", "middle,earlier", "smoke,late"):
-        with pytest.raises(ValueError, match=rf"^config argument '{bad}': expected '' or comma-separated names: "
+        with pytest.raises(ValueError, match=rf"^unknown config argument '{bad}'; expected '' or comma-separated names: "
                                              r"'smoke', at most one of \(earlier, middle\), at most one of "
                                              r"\(lstm, bilstm\)$"):
             parse_argument(bad, boxes, variants)
-    with pytest.raises(ValueError, match=r"^config argument 'large': expected '' or comma-separated names: 'smoke'$"):
+    with pytest.raises(ValueError, match=r"^unknown config argument 'large'; expected '' or comma-separated names: 'smoke'$"):
         load(os.path.join(ROOT, "configs", "fasttext_ag_news.py:large"))
