@@ -20,13 +20,12 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import os
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from throughput import median_seconds  # this script's folder is on sys.path
+from throughput import median_seconds, write_results  # this script's folder is on sys.path
 
 from jcaps.models.cudnn_lstm import cudnn_unavailable
 from jcaps.models.sgm import BiLSTMEncoder
@@ -78,9 +77,7 @@ def main():
         max_abs_output_difference=float(np.max(np.abs(outputs["scan"] - outputs["cudnn"]))),
         device=jax.devices()[0].device_kind,
     )
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
-        json.dump(results, f, indent=2)
+    write_results(args.out, results)
     print(json.dumps(results, indent=2))
 
 

@@ -26,7 +26,7 @@ import time
 
 import jax
 import numpy as np
-from throughput import measure, median_seconds  # this script's folder is on sys.path
+from throughput import earlier_results, measure, median_seconds, write_results  # the script's folder is on sys.path
 
 from jcaps.data.vocab import EOS
 from jcaps.train.config import load
@@ -87,12 +87,7 @@ def main():
     parser.add_argument("--models", default="sgm,sgm_ge,br")
     args = parser.parse_args()
     files = {"sgm": "sgm_reuters.py", "sgm_ge": "sgm_ge_reuters.py", "br": "br_reuters.py"}
-    os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, "results.json")
-    results = {}
-    if os.path.isfile(path):  # models measured by an earlier call with other --models stay
-        with open(path, encoding="utf-8") as f:
-            results = json.load(f)
+    results = earlier_results(args.out)  # models measured by a call with other --models stay
     for name in args.models.split(","):
         config = sized(load(os.path.join(ROOT, "configs", files[name])), args.sizes)
         config.train.batch_size = args.batch
@@ -108,8 +103,7 @@ def main():
             row["reference"] = REFERENCE
         results[name] = row
         print(f"{name}: {json.dumps(row)}", flush=True)
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(results, f, indent=2)
+        write_results(args.out, results)
 
 
 if __name__ == "__main__":

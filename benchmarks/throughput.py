@@ -62,6 +62,23 @@ def synthetic_batch(rng: np.random.Generator, config, batch_size: int, length: i
     return batch
 
 
+def earlier_results(out: str) -> dict:
+    """OUT/results.json of an earlier call, so that rows measured then (other models, other
+    shapes) stay beside the new ones; {} when there is none."""
+    path = os.path.join(out, "results.json")
+    if not os.path.isfile(path):
+        return {}
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def write_results(out: str, results: dict) -> None:
+    """OUT/results.json, written again after every row so an interrupted run keeps its rows."""
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
+        json.dump(results, f, indent=2)
+
+
 def median_seconds(fn, repeats: int, warmup: int = 2) -> float:
     for _ in range(warmup):
         jax.block_until_ready(fn())
@@ -141,9 +158,7 @@ def main():
     config = load(args.config)
     results = {"config": args.config}
     results.update(measure(config, args.vocab_size, args.num_classes, args.length or config.data.max_len, args.repeats))
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
-        json.dump(results, f, indent=2)
+    write_results(args.out, results)
     print(json.dumps(results, indent=2))
 
 

@@ -49,7 +49,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from sgm_speed import NUM_LABELS, ROOT, decode_seconds, decoding_model, sized, source_tokens
-from throughput import measure, synthetic_batch  # this script's folder is on sys.path
+from throughput import earlier_results, measure, synthetic_batch, write_results  # the script's folder is on sys.path
 
 from jcaps.data.vocab import BOS, EOS, NUM_SPECIAL, PAD
 from jcaps.ops.losses import sequence_cross_entropy
@@ -335,12 +335,7 @@ def main() -> None:
         parser.error('needs PyTorch: pip install -e ".[compare]"')
     torch.set_num_threads(os.cpu_count())
 
-    os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, "results.json")
-    results = {}
-    if os.path.isfile(path):  # shapes measured by an earlier call with other --shapes stay
-        with open(path, encoding="utf-8") as f:
-            results = json.load(f)
+    results = earlier_results(args.out)  # shapes measured by a call with other --shapes stay
     results["_run"] = {"threads": os.cpu_count(), "torch": torch.__version__, "jax": jax.__version__,
                        "backend": jax.default_backend(), "repeats": args.repeats, "sizes": args.sizes}
     for name in names:
@@ -353,8 +348,7 @@ def main() -> None:
         results[name] = row
         print(f"{name}: jcaps {row['jcaps_s']:.4f} s, torch {row['torch_s']:.4f} s, ratio {row['ratio']:.2f}, "
               f"{json.dumps(checks)}", flush=True)
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(results, f, indent=2)
+        write_results(args.out, results)
 
 
 if __name__ == "__main__":
