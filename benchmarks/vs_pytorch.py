@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import time
 from typing import NamedTuple
 
@@ -49,7 +48,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from sgm_speed import NUM_LABELS, ROOT, decode_seconds, decoding_model, sized, source_tokens
-from throughput import earlier_results, measure, synthetic_batch, write_results  # the script's folder is on sys.path
+from throughput import (  # the script's folder is on sys.path
+    earlier_results,
+    measure,
+    median_seconds,
+    synthetic_batch,
+    write_results,
+)
 
 from jcaps.data.vocab import BOS, EOS, NUM_SPECIAL, PAD
 from jcaps.ops.losses import sequence_cross_entropy
@@ -90,17 +95,6 @@ class SGMSize(NamedTuple):
 
 SGM_SHAPES = ("sgm_train_step", "sgm_greedy")
 SGM_SIZES = {"reference": SGMSize(64, 200, 50000, 0), "tiny": SGMSize(4, 12, 500, 32)}
-
-
-def median_seconds(fn, repeats: int, warmup: int = 2) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def torch_module(shape: Shape, torch):
@@ -204,7 +198,7 @@ def compare(name: str, shape: Shape, repeats: int) -> dict:
     compiled = step.lower(layers, x).compile()
     compile_s = time.perf_counter() - start
     (_, jcaps_out), _ = compiled(layers, x)
-    jcaps_s = median_seconds(lambda: jax.block_until_ready(compiled(layers, x)), repeats)
+    jcaps_s = median_seconds(lambda: compiled(layers, x), repeats)
 
     # PyTorch: eager forward + backward.
     x_torch = torch.from_numpy(x_np).requires_grad_(True)
