@@ -149,3 +149,24 @@ def data_location_overrides() -> dict[str, str]:
     """{key: value} of the data-location flags given on the command line."""
     values = {key: flags.FLAGS[f"config.data.{key}"].value for key in DATA_LOCATION_KEYS}
     return {key: value for key, value in values.items() if value is not None}
+
+
+# The model keys a command that scores a trained workdir may change: they turn the model's scores
+# into a label set (SGM's search, binary relevance's threshold), without touching its parameters,
+# so settings like these can be chosen on validation data after training.
+DECODING_KEYS = {"decoding": flags.DEFINE_string, "beam_size": flags.DEFINE_integer,
+                 "max_steps": flags.DEFINE_integer, "length_penalty": flags.DEFINE_float,
+                 "threshold": flags.DEFINE_float}
+
+
+def define_decoding_flags() -> None:
+    """`--config.model.KEY` for each of `DECODING_KEYS`, for evaluate."""
+    for key, define in DECODING_KEYS.items():
+        define(f"config.model.{key}", None, f"Score with this model.{key} instead of the workdir's "
+                                            "(a decoding setting; the parameters are the same).")
+
+
+def decoding_overrides() -> dict:
+    """{key: value} of the decoding flags given on the command line."""
+    values = {key: flags.FLAGS[f"config.model.{key}"].value for key in DECODING_KEYS}
+    return {key: value for key, value in values.items() if value is not None}

@@ -1,4 +1,5 @@
-"""`python -m jcaps.evaluate --workdir W [--split test] [--config.data.dir=D] [--config.data.cache_dir=C]`.
+"""`python -m jcaps.evaluate --workdir W [--split test] [--config.data.dir=D] [--config.data.cache_dir=C]
+[--config.model.KEY=VALUE ...]`.
 
 Prints the metrics of a trained workdir on one split as one JSON object, with which parameters
 were scored: `parameters` is "best" (those of the best validation evaluation, which training
@@ -7,6 +8,13 @@ step they come from and `last_step` the step of the last checkpoint.
 
 The data is read from where the workdir's config says; `--config.data.dir` and
 `--config.data.cache_dir` (the spellings train.py takes) point at it after it moved.
+
+Decoding settings (`cli.DECODING_KEYS`: SGM's `decoding`, `beam_size`, `max_steps`,
+`length_penalty`; binary relevance's `threshold`) may be changed for the evaluation, so that they
+can be chosen on the validation split after training; the output then lists them under
+`model_overrides`. Example:
+
+    python -m jcaps.evaluate --workdir W --split validation --config.model.length_penalty=1.0
 """
 
 from __future__ import annotations
@@ -21,9 +29,11 @@ from jcaps.errors import UserError
 FLAGS = flags.FLAGS
 
 
-def evaluate(workdir: str, split: str = "test", data_overrides: dict | None = None) -> dict:
+def evaluate(workdir: str, split: str = "test", data_overrides: dict | None = None,
+             model_overrides: dict | None = None) -> dict:
     """`{"split", "selected_step", "parameters", "last_step", **metrics}` of `workdir` on `split`.
-    `data_overrides`: `data.*` keys of the workdir's config to change (`cli.DATA_LOCATION_KEYS`)."""
+    `data_overrides`: `data.*` keys of the workdir's config to change (`cli.DATA_LOCATION_KEYS`);
+    `model_overrides`: `model.*` decoding keys to change (`cli.DECODING_KEYS`)."""
     from jcaps.train import mesh as mesh_lib
     from jcaps.train.evaluation import evaluate_split
     from jcaps.train.steps import compile_steps
@@ -33,7 +43,11 @@ def evaluate(workdir: str, split: str = "test", data_overrides: dict | None = No
         if key not in cli.DATA_LOCATION_KEYS:
             raise UserError(f"--config.data.{key}: evaluate changes only {', '.join(cli.DATA_LOCATION_KEYS)} "
                             "of config.data")
-    trained = load_trained(workdir, with_data=True, data_overrides=data_overrides)
+    for key in model_overrides or {}:
+        if key not in cli.DECODING_KEYS:
+            raise UserError(f"--config.model.{key}: evaluate changes only the decoding keys "
+                            f"{', '.join(cli.DECODING_KEYS)} of config.model")
+    trained = load_trained(workdir, with_data=True, data_overrides=data_overrides, model_overrides=model_overrides)
     use_compilation_cache(trained.config)
     if split not in trained.dataset.splits:
         raise UserError(f"--split: no split {split!r}; the dataset has {', '.join(trained.dataset.splits)}")
@@ -43,12 +57,13 @@ def evaluate(workdir: str, split: str = "test", data_overrides: dict | None = No
     _, eval_fn = compile_steps(trained.config, trained.family, trained.dataset.num_classes, mesh)
     batch_size = trained.config.train.eval_batch_size or trained.config.train.batch_size
     metrics = evaluate_split(eval_fn, trained.eval_state(), trained.dataset, split, batch_size, mesh)
-    return {"split": split, **trained.selection, **metrics}
+    overrides = {"model_overrides": dict(model_overrides)} if model_overrides else {}
+    return {"split": split, **trained.selection, **overrides, **metrics}
 
 
 def main(argv):
     del argv
-    print(json.dumps(evaluate(FLAGS.workdir, FLAGS.split, cli.data_location_overrides())))
+    print(json.dumps(evaluate(FLAGS.workdir, FLAGS.split, cli.data_location_overrides(), cli.decoding_overrides())))
 
 
 if __name__ == "__main__":
@@ -56,4 +71,5 @@ if __name__ == "__main__":
     flags.DEFINE_string("workdir", None, "A workdir written by train.py.", required=True)
     flags.DEFINE_string("split", "test", "Split to evaluate: train, validation or test.")
     cli.define_data_location_flags()
+    cli.define_decoding_flags()
     cli.run(main)

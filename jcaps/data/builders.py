@@ -121,16 +121,25 @@ class TextFilesBuilder(tfds.core.GeneratorBasedBuilder):
 
     VERSION = tfds.core.Version("1.0.0")
 
+    # The formats whose records may carry a group field besides text and label (`data.group_key`).
+    GROUPED_FORMATS = ("jsonl",)
+
     def __init__(
-        self, *, data_format, directory, train_file="", test_file="", multi_label=False, drop_bad_rows=False, **kwargs
+        self, *, data_format, directory, train_file="", test_file="", multi_label=False, drop_bad_rows=False,
+        group_key="", **kwargs
     ):
+        if group_key and data_format not in self.GROUPED_FORMATS:
+            raise ConfigError(f"data.group_key: {data_format} files have no field besides the text and label; "
+                              f"a group is read from {', '.join(self.GROUPED_FORMATS)} files (or set data.group_key='')")
         self._files = split_files(data_format, directory, train_file, test_file)
         self._names = class_names(data_format, directory, self._files)
         self._multi_label = multi_label
         self._drop_bad_rows = drop_bad_rows
+        self._group_key = group_key
         self._cache_root = os.path.expanduser(kwargs.get("data_dir") or os.path.join("~", "tensorflow_datasets"))
         config = tfds.core.BuilderConfig(
-            name=f"{Path(directory).name or 'data'}-{_files_fingerprint(self._files)}" + ("-dropbad" if drop_bad_rows else ""),
+            name=f"{Path(directory).name or 'data'}-{_files_fingerprint(self._files)}" + ("-dropbad" if drop_bad_rows else "")
+            + (f"-group-{group_key}" if group_key else ""),
             description=f"{data_format} files in {os.path.abspath(directory)}",
         )
         super().__init__(config=config, file_format="array_record", **kwargs)
@@ -174,12 +183,11 @@ class TextFilesBuilder(tfds.core.GeneratorBasedBuilder):
 
     def _info(self):
         label_key = "labels" if self._multi_label else "label"
+        features = {"text": tfds.features.Text(), label_key: self._label_feature(), "line": tfds.features.Scalar(np.int32)}
+        if self._group_key:
+            features[self._group_key] = tfds.features.Text()
         return tfds.core.DatasetInfo(
-            builder=self,
-            description=self.builder_config.description,
-            features=tfds.features.FeaturesDict(
-                {"text": tfds.features.Text(), label_key: self._label_feature(), "line": tfds.features.Scalar(np.int32)}
-            ),
+            builder=self, description=self.builder_config.description, features=tfds.features.FeaturesDict(features)
         )
 
     def source_path(self, split: str) -> str:
@@ -199,8 +207,9 @@ class Jsonl(TextFilesBuilder):
 
     def _generate_examples(self, files: SplitFiles, dropped: list[DataError] | None):
         label_key = "labels" if self._multi_label else "label"
-        for key, example in jsonl.read_jsonl(files.text, label_key=label_key, dropped=dropped):
-            yield key, {"text": example["text"], label_key: example[label_key], "line": int(key)}
+        for key, example in jsonl.read_jsonl(files.text, label_key=label_key, group_key=self._group_key,
+                                             dropped=dropped):
+            yield key, {**example, "line": int(key)}
 
 
 class TextLabels(TextFilesBuilder):

@@ -64,6 +64,7 @@ def prepare_text_splits(data_config, seed: int) -> PreparedSplits:
         test_file=data_config.test_file if source == "local" else "",
         multi_label=data_config.label_key == "labels",
         drop_bad_rows=data_config.drop_bad_rows,
+        group_key=data_config.group_key,
     )
     dropped = builder.dropped_rows()
     splits = {
@@ -81,6 +82,9 @@ def _catalogue_splits(data_config) -> PreparedSplits:
         )
     cache_dir = default_cache_dir(data_config)
     builder = _prepare_catalogue_dataset(data_config, cache_dir)
+    if data_config.group_key and data_config.group_key not in builder.info.features:
+        raise ConfigError(f"data.group_key: {data_config.name} has no feature {data_config.group_key!r} "
+                          f"(its features: {', '.join(builder.info.features)})")
     splits = {
         name: Split(
             tfds.data_source(data_config.name, split=name, data_dir=cache_dir,

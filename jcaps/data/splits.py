@@ -73,13 +73,42 @@ class InMemorySplit:
         return {"series": self.series[i], "label": self.labels[i], "line": self.lines[i]}
 
 
-def carve_validation(train: Split, fraction: float, seed: int) -> dict[str, Split]:
-    """Splits `train` into train and validation by a seeded permutation."""
+def carve_validation(train: Split, fraction: float, seed: int, group_key: str = "") -> dict[str, Split]:
+    """Splits `train` into train and validation by a seeded permutation: of its examples, or,
+    with `group_key`, of its groups (the values of that feature), so that examples of one group
+    (sibling packages with near-identical descriptions, say) never fall on both sides.
+
+    By groups, whole groups are taken in the permuted order until `fraction` of the examples is
+    reached: the validation part holds at least that many examples, and at most one group more.
+    """
     if not 0.0 <= fraction < 1.0:
         raise ValueError(f"data.validation_fraction must be in [0, 1), not {fraction}")
-    order = np.random.default_rng(seed).permutation(len(train.source))
-    num_validation = round(fraction * len(order))
+    rng = np.random.default_rng(seed)
+    num_validation = round(fraction * len(train.source))
+    if group_key:
+        validation = _whole_groups(group_ids(train.source, group_key), num_validation, rng)
+    else:
+        validation = np.zeros((len(train.source),), bool)
+        validation[rng.permutation(len(train.source))[:num_validation]] = True
     return {
-        "train": Split(Subset(train.source, np.sort(order[num_validation:])), train.path, train.dropped),
-        "validation": Split(Subset(train.source, np.sort(order[:num_validation])), train.path),
+        "train": Split(Subset(train.source, np.flatnonzero(~validation)), train.path, train.dropped),
+        "validation": Split(Subset(train.source, np.flatnonzero(validation)), train.path),
     }
+
+
+def group_ids(source, group_key: str) -> np.ndarray:
+    """[n] int64: the group of each example of `source`, numbered in order of first appearance."""
+    names = (source[i][group_key] for i in range(len(source)))
+    numbering: dict = {}
+    return np.fromiter((numbering.setdefault(name, len(numbering)) for name in names), np.int64, len(source))
+
+
+def _whole_groups(groups: np.ndarray, num_validation: int, rng: np.random.Generator) -> np.ndarray:
+    """[n] bool: the examples of whole groups, in a random order of groups, until at least
+    `num_validation` examples are taken."""
+    if num_validation == 0:
+        return np.zeros(groups.shape, bool)
+    sizes = np.bincount(groups)
+    order = rng.permutation(len(sizes))
+    taken = order[: int(np.searchsorted(np.cumsum(sizes[order]), num_validation)) + 1]
+    return np.isin(groups, taken)

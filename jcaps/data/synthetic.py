@@ -49,15 +49,19 @@ def make_documents(size: int, seed: int) -> list[tuple[int, str]]:
 
 
 def make_multilabel_documents(size: int, seed: int) -> list[dict]:
-    """`size` `{"text", "labels": [class names]}` records with one to three classes each,
-    the first class more often than the others (so label frequencies differ)."""
+    """`size` `{"text", "labels": [class names], "source": group}` records with one to three
+    classes each, the first class more often than the others (so label frequencies differ);
+    consecutive records share a `source` in groups of one to three (for `data.group_key`)."""
     rng = np.random.default_rng(seed)
     weights = np.array([4.0, 2.0, 1.5, 1.0]) / 8.5
+    # A stream of its own, so that the texts and labels are those of the same seed without groups.
+    group_starts = np.cumsum(np.random.default_rng([seed, 1]).integers(1, 4, size=size))
     documents = []
-    for _ in range(size):
+    for i in range(size):
         count = int(rng.integers(1, 4))
         labels = sorted(int(i) for i in rng.choice(len(CLASSES), size=count, replace=False, p=weights))
-        documents.append({"text": _document(rng, labels), "labels": [CLASSES[i] for i in labels]})
+        documents.append({"text": _document(rng, labels), "labels": [CLASSES[i] for i in labels],
+                          "source": f"source-{int(np.searchsorted(group_starts, i, side='right'))}"})
     return documents
 
 
@@ -80,7 +84,7 @@ def write_zhang_csv(directory: str, train_size: int, test_size: int, seed: int) 
 
 def write_multilabel_jsonl(directory: str, train_size: int, test_size: int, seed: int) -> str:
     """Writes multi-label `train.jsonl` and `test.jsonl` under `directory/<sizes-seed>`; returns it."""
-    folder = os.path.join(directory, f"multilabel-n{train_size}-{test_size}-s{seed}")
+    folder = os.path.join(directory, f"multilabel-grouped-n{train_size}-{test_size}-s{seed}")
     if os.path.isfile(os.path.join(folder, "test.jsonl")):  # written last
         return folder
     os.makedirs(folder, exist_ok=True)

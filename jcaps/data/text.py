@@ -186,14 +186,14 @@ def _as_str(value) -> str:
 def text_dataset(
     data_config, prepared: PreparedSplits, seed: int, vocab: Vocabulary | None = None, labels: LabelMap | None = None
 ) -> TextDataset:
-    """A `TextDataset` over the `prepared` splits, with validation carved from train (by `seed`)
-    when the source has none; the vocabulary and label map are built from the training part,
+    """A `TextDataset` over the `prepared` splits, with validation carved from train (by `seed`,
+    by whole groups of `data.group_key` when it is set) when the source has none; the vocabulary and label map are built from the training part,
     unless given (those saved in a workdir)."""
     splits = dict(prepared.splits)
     if "train" not in splits:
         raise ValueError(f"dataset has no train split (splits: {', '.join(splits)})")
     if "validation" not in splits:
-        splits.update(carve_validation(splits["train"], data_config.validation_fraction, seed))
+        splits.update(carve_validation(splits["train"], data_config.validation_fraction, seed, data_config.group_key))
     train = splits["train"]
     if vocab is None:
         tokenize = make_tokenize(data_config)

@@ -11,3 +11,5 @@ INPUT_CELL_LSTM_VARIANTS = ("input_cell", "lstm", "lstm_maxpool", "lstm_meanpool
 # model.rnn_impl of sgm, br and input_cell_lstm: how their LSTM layers run, `lax.scan` or cuDNN's
 # fused LSTM (`jcaps.models.cudnn_lstm`; on a GPU only, the scan elsewhere).
 RNN_IMPLS = ("scan", "cudnn")
+# model.decoding of sgm: how a label sequence is generated.
+SGM_DECODINGS = ("beam", "greedy")

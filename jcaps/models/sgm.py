@@ -68,6 +68,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from jcaps.models.choices import SGM_DECODINGS
 from jcaps.models.initializers import torch_linear_kernel, uniform
 from jcaps.models.recurrent_layers import RecurrentLayer
 from jcaps.models.token_ids import PAD_ID, padding_mask
@@ -76,7 +77,6 @@ from jcaps.ops.attention import additive_attention
 from jcaps.ops.decoding import beam_search, emitted_to_multi_hot, greedy_decode, label_mask_logits, mark_emitted
 from jcaps.ops.recurrent import bidirectional_final_state, lstm_cell, masked_max_over_time, masked_mean_over_time
 
-DECODINGS = ("beam", "greedy")
 POOLS = {"max": masked_max_over_time, "mean": masked_mean_over_time}
 
 _embedding_init = nn.initializers.normal(1.0)
@@ -197,8 +197,8 @@ class SGM(nn.Module):
     rnn_impl: str = "scan"
 
     def __post_init__(self):
-        if self.decoding not in DECODINGS:
-            raise ValueError(f"decoding must be one of {DECODINGS}, got {self.decoding!r}")
+        if self.decoding not in SGM_DECODINGS:
+            raise ValueError(f"decoding must be one of {SGM_DECODINGS}, got {self.decoding!r}")
         super().__post_init__()
 
     @property

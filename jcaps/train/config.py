@@ -19,7 +19,7 @@ import ml_collections
 
 from jcaps.data import choices
 from jcaps.errors import ConfigError
-from jcaps.models.choices import RNN_IMPLS
+from jcaps.models.choices import RNN_IMPLS, SGM_DECODINGS
 
 # The values of the enumerated `train.*` keys (`jcaps.train.optim`, `jcaps.train.progress` and
 # the training loop act on them); the `data.*` ones are in `jcaps.data.choices`.
@@ -75,6 +75,9 @@ def base_config() -> ml_collections.ConfigDict:
     data.min_count = 1
     data.max_size = 0  # 0: no limit
     data.validation_fraction = 0.05
+    # The feature whose values group the examples (a jsonl field such as `source`): validation
+    # is then carved by whole groups, so near-duplicates of one group never fall on both sides.
+    data.group_key = ""
     data.bucket_boundaries = ()  # () = powers of two from 16 up to max_len
     # Training batches of similar lengths: each epoch's shuffled order is sorted by length in
     # windows of this many batches (0: off, batches are plain random samples). Pads less.
@@ -226,8 +229,8 @@ def _param_groups(groups) -> None:
 
 
 def validate(config: ml_collections.ConfigDict, models: Collection[str] | None = None) -> None:
-    """Checks the type and range of every shared key (and `model.threshold` and `model.rnn_impl`
-    where present), and that `model.name` is among `models` when given; raises `ConfigError`
+    """Checks the type and range of every shared key (and `model.threshold`, `model.rnn_impl` and
+    the decoding keys where present), and that `model.name` is among `models` when given; raises `ConfigError`
     naming the key and its value. Run before any data is read, so a bad value costs seconds, not
     a data preparation."""
     from jcaps.data.boxes import BOX_NAMES  # NumPy only
@@ -243,6 +246,13 @@ def validate(config: ml_collections.ConfigDict, models: Collection[str] | None =
         _number("model.threshold", model.threshold, 0.0, 1.0, open_low=True, open_high=True)
     if "rnn_impl" in model:
         _one_of("model.rnn_impl", model.rnn_impl, RNN_IMPLS)
+    if "decoding" in model:
+        _one_of("model.decoding", model.decoding, SGM_DECODINGS)
+    for key in ("beam_size", "max_steps"):
+        if key in model:
+            _integer(f"model.{key}", model[key], 1)
+    if "length_penalty" in model:
+        _number("model.length_penalty", model.length_penalty, 0.0)
 
     # data: a series config (`series_config()`) has `data.normalize`; a text config does not.
     is_series = "normalize" in data
@@ -272,6 +282,10 @@ def validate(config: ml_collections.ConfigDict, models: Collection[str] | None =
     if not _is_integer(data.max_size) or data.max_size < 0 or data.max_size == 1:
         _refuse("data.max_size", data.max_size, "0 (no limit) or an integer >= 2 (PAD and UNK included)")
     _number("data.validation_fraction", data.validation_fraction, 0.0, 1.0)
+    if is_series and data.group_key:
+        _refuse("data.group_key", data.group_key, "'' (series formats have no group field)")
+    if data.group_key in ("text", "line", data.label_key):
+        _refuse("data.group_key", data.group_key, "a feature besides the text and labels")
     _integers("data.bucket_boundaries", data.bucket_boundaries, 1)
     _integer("data.length_grouping", data.length_grouping, 0, "an integer >= 0 (batches per sorting window)")
     _boolean("data.drop_bad_rows", data.drop_bad_rows)
@@ -340,8 +354,14 @@ def incompatible_keys(saved: dict, config: ml_collections.ConfigDict) -> list[st
     )
 
 
+# Keys added after workdirs were first written, with the value that gives the old behaviour: a
+# saved config without one gets it when read, so older workdirs still load.
+KEYS_ADDED_LATER = {("data", "group_key"): ""}
+
+
 def from_json(text: str) -> ml_collections.ConfigDict:
-    """A saved `config.json` back as a locked ConfigDict (tuples restored from lists)."""
+    """A saved `config.json` back as a locked ConfigDict (tuples restored from lists, keys added
+    since it was written set as `KEYS_ADDED_LATER` says)."""
 
     def tuples(value):
         if isinstance(value, dict):
@@ -350,7 +370,11 @@ def from_json(text: str) -> ml_collections.ConfigDict:
             return tuple(tuples(v) for v in value)
         return value
 
-    config = ml_collections.ConfigDict(tuples(json.loads(text)))
+    saved = tuples(json.loads(text))
+    for (block, key), value in KEYS_ADDED_LATER.items():
+        if isinstance(saved.get(block), dict):
+            saved[block].setdefault(key, value)
+    config = ml_collections.ConfigDict(saved)
     config.lock()
     return config
 

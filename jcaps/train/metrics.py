@@ -51,7 +51,7 @@ def multilabel_sums(predicted, target, weight) -> dict:
 
     Returns:
         `true_positive`, `false_positive`, `false_negative` [J] and `example_f1_sum`,
-        `exact_match_sum`, `count` scalars, each weighted by `weight`.
+        `exact_match_sum`, `predicted_labels_sum`, `count` scalars, each weighted by `weight`.
     """
     predicted, target = predicted.astype(jnp.float32), target.astype(jnp.float32)
     w = weight[:, None]
@@ -66,6 +66,7 @@ def multilabel_sums(predicted, target, weight) -> dict:
         "false_negative": jnp.sum((1.0 - predicted) * target * w, axis=0),
         "example_f1_sum": jnp.sum(example_f1 * weight),
         "exact_match_sum": jnp.sum(exact * weight),
+        "predicted_labels_sum": jnp.sum(jnp.sum(predicted, axis=-1) * weight),
         "count": jnp.sum(weight),
     }
 
@@ -75,8 +76,9 @@ def _ratio(numerator, denominator):
 
 
 def multilabel_metrics(sums: dict) -> dict:
-    """`hamming_loss`, micro / macro `precision`, `recall`, `f1`, `example_f1`, `subset_accuracy`
-    (and `loss` when summed) from `multilabel_sums` totals.
+    """`hamming_loss`, micro / macro `precision`, `recall`, `f1`, `example_f1`, `subset_accuracy`,
+    the mean number of labels predicted and true per example (`labels_per_example`,
+    `true_labels_per_example`), and `loss` when summed, from `multilabel_sums` totals.
 
     Macro averages run over the labels that occur in the split or are predicted in it (a label
     neither true nor predicted anywhere has no defined F1 and is left out)."""
@@ -99,6 +101,8 @@ def multilabel_metrics(sums: dict) -> dict:
         "macro_recall": macro(per_label_r),
         "example_f1": float(sums["example_f1_sum"]) / count,
         "subset_accuracy": float(sums["exact_match_sum"]) / count,
+        "labels_per_example": float(sums["predicted_labels_sum"]) / count,
+        "true_labels_per_example": float(tp.sum() + fn.sum()) / count,
         "count": round(float(sums["count"])),
     })
     return metrics

@@ -74,10 +74,13 @@ def read_config(workdir: str):
         raise UserError(f"{path} cannot be read: {error}", hint="the workdir is damaged; train it again") from error
 
 
-def load_trained(workdir: str, *, with_data: bool = False, data_overrides: dict | None = None) -> TrainedModel:
+def load_trained(workdir: str, *, with_data: bool = False, data_overrides: dict | None = None,
+                 model_overrides: dict | None = None) -> TrainedModel:
     """The model of `workdir` with the parameters training reported as final (see module doc).
     `with_data`: also open its splits, reading the data from where `config.data` says, or from
-    where `data_overrides` ({"dir": ..., "cache_dir": ...}: the `data.*` keys to change) say."""
+    where `data_overrides` ({"dir": ..., "cache_dir": ...}: the `data.*` keys to change) say.
+    `model_overrides`: `model.*` keys to change that leave the parameters as they are (decoding
+    settings); each must be a key of the workdir's model, and the changed config is validated."""
     from absl import logging
 
     from jcaps.train.checkpoints import Checkpoints
@@ -85,7 +88,10 @@ def load_trained(workdir: str, *, with_data: bool = False, data_overrides: dict 
     logging.set_verbosity(logging.ERROR)  # orbax logs every restore at INFO
     config = read_config(workdir)
     if data_overrides:
-        config = _with_data_overrides(config, data_overrides)
+        config = _with_overrides(config, "data", data_overrides)
+    if model_overrides:
+        config = _with_overrides(config, "model", model_overrides)
+        config_lib.validate(config)
     directory = os.path.join(os.path.abspath(workdir), "checkpoints")
     if not os.path.isfile(os.path.join(directory, LABELS_FILE)) or not _has_steps(directory):
         raise UserError(f"{workdir} has no checkpoint yet", hint="train it first with train.py --workdir " + workdir)
@@ -115,13 +121,15 @@ def _has_steps(directory: str) -> bool:
     return os.path.isdir(directory) and any(name.isdigit() for name in os.listdir(directory))
 
 
-def _with_data_overrides(config, overrides: dict):
+def _with_overrides(config, block: str, overrides: dict):
+    """`config` with the keys of `config[block]` that `overrides` names set to its values."""
     config = config.copy_and_resolve_references()
     config.unlock()
     for key, value in overrides.items():
-        if key not in config.data:
-            raise UserError(f"--config.data.{key}: the config has no key data.{key}")
-        config.data[key] = value
+        if key not in config[block]:
+            what = f"the {config.model.name} model" if block == "model" else "the config"
+            raise UserError(f"--config.{block}.{key}: {what} has no key {block}.{key}")
+        config[block][key] = value
     config.lock()
     return config
 

@@ -30,6 +30,9 @@ def test_metrics_match_hand_computed_values():
     # Example F1: 2*1/(2+2), 2*1/(1+1), 0/(0+1).
     assert m["example_f1"] == pytest.approx((0.5 + 1 + 0) / 3)
     assert m["subset_accuracy"] == pytest.approx(1 / 3)
+    # Predicted 2 + 1 + 0 labels, true 2 + 1 + 1; the padding row's 3 count for neither.
+    assert m["labels_per_example"] == pytest.approx(3 / 3)
+    assert m["true_labels_per_example"] == pytest.approx(4 / 3)
 
 
 def test_sums_add_up_over_batches():

@@ -103,6 +103,7 @@ def test_eval_step_counts_predicted_label_sets(threshold):
     np.testing.assert_array_equal(sums["false_positive"], np.sum(predicted * (1 - target), 0))
     np.testing.assert_array_equal(sums["false_negative"], np.sum((1 - predicted) * target, 0))
     np.testing.assert_allclose(sums["exact_match_sum"], np.sum(np.all(predicted == target, -1)))
+    np.testing.assert_allclose(sums["predicted_labels_sum"], predicted.sum())
     f1 = 2 * np.sum(predicted * target, -1) / (predicted.sum(-1) + target.sum(-1))
     np.testing.assert_allclose(sums["example_f1_sum"], f1.sum(), rtol=1e-6)
     assert "confusion" not in sums

@@ -11,7 +11,8 @@ import sys
 import numpy as np
 import pytest
 
-from jcaps.errors import UserError
+from jcaps.errors import ConfigError, UserError
+from jcaps.evaluate import evaluate
 from jcaps.models.choices import DILATED_FCN_ATTENTIONS
 from jcaps.predict import predict
 from jcaps.train import loop
@@ -89,16 +90,20 @@ def test_dilated_fcn_epoch_compiles_at_most_one_step_per_bucket(cache_dir, confi
 # ---------------------------------------------------------------------------------------------
 
 
+MULTILABEL_CONFIGS = ("br_reuters.py", "sgm_reuters.py", "sgm_ge_reuters.py", "br_debian_tags.py",
+                      "sgm_ge_debian_tags.py")
+
+
 @pytest.fixture(scope="module")
 def multilabel_runs(tmp_path_factory, cache_dir, config_file):
     runs = {}
-    for name in ("br_reuters.py", "sgm_reuters.py", "sgm_ge_reuters.py"):
+    for name in MULTILABEL_CONFIGS:
         workdir = tmp_path_factory.mktemp(name.removesuffix(".py"))
         runs[name] = (workdir, loop.train_and_evaluate(config_file(name, "smoke", cache_dir), str(workdir)))
     return runs
 
 
-@pytest.mark.parametrize("name", ["br_reuters.py", "sgm_reuters.py", "sgm_ge_reuters.py"])
+@pytest.mark.parametrize("name", MULTILABEL_CONFIGS)
 def test_multilabel_configs_learn(multilabel_runs, name):
     workdir, final = multilabel_runs[name]
     losses = train_losses(workdir)
@@ -110,6 +115,44 @@ def test_multilabel_configs_learn(multilabel_runs, name):
     assert 0.0 <= test["hamming_loss"] < 0.25
     for key in ("macro_f1", "micro_precision", "micro_recall", "example_f1", "subset_accuracy"):
         assert 0.0 <= test[key] <= 1.0
+    assert test["true_labels_per_example"] == pytest.approx(1.9, abs=0.3)
+
+
+def test_debian_tags_validation_is_carved_by_source_package(multilabel_runs):
+    trained = load_trained(str(multilabel_runs["sgm_ge_debian_tags.py"][0]), with_data=True)
+    splits = trained.dataset.splits
+    sources = [{splits[p].source[i]["source"] for i in range(len(splits[p].source))} for p in ("train", "validation")]
+    assert sources[1] and not sources[0] & sources[1]
+
+
+def test_evaluate_changes_decoding_settings_only(multilabel_runs):
+    sgm, br = (str(multilabel_runs[name][0]) for name in ("sgm_reuters.py", "br_reuters.py"))
+    default = evaluate(sgm, "test")
+    # One decoding step leaves room for one label at most; the parameters stay the same.
+    one_step = evaluate(sgm, "test", model_overrides={"max_steps": 1, "decoding": "greedy"})
+    assert one_step["model_overrides"] == {"max_steps": 1, "decoding": "greedy"}
+    assert one_step["labels_per_example"] <= 1.0 < default["labels_per_example"]
+    assert one_step["loss"] == pytest.approx(default["loss"]) and one_step["selected_step"] == default["selected_step"]
+    low, high = (evaluate(br, "test", model_overrides={"threshold": t}) for t in (0.05, 0.95))
+    assert low["labels_per_example"] > high["labels_per_example"]
+    with pytest.raises(UserError, match=r"--config.model.threshold: the sgm model has no key model.threshold"):
+        evaluate(sgm, "test", model_overrides={"threshold": 0.5})
+    with pytest.raises(UserError, match=r"--config.model.embedding_dim: evaluate changes only the decoding keys"):
+        evaluate(sgm, "test", model_overrides={"embedding_dim": 8})
+    with pytest.raises(ConfigError, match=r"model.beam_size must be an integer >= 1, not 0"):
+        evaluate(sgm, "test", model_overrides={"beam_size": 0})
+
+
+def test_cli_evaluate_takes_decoding_flags(multilabel_runs):
+    workdir = str(multilabel_runs["sgm_reuters.py"][0])
+    out = subprocess.run(
+        [sys.executable, "-m", "jcaps.evaluate", "--workdir", workdir, "--split", "validation",
+         "--config.model.length_penalty=1.0", "--config.model.beam_size=3"],
+        capture_output=True, text=True, cwd=ROOT, timeout=300, env=dict(os.environ, JAX_PLATFORMS="cpu"), check=False,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["split"] == "validation" and result["model_overrides"] == {"beam_size": 3, "length_penalty": 1.0}
 
 
 def test_sgm_predicts_label_sets_in_generation_order(multilabel_runs):

@@ -1,0 +1,19 @@
+"""Binary relevance (one sigmoid per label over SGM's encoder, max-pooled; docs/models.md §5) on
+Debian package tags, same data keys as `sgm_debian_tags.py`.
+
+    python train.py --config configs/br_debian_tags.py --workdir /tmp/br_tags \\
+        --config.data.dir=PATH/debian_tags
+    python -m jcaps.predict --workdir /tmp/br_tags --text "..." [--threshold 0.3] [--top_k 5]
+    python train.py --config configs/br_debian_tags.py:smoke --workdir /tmp/br_tags_smoke
+
+`PATH/debian_tags`: the files described in sgm_debian_tags.py.
+"""
+
+from jcaps.train.config_blocks import debian_tags_config, parse_argument
+
+
+def get_config(arg: str = ""):
+    config = debian_tags_config("br", num_epochs=10, smoke=parse_argument(arg).smoke)
+    config.model.pool = "max"
+    config.model.threshold = 0.5  # [ref]
+    return config
