@@ -185,3 +185,20 @@ def test_cli_predict_prints_a_label_set(multilabel_runs):
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert isinstance(json.loads(out.stdout.strip().splitlines()[-1])["labels"], list)
+
+
+def test_sgm_sequences_script_agrees_with_evaluate(multilabel_runs, tmp_path):
+    workdir = str(multilabel_runs["sgm_ge_debian_tags.py"][0])
+    out = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "benchmarks", "sgm_sequences.py"), "--workdirs", workdir, "--split", "test",
+         "--length_penalties", "0", "--out", str(tmp_path)],
+        capture_output=True, text=True, cwd=ROOT, timeout=300, env=dict(os.environ, JAX_PLATFORMS="cpu"), check=False,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    with open(tmp_path / "results.json", encoding="utf-8") as f:
+        [result] = json.load(f)["results"][workdir].values()
+    expected = evaluate(workdir, "test")
+    for key in ("micro_f1", "macro_f1", "labels_per_example", "example_f1", "count"):
+        assert result[key] == pytest.approx(expected[key], abs=1e-6)
+    errors = result["errors"]
+    assert sum(errors["position_count"]) == pytest.approx(result["labels_per_example"] * result["count"])

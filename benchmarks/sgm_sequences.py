@@ -1,0 +1,91 @@
+"""What SGM generates, decoded several ways: how many labels, how its mistakes follow one another,
+and where it stops.
+
+    python benchmarks/sgm_sequences.py --workdirs W [W ...] --split validation --out DIR
+        [--length_penalties 0 0.5 1] [--greedy] [--config.data.dir=D]
+
+For each trained SGM workdir (with or without the global embedding) and each decoding (beam
+search with each `--length_penalties` value, and greedy decoding with `--greedy`), it decodes
+the split and writes
+
+    DIR/results.json  {"<workdir>": {"<decoding>": {<multi-label metrics>, "errors": {...}}}}
+
+with the metrics `jcaps.evaluate` prints (micro / macro F1, labels generated per example
+against the true number, ...) and `jcaps.train.metrics.label_sequence_errors`: the error rate
+of the label at each position of the generated sequence, of the labels generated after a wrong
+one against after an all-true prefix, and how many true labels were lost because the decoder
+stopped (EOS) with every label so far true. Choose decoding settings on `validation`; read
+`test` only for the settings chosen. Reads the workdirs' data (`--config.data.dir` if it moved).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+import jax
+import numpy as np
+
+from jcaps.data.vocab import EOS, NUM_SPECIAL
+from jcaps.train.metrics import label_sequence_errors, multilabel_metrics, multilabel_sums
+from jcaps.train.workdir import load_trained
+
+
+def decodings(length_penalties: list[float], greedy: bool) -> dict[str, dict]:
+    """{name: decoding keys of the model} for each setting asked for."""
+    settings = {f"beam_lp{lp:g}": {"decoding": "beam", "length_penalty": lp} for lp in length_penalties}
+    if greedy:
+        settings["greedy"] = {"decoding": "greedy"}
+    return settings
+
+
+def decode_split(workdir: str, split: str, overrides: dict, data_dir: str | None) -> dict:
+    """Metrics and sequence errors of `workdir` on `split` with its decoding keys set to `overrides`."""
+    trained = load_trained(workdir, with_data=True, data_overrides={"dir": data_dir} if data_dir else None,
+                           model_overrides=overrides)
+    predict = jax.jit(lambda params, tokens: trained.model.apply({"params": params}, tokens, method="predict"))
+    batch_size = trained.config.train.eval_batch_size or trained.config.train.batch_size
+    sequences, predicted, targets = [], [], []
+    for batch in trained.dataset.eval_batches(split, batch_size):
+        real = batch["weight"] > 0
+        out = jax.device_get(predict(trained.params, batch["tokens"]))
+        sequences.append(out["sequence"][real])
+        predicted.append(out["labels"][real])
+        targets.append(batch["labels"][real])
+    sequences, predicted, targets = np.concatenate(sequences), np.concatenate(predicted), np.concatenate(targets)
+    sums = jax.device_get(multilabel_sums(predicted, targets, np.ones((len(targets),), np.float32)))
+    errors = label_sequence_errors(sequences, targets, NUM_SPECIAL, EOS)
+    return {**multilabel_metrics(sums), "selected_step": trained.selection["selected_step"],
+            "errors": {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in errors.items()}}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workdirs", nargs="+", required=True)
+    parser.add_argument("--split", default="validation")
+    parser.add_argument("--length_penalties", nargs="*", type=float, default=[0.0, 0.5, 1.0])
+    parser.add_argument("--greedy", action="store_true")
+    parser.add_argument("--config.data.dir", dest="data_dir", default=None)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    results = {}
+    for workdir in args.workdirs:
+        results[workdir] = {}
+        for name, overrides in decodings(args.length_penalties, args.greedy).items():
+            result = decode_split(workdir, args.split, overrides, args.data_dir)
+            results[workdir][name] = result
+            errors = result["errors"]
+            print(f"{workdir} {args.split} {name}: micro-F1 {result['micro_f1']:.4f} (P {result['micro_precision']:.3f}"
+                  f" R {result['micro_recall']:.3f}) labels {result['labels_per_example']:.2f}"
+                  f" / {result['true_labels_per_example']:.2f}; wrong after a wrong label"
+                  f" {errors['after_wrong_wrong'] / max(errors['after_wrong_count'], 1):.3f}, after all true"
+                  f" {errors['after_correct_wrong'] / max(errors['after_correct_count'], 1):.3f};"
+                  f" missed by stopping {errors['missed_by_stopping']} of {errors['missed']} missed", flush=True)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
+        json.dump({"split": args.split, "results": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
