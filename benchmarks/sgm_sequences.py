@@ -2,10 +2,11 @@
 and where it stops.
 
     python benchmarks/sgm_sequences.py --workdirs W [W ...] --split validation --out DIR
-        [--length_penalties 0 0.5 1] [--greedy] [--config.data.dir=D]
+        [--length_penalties 0 0.5 1] [--greedy] [--eos_thresholds 0.4 0.5] [--config.data.dir=D]
 
 For each trained SGM workdir (with or without the global embedding) and each decoding (beam
-search with each `--length_penalties` value, and greedy decoding with `--greedy`), it decodes
+search with each `--length_penalties` value, greedy decoding with `--greedy`, and greedy
+decoding that stops when P(EOS) reaches each of `--eos_thresholds`), it decodes
 the split and writes
 
     DIR/results.json  {"<workdir>": {"<decoding>": {<multi-label metrics>, "errors": {...}}}}
@@ -32,11 +33,13 @@ from jcaps.train.metrics import label_sequence_errors, multilabel_metrics, multi
 from jcaps.train.workdir import load_trained
 
 
-def decodings(length_penalties: list[float], greedy: bool) -> dict[str, dict]:
+def decodings(length_penalties: list[float], greedy: bool, eos_thresholds: list[float]) -> dict[str, dict]:
     """{name: decoding keys of the model} for each setting asked for."""
     settings = {f"beam_lp{lp:g}": {"decoding": "beam", "length_penalty": lp} for lp in length_penalties}
     if greedy:
-        settings["greedy"] = {"decoding": "greedy"}
+        settings["greedy"] = {"decoding": "greedy", "eos_threshold": 0.0}
+    for threshold in eos_thresholds:
+        settings[f"greedy_eos{threshold:g}"] = {"decoding": "greedy", "eos_threshold": threshold}
     return settings
 
 
@@ -65,14 +68,16 @@ def main():
     parser.add_argument("--workdirs", nargs="+", required=True)
     parser.add_argument("--split", default="validation")
     parser.add_argument("--length_penalties", nargs="*", type=float, default=[0.0, 0.5, 1.0])
-    parser.add_argument("--greedy", action="store_true")
+    parser.add_argument("--greedy", action="store_true", help="also greedy (argmax) decoding")
+    parser.add_argument("--eos_thresholds", nargs="*", type=float, default=[],
+                        help="also greedy decoding that stops when P(EOS) reaches each of these")
     parser.add_argument("--config.data.dir", dest="data_dir", default=None)
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     results = {}
     for workdir in args.workdirs:
         results[workdir] = {}
-        for name, overrides in decodings(args.length_penalties, args.greedy).items():
+        for name, overrides in decodings(args.length_penalties, args.greedy, args.eos_thresholds).items():
             result = decode_split(workdir, args.split, overrides, args.data_dir)
             results[workdir][name] = result
             errors = result["errors"]

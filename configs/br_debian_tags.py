@@ -7,6 +7,11 @@ Debian package tags, same data keys as `sgm_debian_tags.py`.
     python train.py --config configs/br_debian_tags.py:smoke --workdir /tmp/br_tags_smoke
 
 `PATH/debian_tags`: the files described in sgm_debian_tags.py.
+
+[decision] `model.threshold = 0.4`, chosen on validation (seed 0, 10 epochs; `python -m
+jcaps.evaluate --split validation --config.model.threshold=T`): micro-F1 0.678 / 0.683 / 0.685 /
+0.686 / 0.684 / 0.681 at T = 0.25 / 0.3 / 0.35 / 0.4 / 0.45 / 0.5, with 3.10 down to 2.12
+labels a package (2.78 true). The Reuters setting, 0.5, under-generates here.
 """
 
 from jcaps.train.config_blocks import debian_tags_config, parse_argument
@@ -15,5 +20,5 @@ from jcaps.train.config_blocks import debian_tags_config, parse_argument
 def get_config(arg: str = ""):
     config = debian_tags_config("br", num_epochs=10, smoke=parse_argument(arg).smoke)
     config.model.pool = "max"
-    config.model.threshold = 0.5  # [ref]
+    config.model.threshold = 0.4  # [decision] the docstring; 0.5 [ref]
     return config

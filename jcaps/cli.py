@@ -156,7 +156,7 @@ def data_location_overrides() -> dict[str, str]:
 # so settings like these can be chosen on validation data after training.
 DECODING_KEYS = {"decoding": flags.DEFINE_string, "beam_size": flags.DEFINE_integer,
                  "max_steps": flags.DEFINE_integer, "length_penalty": flags.DEFINE_float,
-                 "threshold": flags.DEFINE_float}
+                 "eos_threshold": flags.DEFINE_float, "threshold": flags.DEFINE_float}
 
 
 def define_decoding_flags() -> None:

@@ -172,6 +172,8 @@ class SGM(nn.Module):
         beam_size: K.
         max_steps: most decoded tokens per example, EOS included.
         length_penalty: exponent of the length normalisation of the final beam choice.
+        eos_threshold: greedy decoding only: 0 takes the argmax token; in (0, 1], the
+            probability of EOS at which a sequence stops (`greedy_decode`).
         dtype: activation dtype; parameters are float32, masked logits float32.
         rnn_impl: how the encoder's LSTM layers run, "scan" or "cudnn" (`RecurrentLayer`).
     """
@@ -193,6 +195,7 @@ class SGM(nn.Module):
     beam_size: int = 5
     max_steps: int = 30
     length_penalty: float = 0.0
+    eos_threshold: float = 0.0
     dtype: Any = jnp.float32
     rnn_impl: str = "scan"
 
@@ -400,7 +403,7 @@ class SGM(nn.Module):
         sizes = {"num_tokens": self.num_tokens, "max_steps": self.max_steps}
         ids = {"pad_id": PAD_ID, "bos_id": self.bos_id, "eos_id": self.eos_id, "num_special": self.num_special}
         if self.decoding == "greedy":
-            result = greedy_decode(step_fn, state, **sizes, **ids)
+            result = greedy_decode(step_fn, state, **sizes, **ids, eos_threshold=self.eos_threshold)
         else:
             result = beam_search(
                 step_fn, state, **sizes, **ids, beam_size=self.beam_size, length_penalty=self.length_penalty

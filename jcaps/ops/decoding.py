@@ -209,8 +209,16 @@ def greedy_decode(
     eos_id: int,
     num_special: int,
     mask_emitted: bool = True,
+    eos_threshold: float | jax.Array = 0.0,
 ) -> DecodeResult:
-    """Greedy label-sequence decoding: y_t = softmax(o_t + I_t), token_t = argmax y_t.
+    """Greedy label-sequence decoding: y_t = softmax(o_t + I_t), token_t = argmax y_t, or with
+    `eos_threshold` > 0: token_t = EOS if y_t[EOS] >= eos_threshold, else the most likely label.
+
+    Argmax stops a row as soon as EOS is the single most likely token, even when the
+    probability of going on, 1 - y_t[EOS], is larger but shared among several labels (a model
+    unsure which label comes next, not whether one does). `eos_threshold = 0.5` stops only when
+    stopping is more likely than going on; when every label is emitted or masked, EOS is chosen
+    whatever its probability.
 
     A row is finished once it emits EOS; later tokens are PAD and add nothing to its log
     probability (the row is still fed, as shapes are static, and its outputs are ignored). The
@@ -228,6 +236,8 @@ def greedy_decode(
       num_special: the number of special ids; id num_special + j is label j.
       mask_emitted: mask labels already emitted (SGM's I_t). The special ids but EOS are
         always masked.
+      eos_threshold: 0 for argmax decoding; in (0, 1], the probability of EOS at which a row
+        stops (may be traced).
 
     Returns:
       `DecodeResult` with tokens [B, T], length [B], log_prob [B], emitted [B, V].
@@ -266,9 +276,9 @@ def greedy_decode(
 
     def body(carry: _GreedyCarry):
         logits, new_state = step_fn(carry.state, carry.previous_token, carry.previous_probs)
-        log_probs, _ = _step_distribution(logits, carry.emitted, mask_emitted, eos_id, num_special)
-        token = jnp.argmax(log_probs, axis=-1).astype(jnp.int32)
-        token_log_prob = jnp.max(log_probs, axis=-1)  # the argmax token's
+        log_probs, allowed = _step_distribution(logits, carry.emitted, mask_emitted, eos_id, num_special)
+        token = _greedy_token(log_probs, allowed, eos_id, eos_threshold)
+        token_log_prob = jnp.take_along_axis(log_probs, token[:, None], axis=-1)[:, 0]
         token = jnp.where(carry.finished, pad_id, token)
         return _GreedyCarry(
             step=carry.step + 1,
@@ -283,6 +293,19 @@ def greedy_decode(
 
     final = jax.lax.while_loop(cond, body, init)
     return DecodeResult(final.tokens, _num_labels(final.tokens, num_special), final.log_prob, final.emitted)
+
+
+def _greedy_token(log_probs: jax.Array, allowed: jax.Array, eos_id: int, eos_threshold) -> jax.Array:
+    """[B] int32: argmax of `log_probs` [B, V] (eos_threshold 0), else EOS where its probability
+    reaches `eos_threshold` or no label is allowed, and the most likely allowed label elsewhere."""
+    argmax = jnp.argmax(log_probs, axis=-1).astype(jnp.int32)
+    is_eos = jax.lax.broadcasted_iota(jnp.int32, log_probs.shape, 1) == eos_id
+    labels_allowed = allowed & ~is_eos
+    best_label = jnp.argmax(jnp.where(labels_allowed, log_probs, -jnp.inf), axis=-1).astype(jnp.int32)
+    eos_probability = jnp.exp(log_probs[:, eos_id])
+    stop = (eos_probability >= eos_threshold) | ~jnp.any(labels_allowed, axis=-1)
+    thresholded = jnp.where(stop, eos_id, best_label)
+    return jnp.where(jnp.asarray(eos_threshold) > 0, thresholded, argmax)
 
 
 # ---------------------------------------------------------------------------------------------

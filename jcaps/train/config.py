@@ -253,6 +253,8 @@ def validate(config: ml_collections.ConfigDict, models: Collection[str] | None =
             _integer(f"model.{key}", model[key], 1)
     if "length_penalty" in model:
         _number("model.length_penalty", model.length_penalty, 0.0)
+    if "eos_threshold" in model:
+        _number("model.eos_threshold", model.eos_threshold, 0.0, 1.0, open_high=False)
 
     # data: a series config (`series_config()`) has `data.normalize`; a text config does not.
     is_series = "normalize" in data

@@ -122,11 +122,15 @@ def _has_steps(directory: str) -> bool:
 
 
 def _with_overrides(config, block: str, overrides: dict):
-    """`config` with the keys of `config[block]` that `overrides` names set to its values."""
+    """`config` with the keys of `config[block]` that `overrides` names set to its values. A model
+    key may also be a setting of the model that the saved config predates (it had the default)."""
+    known = set(config[block])
+    if block == "model":
+        known |= {field.name for field in dataclasses.fields(get_family(config.model.name).module)}
     config = config.copy_and_resolve_references()
     config.unlock()
     for key, value in overrides.items():
-        if key not in config[block]:
+        if key not in known:
             what = f"the {config.model.name} model" if block == "model" else "the config"
             raise UserError(f"--config.{block}.{key}: {what} has no key {block}.{key}")
         config[block][key] = value

@@ -352,3 +352,54 @@ def test_decoders_stop_early_under_jit():
     np.testing.assert_array_equal(result.tokens, np.tile(padded([EOS], 8), (2, 1)))
     np.testing.assert_array_equal(result.length, [0, 0])
     np.testing.assert_allclose(result.log_prob, np.full(2, jax.nn.log_softmax(jnp.asarray([5.0, 1.0]))[0]))
+
+
+# ---------------------------------------------------------------- greedy decoding with an EOS threshold
+
+
+def np_greedy_with_eos_threshold(params, c, max_steps, eos_threshold):
+    """One row: stop when P(EOS) >= eos_threshold (or no label is left), else the best label."""
+    b = np_initial_beam(c)
+    for _ in range(max_steps):
+        logits, new_state = np_history_step(params, b["state"], b["token"], b["probs"])
+        log_probs, allowed = np_masked_log_softmax(logits, b["emitted"])
+        labels = [v for v in np.flatnonzero(allowed) if v != EOS]
+        stop = np.exp(log_probs[EOS]) >= eos_threshold or not labels
+        token = EOS if stop else max(labels, key=lambda v: log_probs[v])
+        b = np_extend(params, b, token, log_probs, new_state)
+        if token == EOS:
+            break
+    return b
+
+
+@functools.partial(jax.jit, static_argnames=("max_steps",))
+def greedy_with_eos_threshold(params, state, eos_threshold, *, max_steps):
+    return decoding.greedy_decode(functools.partial(history_step, params), state, num_tokens=params["E"].shape[0],
+                                  max_steps=max_steps, eos_threshold=eos_threshold, **IDS)
+
+
+def test_eos_threshold_matches_numpy_reference_and_goes_on_longer():
+    lengths = {}
+    for threshold in (0.2, 0.5, 0.9, 1.0):
+        lengths[threshold] = []
+        for seed in range(3):
+            params, c = history_scorer(seed, eos_bias=1.0)
+            jparams = jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), params)
+            got = jax.tree.map(np.asarray, greedy_with_eos_threshold(jparams, history_state(c), threshold, max_steps=8))
+            assert_valid_label_sets(got, 8)
+            for b in range(c.shape[0]):
+                expected = np_greedy_with_eos_threshold(params, c[b], 8, threshold)
+                np.testing.assert_array_equal(got.tokens[b], padded(expected["tokens"], 8))
+                np.testing.assert_allclose(got.log_prob[b], expected["score"], rtol=1e-5, atol=1e-5)
+            lengths[threshold] += got.length.tolist()
+    # A higher threshold never stops sooner; at 1 (EOS certain) every one of the 6 labels is emitted.
+    assert np.all(np.diff([lengths[t] for t in sorted(lengths)], axis=0) >= 0)
+    assert lengths[1.0] == [6] * len(lengths[1.0]) and min(lengths[0.2]) < 6
+
+
+def test_eos_threshold_zero_is_argmax_decoding():
+    params, c = history_scorer(1, eos_bias=1.0)
+    jparams = jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), params)
+    argmax = greedy(jparams, history_state(c), step=history_step, max_steps=8)
+    thresholded = greedy_with_eos_threshold(jparams, history_state(c), 0.0, max_steps=8)
+    np.testing.assert_array_equal(argmax.tokens, thresholded.tokens)

@@ -133,6 +133,9 @@ def test_evaluate_changes_decoding_settings_only(multilabel_runs):
     assert one_step["model_overrides"] == {"max_steps": 1, "decoding": "greedy"}
     assert one_step["labels_per_example"] <= 1.0 < default["labels_per_example"]
     assert one_step["loss"] == pytest.approx(default["loss"]) and one_step["selected_step"] == default["selected_step"]
+    # A setting of the model that the saved config does not name (it had the default).
+    going_on = evaluate(sgm, "test", model_overrides={"decoding": "greedy", "eos_threshold": 1.0})
+    assert default["labels_per_example"] < going_on["labels_per_example"] <= 4.0  # 4 labels in all
     low, high = (evaluate(br, "test", model_overrides={"threshold": t}) for t in (0.05, 0.95))
     assert low["labels_per_example"] > high["labels_per_example"]
     with pytest.raises(UserError, match=r"--config.model.threshold: the sgm model has no key model.threshold"):
@@ -197,7 +200,7 @@ def test_sgm_sequences_script_agrees_with_evaluate(multilabel_runs, tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     with open(tmp_path / "results.json", encoding="utf-8") as f:
         [result] = json.load(f)["results"][workdir].values()
-    expected = evaluate(workdir, "test")
+    expected = evaluate(workdir, "test", model_overrides={"decoding": "beam", "length_penalty": 0.0})
     for key in ("micro_f1", "macro_f1", "labels_per_example", "example_f1", "count"):
         assert result[key] == pytest.approx(expected[key], abs=1e-6)
     errors = result["errors"]
