@@ -84,8 +84,8 @@ def main():
             print(f"{workdir} {args.split} {name}: micro-F1 {result['micro_f1']:.4f} (P {result['micro_precision']:.3f}"
                   f" R {result['micro_recall']:.3f}) labels {result['labels_per_example']:.2f}"
                   f" / {result['true_labels_per_example']:.2f}; wrong after a wrong label"
-                  f" {errors['after_wrong_wrong'] / max(errors['after_wrong_count'], 1):.3f}, after all true"
-                  f" {errors['after_correct_wrong'] / max(errors['after_correct_count'], 1):.3f};"
+                  f" {sum(errors['after_wrong_wrong']) / max(sum(errors['after_wrong_count']), 1):.3f}, after all"
+                  f" true {sum(errors['after_correct_wrong']) / max(sum(errors['after_correct_count']), 1):.3f};"
                   f" missed by stopping {errors['missed_by_stopping']} of {errors['missed']} missed", flush=True)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:

@@ -223,9 +223,10 @@ def label_sequence_errors(sequences: np.ndarray, targets: np.ndarray, num_specia
     Returns:
         `position_count` / `position_wrong` [S]: labels generated at each position (1-based
         position t at index t - 1) and how many of them are not true labels;
-        `after_correct_count` / `after_correct_wrong`: labels generated at positions >= 2 whose
-        earlier labels were all true, and how many of them are wrong; `after_wrong_count` /
-        `after_wrong_wrong`: the same after at least one wrong label;
+        `after_correct_count` / `after_correct_wrong` [S]: per position, the labels whose earlier
+        labels were all true, and how many of them are wrong (0 at the first position, which
+        has no earlier label); `after_wrong_count` / `after_wrong_wrong` [S]: the same after at
+        least one wrong label;
         `stopped_with_labels_left`: examples whose generated labels were all true, that ended
         with EOS while true labels remained; `missed_by_stopping`: those remaining true labels,
         `missed`: every true label never generated.
@@ -250,10 +251,10 @@ def label_sequence_errors(sequences: np.ndarray, targets: np.ndarray, num_specia
     return {
         "position_count": is_label.sum(axis=0),
         "position_wrong": wrong.sum(axis=0),
-        "after_correct_count": int((later & (wrong_before == 0)).sum()),
-        "after_correct_wrong": int((wrong & later & (wrong_before == 0)).sum()),
-        "after_wrong_count": int((later & (wrong_before > 0)).sum()),
-        "after_wrong_wrong": int((wrong & later & (wrong_before > 0)).sum()),
+        "after_correct_count": (later & (wrong_before == 0)).sum(axis=0),
+        "after_correct_wrong": (wrong & later & (wrong_before == 0)).sum(axis=0),
+        "after_wrong_count": (later & (wrong_before > 0)).sum(axis=0),
+        "after_wrong_wrong": (wrong & later & (wrong_before > 0)).sum(axis=0),
         "stopped_with_labels_left": int(stopped.sum()),
         "missed_by_stopping": int(left[stopped].sum()),
         "missed": int(left.sum()),

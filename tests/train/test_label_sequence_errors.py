@@ -22,10 +22,12 @@ def test_counts_match_hand_worked_sequences():
     errors = label_sequence_errors(sequences, targets, SPECIAL, EOS)
     np.testing.assert_array_equal(errors["position_count"], [3, 3, 2, 1])
     np.testing.assert_array_equal(errors["position_wrong"], [1, 0, 1, 0])
-    # Positions >= 2 after an all-true prefix: b (row 0), b, c, d (row 2); none wrong.
-    assert (errors["after_correct_count"], errors["after_correct_wrong"]) == (4, 0)
-    # After a wrong label: a and d of row 1; d is wrong.
-    assert (errors["after_wrong_count"], errors["after_wrong_wrong"]) == (2, 1)
+    # After an all-true prefix: b (row 0) and b (row 2) at position 2, c and d (row 2) at 3 and 4.
+    np.testing.assert_array_equal(errors["after_correct_count"], [0, 2, 1, 1])
+    np.testing.assert_array_equal(errors["after_correct_wrong"], [0, 0, 0, 0])
+    # After a wrong label: a (position 2) and d (position 3) of row 1; d is wrong.
+    np.testing.assert_array_equal(errors["after_wrong_count"], [0, 1, 1, 0])
+    np.testing.assert_array_equal(errors["after_wrong_wrong"], [0, 0, 1, 0])
     # Rows 0 and 3 stopped with every generated label true and true labels left (c; d).
     assert errors["stopped_with_labels_left"] == 2 and errors["missed_by_stopping"] == 2
     assert errors["missed"] == 1 + 1 + 0 + 1 and errors["count"] == 4
