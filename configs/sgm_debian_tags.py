@@ -31,23 +31,12 @@ micro-F1:
 - 3 epochs (981 steps): about 18 minutes on the 2-core machine with a second run beside it.
 """
 
-from jcaps.train.config_blocks import debian_tags_config, parse_argument
+from jcaps.train.config_blocks import debian_tags_config, parse_argument, sgm_decoder
 
 
 def get_config(arg: str = ""):
     argument = parse_argument(arg)
     config = debian_tags_config("sgm", num_epochs=3, smoke=argument.smoke)
-    model = config.model
-    model.decoder_dim = 256
-    model.label_embedding_dim = 0  # 0: embedding_dim
-    model.attention_dim = 0  # 0: decoder_dim
-    model.global_embedding = False  # sgm_ge_debian_tags.py: True
-    model.decoding = "beam"  # [ref] beam 5
-    model.beam_size = 5
-    model.max_steps = 30  # [ref]; at most 17 tags a package in train
-    model.length_penalty = 0.5  # [decision] the docstring: 0 (Reuters) under-generates here
-    if argument.smoke:
-        model.decoder_dim = 16
-        model.beam_size = 2
-        model.max_steps = 6
+    # [decision] 0.5, the docstring; max_steps 30 [ref] (at most 17 tags a package in train).
+    sgm_decoder(config, length_penalty=0.5, smoke=argument.smoke)
     return config

@@ -118,16 +118,35 @@ def label_set_config(model_name: str, data_keys: dict, *, num_epochs: int, smoke
     return config
 
 
+def sgm_decoder(config: ml_collections.ConfigDict, *, length_penalty: float, smoke: bool) -> None:
+    """SGM's decoder and its beam search, as the SGM configs set them on a `label_set_config`
+    (the global embedding off: the `sgm_ge_*` configs turn it on); `length_penalty` is the
+    dataset's, chosen on its validation data. `smoke`: a decoder 16 wide, beam 2, 6 steps."""
+    model = config.model
+    model.decoder_dim = 256
+    model.label_embedding_dim = 0  # 0: embedding_dim
+    model.attention_dim = 0  # 0: decoder_dim
+    model.global_embedding = False
+    model.decoding = "beam"  # [ref] beam 5
+    model.beam_size = 5
+    model.max_steps = 30  # [ref]
+    model.length_penalty = length_penalty
+    if smoke:
+        model.decoder_dim = 16
+        model.beam_size = 2
+        model.max_steps = 6
+
+
 def reuters_config(model_name: str, *, num_epochs: int, smoke: bool) -> ml_collections.ConfigDict:
     """`label_set_config` on Reuters-21578 ModApte (90 topics; not in the TFDS catalogue,
     `data.dir` holds `modapte_train.jsonl` and `modapte_test.jsonl`)."""
-    data_keys = dict(
-        train_file="modapte_train",
-        test_file="modapte_test",
-        drop_bad_rows=True,  # documents without text
-        max_len=128,  # the opening of a story names its topics
-        bucket_boundaries=(64, 96, 128),
-    )
+    data_keys = {
+        "train_file": "modapte_train",
+        "test_file": "modapte_test",
+        "drop_bad_rows": True,  # documents without text
+        "max_len": 128,  # the opening of a story names its topics
+        "bucket_boundaries": (64, 96, 128),
+    }
     return label_set_config(model_name, data_keys, num_epochs=num_epochs, smoke=smoke)
 
 
@@ -138,14 +157,14 @@ def debian_tags_config(model_name: str, *, num_epochs: int, smoke: bool) -> ml_c
     line). Validation is carved by source package (`data.group_key`): sibling packages (foo,
     foo-dev, foo-doc) share near-identical descriptions, and carved by rows they would fall on
     both sides and make validation optimistic."""
-    data_keys = dict(
-        train_file="train",
-        test_file="test",
-        group_key="source",
-        max_len=128,  # 93 % of descriptions are shorter
-        bucket_boundaries=(32, 64, 96, 128),
-        length_grouping=20,
-    )
+    data_keys = {
+        "train_file": "train",
+        "test_file": "test",
+        "group_key": "source",
+        "max_len": 128,  # 93 % of descriptions are shorter
+        "bucket_boundaries": (32, 64, 96, 128),
+        "length_grouping": 20,
+    }
     return label_set_config(model_name, data_keys, num_epochs=num_epochs, smoke=smoke)
 
 
