@@ -43,11 +43,11 @@ def decodings(length_penalties: list[float], greedy: bool, eos_thresholds: list[
     return settings
 
 
-def decode_split(workdir: str, split: str, overrides: dict, data_dir: str | None) -> dict:
-    """Metrics and sequence errors of `workdir` on `split` with its decoding keys set to `overrides`."""
-    trained = load_trained(workdir, with_data=True, data_overrides={"dir": data_dir} if data_dir else None,
-                           model_overrides=overrides)
-    predict = jax.jit(lambda params, tokens: trained.model.apply({"params": params}, tokens, method="predict"))
+def decode_split(trained, split: str, overrides: dict) -> dict:
+    """Metrics and sequence errors of the `trained` SGM (`load_trained`, with its data) on `split`,
+    with its decoding keys set to `overrides` (the parameters are the same for every setting)."""
+    model = trained.model.clone(**overrides)
+    predict = jax.jit(lambda params, tokens: model.apply({"params": params}, tokens, method="predict"))
     batch_size = trained.config.train.eval_batch_size or trained.config.train.batch_size
     sequences, predicted, targets = [], [], []
     for batch in trained.dataset.eval_batches(split, batch_size):
@@ -77,8 +77,10 @@ def main():
     results = {}
     for workdir in args.workdirs:
         results[workdir] = {}
+        # Read once: the data and parameters are the same for every decoding.
+        trained = load_trained(workdir, with_data=True, data_overrides={"dir": args.data_dir} if args.data_dir else None)
         for name, overrides in decodings(args.length_penalties, args.greedy, args.eos_thresholds).items():
-            result = decode_split(workdir, args.split, overrides, args.data_dir)
+            result = decode_split(trained, args.split, overrides)
             results[workdir][name] = result
             errors = result["errors"]
             print(f"{workdir} {args.split} {name}: micro-F1 {result['micro_f1']:.4f} (P {result['micro_precision']:.3f}"

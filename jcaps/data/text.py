@@ -187,8 +187,8 @@ def text_dataset(
     data_config, prepared: PreparedSplits, seed: int, vocab: Vocabulary | None = None, labels: LabelMap | None = None
 ) -> TextDataset:
     """A `TextDataset` over the `prepared` splits, with validation carved from train (by `seed`,
-    by whole groups of `data.group_key` when it is set) when the source has none; the vocabulary and label map are built from the training part,
-    unless given (those saved in a workdir)."""
+    by whole groups of `data.group_key` when it is set) when the source has none; the vocabulary
+    and label map are built from the training part, unless given (those saved in a workdir)."""
     splits = dict(prepared.splits)
     if "train" not in splits:
         raise ValueError(f"dataset has no train split (splits: {', '.join(splits)})")

@@ -55,8 +55,8 @@ def read_jsonl(
 ) -> Iterator[tuple[str, Example]]:
     """Reads a JSON-lines file with one `{"text": ..., label_key: ...}` object a line.
 
-    Other keys (such as an `id`) are ignored, but `group_key`'s. The file may end with a newline; any other blank
-    line is an error.
+    Other keys (such as an `id`) are ignored, but `group_key`'s. The file may end with a newline;
+    any other blank line is an error.
 
     Args:
         path: the `.jsonl` file.
