@@ -63,6 +63,12 @@ def decode_split(trained, split: str, overrides: dict) -> dict:
             "errors": {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in errors.items()}}
 
 
+def _error_rate(errors: dict, context: str) -> float:
+    """The fraction wrong of the labels generated in `context` ("after_wrong", "after_correct"),
+    over every position."""
+    return sum(errors[f"{context}_wrong"]) / max(sum(errors[f"{context}_count"]), 1)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workdirs", nargs="+", required=True)
@@ -78,7 +84,8 @@ def main():
     for workdir in args.workdirs:
         results[workdir] = {}
         # Read once: the data and parameters are the same for every decoding.
-        trained = load_trained(workdir, with_data=True, data_overrides={"dir": args.data_dir} if args.data_dir else None)
+        data_overrides = {"dir": args.data_dir} if args.data_dir else None
+        trained = load_trained(workdir, with_data=True, data_overrides=data_overrides)
         for name, overrides in decodings(args.length_penalties, args.greedy, args.eos_thresholds).items():
             result = decode_split(trained, args.split, overrides)
             results[workdir][name] = result
@@ -86,8 +93,8 @@ def main():
             print(f"{workdir} {args.split} {name}: micro-F1 {result['micro_f1']:.4f} (P {result['micro_precision']:.3f}"
                   f" R {result['micro_recall']:.3f}) labels {result['labels_per_example']:.2f}"
                   f" / {result['true_labels_per_example']:.2f}; wrong after a wrong label"
-                  f" {sum(errors['after_wrong_wrong']) / max(sum(errors['after_wrong_count']), 1):.3f}, after all"
-                  f" true {sum(errors['after_correct_wrong']) / max(sum(errors['after_correct_count']), 1):.3f};"
+                  f" {_error_rate(errors, 'after_wrong'):.3f}, after all true"
+                  f" {_error_rate(errors, 'after_correct'):.3f};"
                   f" missed by stopping {errors['missed_by_stopping']} of {errors['missed']} missed", flush=True)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:

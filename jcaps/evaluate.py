@@ -10,9 +10,9 @@ The data is read from where the workdir's config says; `--config.data.dir` and
 `--config.data.cache_dir` (the spellings train.py takes) point at it after it moved.
 
 Decoding settings (`cli.DECODING_KEYS`: SGM's `decoding`, `beam_size`, `max_steps`,
-`length_penalty`, `eos_threshold`; binary relevance's `threshold`) may be changed for the evaluation, so that they
-can be chosen on the validation split after training; the output then lists them under
-`model_overrides`. Example:
+`length_penalty`, `eos_threshold`; binary relevance's `threshold`) may be changed for the
+evaluation, so that they can be chosen on the validation split after training; the output then
+lists them under `model_overrides`. Example:
 
     python -m jcaps.evaluate --workdir W --split validation --config.model.length_penalty=1.0
 """

@@ -242,6 +242,7 @@ def label_sequence_errors(sequences: np.ndarray, targets: np.ndarray, num_specia
     # Wrong labels strictly before each position.
     wrong_before = np.cumsum(wrong, axis=1) - wrong
     later = is_label & (np.arange(steps) >= 1)
+    after_correct, after_wrong = later & (wrong_before == 0), later & (wrong_before > 0)
     generated = np.zeros_like(targets)
     rows = np.repeat(np.arange(n), steps)
     generated[rows[is_label.ravel()], label_index.ravel()[is_label.ravel()]] = True
@@ -251,10 +252,10 @@ def label_sequence_errors(sequences: np.ndarray, targets: np.ndarray, num_specia
     return {
         "position_count": is_label.sum(axis=0),
         "position_wrong": wrong.sum(axis=0),
-        "after_correct_count": (later & (wrong_before == 0)).sum(axis=0),
-        "after_correct_wrong": (wrong & later & (wrong_before == 0)).sum(axis=0),
-        "after_wrong_count": (later & (wrong_before > 0)).sum(axis=0),
-        "after_wrong_wrong": (wrong & later & (wrong_before > 0)).sum(axis=0),
+        "after_correct_count": after_correct.sum(axis=0),
+        "after_correct_wrong": (wrong & after_correct).sum(axis=0),
+        "after_wrong_count": after_wrong.sum(axis=0),
+        "after_wrong_wrong": (wrong & after_wrong).sum(axis=0),
         "stopped_with_labels_left": int(stopped.sum()),
         "missed_by_stopping": int(left[stopped].sum()),
         "missed": int(left.sum()),
