@@ -21,6 +21,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from jcaps.models.dropout import Dropout
 from jcaps.models.initializers import torch_linear_kernel
 from jcaps.models.recurrent_layers import RecurrentLayer
 from jcaps.models.token_ids import padding_mask
@@ -94,7 +95,7 @@ class Encoder(nn.Module):
         for layer in range(1, self.num_layers):
             # PyTorch's nn.GRU dropout: on every layer's output but the last; the next layer
             # reads both directions concatenated.
-            x = nn.Dropout(self.dropout_rate, deterministic=not train)(outputs.reshape(outputs.shape[:-2] + (-1,)))
+            x = Dropout(self.dropout_rate, deterministic=not train)(outputs.reshape(outputs.shape[:-2] + (-1,)))
             outputs = RecurrentLayer("gru", self.hidden_dim, dtype=self.dtype, name=f"layer_{layer}")(x, mask)
         return masked_mean_over_time(jnp.sum(outputs, axis=-2), mask)
 
@@ -231,7 +232,7 @@ class CCCapsNet(nn.Module):
         )(tokens, train)
         if embeddings is not None:
             words = embeddings
-        embedded = nn.Dropout(self.embedding_dropout, deterministic=not train)(words)
+        embedded = Dropout(self.embedding_dropout, deterministic=not train)(words)
         encoder = Encoder(self.hidden_dim, self.num_layers, self.dropout_rate, dtype=self.dtype, name="encoder")
         features = encoder(embedded.astype(self.dtype), mask, train)
         if self.classifier == "linear":

@@ -38,6 +38,7 @@ import jax
 import jax.numpy as jnp
 
 from jcaps.models.choices import DILATED_FCN_ATTENTIONS
+from jcaps.models.dropout import Dropout
 from jcaps.models.initializers import uniform
 from jcaps.models.token_ids import padding_mask
 from jcaps.ops.attention import CONV_ATTENTION_AXES, dot_product_attention, local_attention, simplified_attention
@@ -145,7 +146,7 @@ class DilatedFCN(nn.Module):
         if self.attention != "none":
             features, outputs["attention"] = self._attention(features, mask)
         if self.dropout_rate > 0:
-            features = nn.Dropout(self.dropout_rate, deterministic=not train)(features)
+            features = Dropout(self.dropout_rate, deterministic=not train)(features)
         head_kernel = self.param("head_kernel", _kernel_init, (self.filters, self.num_classes))
         head_bias = self.param("head_bias", nn.initializers.zeros, (self.num_classes,))
         position_logits = pointwise_conv(features, head_kernel.astype(self.dtype), head_bias.astype(self.dtype))

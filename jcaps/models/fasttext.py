@@ -11,6 +11,7 @@ from __future__ import annotations
 import flax.linen as nn
 import jax.numpy as jnp
 
+from jcaps.models.dropout import Dropout
 from jcaps.models.token_ids import padding_mask
 
 # Bigram ids are hashed as (a * prime + b) mod buckets on uint32 ids: cheap, and collisions
@@ -49,5 +50,5 @@ class FastText(nn.Module):
             total = total + jnp.einsum("bnd,bn->bd", bigrams(bigram_ids), bigram_mask)
             count = count + jnp.sum(bigram_mask, axis=-1)
         hidden = total / jnp.maximum(count, 1.0)[:, None]
-        hidden = nn.Dropout(self.dropout_rate, deterministic=not train)(hidden)
+        hidden = Dropout(self.dropout_rate, deterministic=not train)(hidden)
         return {"scores": nn.Dense(self.num_classes, dtype=self.dtype)(hidden), "embeddings": words}

@@ -45,6 +45,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from jcaps.models.dropout import Dropout
 from jcaps.models.token_ids import padding_mask
 from jcaps.ops.attention import head_query_attention
 from jcaps.ops.capsules import (
@@ -158,7 +159,7 @@ class _ICapsNet(nn.Module):
 
     def setup(self):
         self.embed = nn.Embed(self.vocab_size, self.embed_dim, dtype=self.dtype, param_dtype=jnp.float32)
-        self.embed_dropout = nn.Dropout(self.dropout_rate)
+        self.embed_dropout = Dropout(self.dropout_rate)
         self.region_conv = nn.Conv(
             self.region_dim,
             kernel_size=(self.kernel_size,),

@@ -38,6 +38,7 @@ import jax
 import jax.numpy as jnp
 
 from jcaps.models.choices import INPUT_CELL_LSTM_VARIANTS
+from jcaps.models.dropout import Dropout
 from jcaps.models.initializers import torch_linear_kernel, uniform
 from jcaps.models.recurrent_layers import RecurrentLayer
 from jcaps.ops.attention import causal_softmax_pool, causal_softmax_pool_quadratic, structured_self_attention
@@ -103,7 +104,7 @@ class InputCellLSTM(nn.Module):
             scores = self._attention_scores(series)
             lstm_inputs = CAUSAL_POOLS[self.causal_pool](scores, series, mask)
             outputs["attention_scores"] = scores
-        lstm_inputs = nn.Dropout(self.dropout_rate, deterministic=not train)(lstm_inputs)
+        lstm_inputs = Dropout(self.dropout_rate, deterministic=not train)(lstm_inputs)
 
         directions = 2 if self.variant == "bilstm" else 1
         lstm = RecurrentLayer("lstm", self.hidden_dim, directions, self.dtype, self.rnn_impl, name="lstm")
@@ -123,7 +124,7 @@ class InputCellLSTM(nn.Module):
             features, outputs["attention"] = structured_self_attention(
                 forward, w1.astype(self.dtype), w2.astype(self.dtype), mask
             )
-        features = nn.Dropout(self.dropout_rate, deterministic=not train)(features)
+        features = Dropout(self.dropout_rate, deterministic=not train)(features)
         readout = nn.Dense(
             self.num_classes,
             kernel_init=torch_linear_kernel,

@@ -69,28 +69,19 @@ import jax
 import jax.numpy as jnp
 
 from jcaps.models.choices import SGM_DECODINGS
+from jcaps.models.dropout import Dropout
 from jcaps.models.initializers import torch_linear_kernel, uniform
 from jcaps.models.recurrent_layers import RecurrentLayer
 from jcaps.models.token_ids import PAD_ID, padding_mask
 from jcaps.ops._arrays import add_bias
 from jcaps.ops.attention import additive_attention
 from jcaps.ops.decoding import beam_search, emitted_to_multi_hot, greedy_decode, label_mask_logits, mark_emitted
+from jcaps.ops.dropout import dropout
 from jcaps.ops.recurrent import bidirectional_final_state, lstm_cell, masked_max_over_time, masked_mean_over_time
 
 POOLS = {"max": masked_max_over_time, "mean": masked_mean_over_time}
 
 _embedding_init = nn.initializers.normal(1.0)
-
-
-def _dropout(x: jax.Array, rate: float, key: jax.Array | None) -> jax.Array:
-    """Inverted dropout drawn from `key`; the identity without a key (evaluation).
-
-    The decoder step runs inside `lax.scan` / `lax.while_loop`, where flax's `nn.Dropout` (a
-    module drawing from the module's RNG) cannot be called, so keys are passed in."""
-    if key is None or rate == 0:
-        return x
-    keep = jax.random.bernoulli(key, 1 - rate, x.shape)
-    return jnp.where(keep, x / (1 - rate), jnp.zeros_like(x))
 
 
 class BiLSTMEncoder(nn.Module):
@@ -129,7 +120,7 @@ class BiLSTMEncoder(nn.Module):
         for layer in range(self.num_layers):
             # Dropout on the embeddings, then (PyTorch's nn.LSTM dropout) on every layer's
             # output but the last; a layer reads both directions of the one below concatenated.
-            x = nn.Dropout(self.dropout_rate, deterministic=not train)(x)
+            x = Dropout(self.dropout_rate, deterministic=not train)(x)
             states = RecurrentLayer(
                 "lstm", self.hidden_dim, dtype=self.dtype, rnn_impl=self.rnn_impl, name=f"layer_{layer}"
             )(x, mask)
@@ -309,7 +300,7 @@ class SGM(nn.Module):
         hidden, cell = [], []
         for layer, weights in enumerate(params["decoder"]):
             if layer:
-                x = _dropout(x, self.dropout_rate, keys[layer - 1])
+                x = dropout(x, self.dropout_rate, keys[layer - 1])
             h, c = lstm_cell(
                 add_bias(x @ weights["input_kernel"], weights["input_bias"]),
                 state["hidden"][:, layer],
@@ -329,7 +320,7 @@ class SGM(nn.Module):
             state["mask"],
         )
         readout = x @ params["readout_state_kernel"] + context @ params["readout_context_kernel"]
-        readout = _dropout(jnp.tanh(add_bias(readout, params["readout_bias"])), self.dropout_rate, keys[-1])
+        readout = dropout(jnp.tanh(add_bias(readout, params["readout_bias"])), self.dropout_rate, keys[-1])
         logits = add_bias(readout @ params["output_kernel"], params["output_bias"]).astype(jnp.float32)
         new_state = dict(state, hidden=jnp.stack(hidden, axis=1), cell=jnp.stack(cell, axis=1), context=context)
         return logits, new_state, attention
@@ -453,7 +444,7 @@ class BinaryRelevance(nn.Module):
         looked-up vectors (`tokens` still give the mask)."""
         states, mask, _, words = _encoder(self)(tokens, train=train, embeddings=embeddings)
         features = POOLS[self.pool](states, mask)
-        features = nn.Dropout(self.dropout_rate, deterministic=not train)(features)
+        features = Dropout(self.dropout_rate, deterministic=not train)(features)
         readout = nn.Dense(
             self.num_classes,
             kernel_init=torch_linear_kernel,

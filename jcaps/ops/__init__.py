@@ -11,6 +11,7 @@ Modules (each docstring gives the equations and the papers):
   capsules     squash, prediction vectors, dynamic and k-means routing
   convolution  causal convolutions and the dilated residual stack
   decoding     greedy and beam-search decoding of label sequences
+  dropout      inverted dropout with a mask from 8 or 16 random bits per element
   embeddings   compositional word embeddings (codeword-weighted and compositional coding)
   losses       per-example classification losses
   recurrent    GRU and LSTM scans, pooling over time
@@ -53,6 +54,7 @@ from jcaps.ops.decoding import (
     label_mask_logits,
     mark_emitted,
 )
+from jcaps.ops.dropout import dropout
 from jcaps.ops.embeddings import cc_embedding, cwc_embedding, num_codewords
 from jcaps.ops.losses import (
     cross_entropy,
@@ -107,6 +109,8 @@ __all__ = [
     "greedy_decode",
     "label_mask_logits",
     "mark_emitted",
+    # dropout
+    "dropout",
     # embeddings
     "cc_embedding",
     "cwc_embedding",

@@ -197,6 +197,18 @@ def _cc_embedding_training(rng):
     return *_embedding(ops.cc_embedding, rng=jax.random.key(0))(rng), None
 
 
+def _dropout(rng):
+    """Each example with its own key (as raw key data, which stacks): under vmap each example
+    draws the mask its unbatched call draws. One key for a batch draws one mask of the batch's
+    shape, so there is no batched check."""
+
+    def op(x, key_data):
+        return ops.dropout(x, 0.5, jax.random.wrap_key_data(key_data))
+
+    keys = [np.asarray(jax.random.key_data(jax.random.key(i))) for i in range(BATCH)]
+    return op, [(_normal(rng, T, F), key) for key in keys], None
+
+
 def _class_loss(loss):
     def case(rng):
         return loss, [(_normal(rng, 4), np.int32(rng.integers(0, 4))) for _ in range(BATCH)]
@@ -319,6 +331,7 @@ CASES: dict[str, Callable] = {
     "pointwise_conv": _pointwise_conv,
     "residual_layer": _residual_layer,
     "dilated_residual_stack": _dilated_residual_stack,
+    "dropout": _dropout,
     "cwc_embedding": _embedding(ops.cwc_embedding),
     "cc_embedding": _embedding(ops.cc_embedding),
     "cc_embedding[training]": _cc_embedding_training,

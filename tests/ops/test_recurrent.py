@@ -85,8 +85,14 @@ def autodiff_gru_scan(input_gates, hidden_kernel, hidden_bias, mask):
     return jnp.swapaxes(jax.lax.scan(step, jnp.zeros((input_gates.shape[0], H)), time_major)[1], 0, 1)
 
 
-def test_gru_scan_values_and_gradients_match_autodiff_of_the_plain_scan():
-    mask = np.arange(T)[None, :] < LENGTHS[:, None]
+# Trailing pads, and interior pads (steps 1 and 4 of sequence 0), across which the state and
+# its cotangent are carried.
+INTERIOR_PADS = np.array([[1, 0, 1, 1, 0, 1], [1, 1, 1, 0, 0, 0], [1, 0, 0, 0, 0, 0]], bool)
+
+
+@pytest.mark.parametrize("pads", ["trailing", "interior"])
+def test_gru_scan_values_and_gradients_match_autodiff_of_the_plain_scan(pads):
+    mask = np.arange(T)[None, :] < LENGTHS[:, None] if pads == "trailing" else INTERIOR_PADS
     rng = np.random.default_rng(1)
     input_gates = rng.normal(size=(B, T, 3 * H)).astype(np.float32)
     kernel = rng.normal(scale=0.5, size=(H, 3 * H)).astype(np.float32)
@@ -108,6 +114,20 @@ def test_gru_scan_values_and_gradients_match_autodiff_of_the_plain_scan():
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
     # Padded steps receive no gradient.
     assert np.all(np.asarray(ours[0])[~mask] == 0.0)
+
+
+def test_lstm_scan_gradient_matches_finite_differences():
+    mask = INTERIOR_PADS
+    rng = np.random.default_rng(2)
+    args = (
+        rng.normal(size=(B, T, 4 * H)),
+        rng.normal(scale=0.5, size=(H, 4 * H)),
+        rng.normal(scale=0.5, size=(4 * H,)),
+    )
+    with jax.enable_x64():
+        jax.test_util.check_grads(
+            lambda g, k, b: jnp.sum(jnp.sin(recurrent.lstm_scan(g, k, b, mask))), args, order=1, modes=["rev"]
+        )
 
 
 @pytest.mark.parametrize("kind", sorted(BIDIRECTIONAL))
