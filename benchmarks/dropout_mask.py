@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 from throughput import median_seconds, write_results  # the script's folder is on sys.path
 
-from jcaps.ops.dropout import dropout
+from jcaps.ops.regularisation import dropout
 
 SHAPES = {"embeddings": (64, 200, 512), "layer_outputs": (64, 200, 1024)}
 RATES = (0.5, 0.1)

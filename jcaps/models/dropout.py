@@ -1,11 +1,11 @@
 """Dropout as a Flax module: `flax.linen.Dropout`'s interface over `jcaps.ops.dropout`, whose
-mask costs a quarter (or half) of `jax.random.bernoulli`'s random bits (`jcaps/ops/dropout.py`
-says why and how)."""
+mask costs a quarter (or half) of `jax.random.bernoulli`'s random bits
+(`jcaps/ops/regularisation.py` says why and how)."""
 
 import flax.linen as nn
 import jax
 
-from jcaps.ops.dropout import dropout
+from jcaps.ops.regularisation import dropout
 
 
 class Dropout(nn.Module):

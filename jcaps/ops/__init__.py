@@ -6,15 +6,15 @@ sequence), with a padding mask [..., T] that is True at real positions; capsules
 package imports JAX only (no Flax, no Optax, nothing else of jcaps).
 
 Modules (each docstring gives the equations and the papers):
-  attention    masked softmax; head-query, causal-pool, structured self-, convolutional-network
-               and additive attention
-  capsules     squash, prediction vectors, dynamic and k-means routing
-  convolution  causal convolutions and the dilated residual stack
-  decoding     greedy and beam-search decoding of label sequences
-  dropout      inverted dropout with a mask from 8 or 16 random bits per element
-  embeddings   compositional word embeddings (codeword-weighted and compositional coding)
-  losses       per-example classification losses
-  recurrent    GRU and LSTM scans, pooling over time
+  attention       masked softmax; head-query, causal-pool, structured self-,
+                  convolutional-network and additive attention
+  capsules        squash, prediction vectors, dynamic and k-means routing
+  convolution     causal convolutions and the dilated residual stack
+  decoding        greedy and beam-search decoding of label sequences
+  embeddings      compositional word embeddings (codeword-weighted and compositional coding)
+  losses          per-example classification losses
+  recurrent       GRU and LSTM scans, pooling over time
+  regularisation  dropout, its mask from 8 or 16 random bits per element
 
 Example:
     >>> import jax.numpy as jnp
@@ -54,7 +54,6 @@ from jcaps.ops.decoding import (
     label_mask_logits,
     mark_emitted,
 )
-from jcaps.ops.dropout import dropout
 from jcaps.ops.embeddings import cc_embedding, cwc_embedding, num_codewords
 from jcaps.ops.losses import (
     cross_entropy,
@@ -74,6 +73,7 @@ from jcaps.ops.recurrent import (
     masked_max_over_time,
     masked_mean_over_time,
 )
+from jcaps.ops.regularisation import dropout
 
 __all__ = [
     # attention
@@ -109,8 +109,6 @@ __all__ = [
     "greedy_decode",
     "label_mask_logits",
     "mark_emitted",
-    # dropout
-    "dropout",
     # embeddings
     "cc_embedding",
     "cwc_embedding",
@@ -131,4 +129,6 @@ __all__ = [
     "lstm_scan",
     "masked_max_over_time",
     "masked_mean_over_time",
+    # regularisation
+    "dropout",
 ]

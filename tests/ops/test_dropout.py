@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jcaps.ops.dropout import drop_threshold, dropout, keep_mask
+from jcaps.ops.regularisation import drop_threshold, dropout, keep_mask
 
 
 @pytest.mark.parametrize(("rate", "expected"), [(0.5, (8, 128)), (0.25, (8, 64)), (0.1, (16, 6554)), (0.3, (16, 19661))])

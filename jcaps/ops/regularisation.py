@@ -53,7 +53,7 @@ def dropout(x: jax.Array, rate: float, key: jax.Array | None) -> jax.Array:
 
     Example:
         >>> import jax, jax.numpy as jnp
-        >>> from jcaps.ops.dropout import dropout
+        >>> from jcaps.ops.regularisation import dropout
         >>> y = dropout(jnp.ones(8), 0.5, jax.random.key(0))
         >>> sorted(set(y.tolist()))  # dropped, or scaled by 1 / 0.5
         [0.0, 2.0]
