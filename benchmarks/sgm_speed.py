@@ -63,15 +63,21 @@ def source_tokens(vocab_size: int, batch: int, length: int) -> np.ndarray:
     return np.random.default_rng(0).integers(2, vocab_size, size=(batch, length), dtype=np.int32)
 
 
-def decode_seconds(config, vocab_size: int, batch: int, length: int, decoding: str, repeats: int) -> dict:
+def compiled_decoding(config, vocab_size: int, batch: int, length: int, decoding: str):
+    """The SGM's `predict` with `decoding`, compiled for `source_tokens` of the shape ->
+    (a call decoding them, its compile seconds)."""
     model, params = decoding_model(config, vocab_size, decoding)
     tokens = source_tokens(vocab_size, batch, length)
     predict = jax.jit(lambda params, tokens: model.apply({"params": params}, tokens, method="predict"))
     start = time.perf_counter()
     compiled = predict.lower(params, tokens).compile()
-    compile_s = time.perf_counter() - start
-    seconds = median_seconds(lambda: compiled(params, tokens), repeats)
-    lengths = np.asarray(compiled(params, tokens)["length"])
+    return (lambda: compiled(params, tokens)), time.perf_counter() - start
+
+
+def decode_seconds(config, vocab_size: int, batch: int, length: int, decoding: str, repeats: int) -> dict:
+    decode, compile_s = compiled_decoding(config, vocab_size, batch, length, decoding)
+    seconds = median_seconds(decode, repeats)
+    lengths = np.asarray(decode()["length"])
     return {f"{decoding}_s": seconds, f"{decoding}_examples_per_s": batch / seconds,
             f"{decoding}_compile_s": compile_s, f"{decoding}_mean_labels": float(lengths.mean())}
 

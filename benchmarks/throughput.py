@@ -17,6 +17,8 @@ import json
 import os
 import statistics
 import time
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
@@ -95,14 +97,27 @@ def _cost(compiled) -> dict:
     return cost[0] if isinstance(cost, list) else (cost or {})
 
 
-def measure(config, vocab_size: int, num_classes: int, length: int, repeats: int) -> dict:
-    """Compile time and median step times of `config` on random batches."""
+class TrainHarness(NamedTuple):
+    """A compiled train step on one random batch, ready to call again and again."""
+
+    one_train_step: Callable[[], dict]  # one step; the new state replaces the old
+    evaluate: Callable[[], dict]  # one eval step on the same batch
+    train: Any  # the jitted step (for the FLOP count)
+    compiled_train: Any
+    holder: dict  # {"state": the current train state}
+    batch: dict
+    mesh: Any
+    compile_s: float
+
+
+def train_harness(config, vocab_size: int, num_classes: int, length: int) -> TrainHarness:
+    """`config`'s model, train state and compiled train step on a random batch of its shapes."""
     family = get_family(config.model.name)
     model = build_model(config.model, vocab_size, num_classes, DTYPES[config.train.dtype])
     mesh = mesh_lib.data_mesh()
-    batch_size = config.train.batch_size
     batch = mesh_lib.global_batch(
-        synthetic_batch(np.random.default_rng(0), config, batch_size, length, vocab_size, num_classes), mesh
+        synthetic_batch(np.random.default_rng(0), config, config.train.batch_size, length, vocab_size, num_classes),
+        mesh,
     )
 
     dummy = model_inputs(synthetic_batch(np.random.default_rng(0), config, 1, 4, vocab_size, num_classes), family)
@@ -121,18 +136,26 @@ def measure(config, vocab_size: int, num_classes: int, length: int, repeats: int
         holder["state"], metrics = compiled_train(holder["state"], batch)
         return metrics
 
-    train_s = median_seconds(one_train_step, repeats)
-    eval_s = median_seconds(lambda: evaluate(holder["state"], batch), repeats)
-    memory = compiled_train.memory_analysis()
-    flops = count_flops(train, holder["state"], batch)
+    return TrainHarness(one_train_step, lambda: evaluate(holder["state"], batch), train, compiled_train, holder, batch,
+                        mesh, compile_s)
+
+
+def measure(config, vocab_size: int, num_classes: int, length: int, repeats: int) -> dict:
+    """Compile time and median step times of `config` on random batches."""
+    harness = train_harness(config, vocab_size, num_classes, length)
+    batch_size = config.train.batch_size
+    train_s = median_seconds(harness.one_train_step, repeats)
+    eval_s = median_seconds(harness.evaluate, repeats)
+    memory = harness.compiled_train.memory_analysis()
+    flops = count_flops(harness.train, harness.holder["state"], harness.batch)
     return {
-        "compile_s": compile_s,
+        "compile_s": harness.compile_s,
         # Counted on the step's jaxpr, every scan body times its length (benchmarks/flops.py);
         # XLA's cost analysis of the compiled step, beside it, counts a loop's body once.
         "flops_per_step": flops.total,
         "matmul_flops_per_step": flops.matmul,
         "while_loops_counted_once": flops.while_loops_counted_once,
-        "xla_flops_per_step": float(_cost(compiled_train).get("flops", 0.0)),
+        "xla_flops_per_step": float(_cost(harness.compiled_train).get("flops", 0.0)),
         "peak_bytes": int(memory.argument_size_in_bytes + memory.output_size_in_bytes + memory.temp_size_in_bytes),
         "train_step_s": train_s,
         "eval_step_s": eval_s,
@@ -142,9 +165,9 @@ def measure(config, vocab_size: int, num_classes: int, length: int, repeats: int
         "length": length,
         "vocab_size": vocab_size,
         "num_classes": num_classes,
-        "parameters": parameter_count(state.params),
+        "parameters": parameter_count(harness.holder["state"].params),
         "device": jax.devices()[0].device_kind,
-        "num_devices": mesh.size,
+        "num_devices": harness.mesh.size,
     }
 
 

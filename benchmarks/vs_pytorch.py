@@ -21,15 +21,23 @@ Shapes (batch-first):
                          source 200: one training step (teacher-forced cross-entropy over the
                          harness's 8 label steps, gradient clipping, Adam)
     sgm_greedy           the same model's greedy decoding, at most 30 steps
+    matmul_projection    one float32 matmul [12800, 1024] x [1024, 4096]: the input projection
+                         of an SGM encoder layer (batch 64 x length 200 rows, both directions)
+    matmul_step          one float32 matmul [64, 512] x [512, 2048]: a recurrent step's
+                         matmul in that layer; both matmul shapes time the libraries' GEMMs
+                         alone (XLA:CPU's own against PyTorch's MKL), 20 calls per timing
 
-The SGM shapes time on the jcaps side exactly what `benchmarks/sgm_speed.py` times (its
-functions and `benchmarks/throughput.py`'s harness); the PyTorch side is the same model built
+The two sides are timed call by call in turn (jcaps, PyTorch, jcaps, ...; `paired_seconds`), so
+that a machine whose speed drifts during the run slows both alike, and the ratio is the median
+of the paired ratios, with the lowest and highest beside it. The SGM shapes run on the jcaps
+side what `benchmarks/sgm_speed.py` times (`benchmarks/throughput.py`'s train harness, its
+compiled decoding); the PyTorch side is the same model built
 from stock modules (`benchmarks/torch_sgm.py`), fed the same batch, with jcaps' initial
 weights copied in, and eager like the authors' code. `--sizes tiny` runs every shape narrow and
 short (width 32, batch 4, 12 steps; SGM vocabulary 500): a check that both sides run, seconds.
 
-Writes DIR/results.json: {"<shape>": {"jcaps_s", "torch_s", "ratio" (jcaps / torch),
-"jcaps_compile_s", "max_abs_output_difference", ...}, "_run": {threads, versions}}; the SGM
+Writes DIR/results.json: {"<shape>": {"jcaps_s", "torch_s" (medians), "ratio" (jcaps / torch,
+the median pair), "ratio_min", "ratio_max", "jcaps_compile_s", "max_abs_output_difference", ...}, "_run": {threads, versions}}; the SGM
 shapes add both parameter counts, and instead of the output difference the teacher-forced
 logits and losses of both sides on the same weights (train step) or the decoded label sets and
 steps of both (greedy). The outputs of both sides are computed from the same weights and
@@ -41,18 +49,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import time
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from sgm_speed import NUM_LABELS, ROOT, decode_seconds, decoding_model, sized, source_tokens
+from sgm_speed import NUM_LABELS, ROOT, compiled_decoding, decoding_model, sized, source_tokens
 from throughput import (  # the script's folder is on sys.path
     earlier_results,
-    measure,
-    median_seconds,
     synthetic_batch,
+    train_harness,
     write_results,
 )
 
@@ -86,6 +94,25 @@ def tiny(shape: Shape) -> Shape:
     return shape._replace(input_size=16, hidden=32, batch=4, steps=min(shape.steps, 12))
 
 
+def _seconds(fn) -> float:
+    start = time.perf_counter()
+    jax.block_until_ready(fn())
+    return time.perf_counter() - start
+
+
+def paired_seconds(jcaps_fn, torch_fn, repeats: int, warmup: int = 2) -> dict:
+    """Times the two sides call by call in turn (jcaps, PyTorch, jcaps, ...), so that a machine
+    whose speed drifts during the run slows both alike -> the median seconds of each side and
+    the median, lowest and highest of the `repeats` paired ratios jcaps / PyTorch."""
+    for _ in range(warmup):
+        _seconds(jcaps_fn)
+        _seconds(torch_fn)
+    pairs = [(_seconds(jcaps_fn), _seconds(torch_fn)) for _ in range(repeats)]
+    ratios = [jcaps_s / torch_s for jcaps_s, torch_s in pairs]
+    return {"jcaps_s": statistics.median(j for j, _ in pairs), "torch_s": statistics.median(t for _, t in pairs),
+            "ratio": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios)}
+
+
 class SGMSize(NamedTuple):
     batch: int
     length: int
@@ -94,6 +121,10 @@ class SGMSize(NamedTuple):
 
 
 SGM_SHAPES = ("sgm_train_step", "sgm_greedy")
+# (rows, contracted, columns) of a plain matmul, and its `--sizes tiny` stand-in.
+MATMULS = {"matmul_projection": (12800, 1024, 4096), "matmul_step": (64, 512, 2048)}
+TINY_MATMUL = (64, 32, 48)
+MATMUL_CALLS = 20
 SGM_SIZES = {"reference": SGMSize(64, 200, 50000, 0), "tiny": SGMSize(4, 12, 500, 32)}
 
 
@@ -198,7 +229,6 @@ def compare(name: str, shape: Shape, repeats: int) -> dict:
     compiled = step.lower(layers, x).compile()
     compile_s = time.perf_counter() - start
     (_, jcaps_out), _ = compiled(layers, x)
-    jcaps_s = median_seconds(lambda: compiled(layers, x), repeats)
 
     # PyTorch: eager forward + backward.
     x_torch = torch.from_numpy(x_np).requires_grad_(True)
@@ -212,15 +242,43 @@ def compare(name: str, shape: Shape, repeats: int) -> dict:
         return outputs
 
     torch_out = torch_step().detach().numpy()
-    torch_s = median_seconds(torch_step, repeats)
     return {
         **shape._asdict(),
-        "jcaps_s": jcaps_s,
-        "torch_s": torch_s,
-        "ratio": jcaps_s / torch_s,
+        **paired_seconds(lambda: compiled(layers, x), torch_step, repeats),
         "jcaps_compile_s": compile_s,
         "max_abs_output_difference": float(np.max(np.abs(np.asarray(jcaps_out) - torch_out))),
     }
+
+
+def compare_matmul(dims: tuple[int, int, int], repeats: int) -> dict:
+    """One [M, K] x [K, N] float32 product: `jnp.matmul` compiled by XLA against `torch.mm`,
+    each timed over `MATMUL_CALLS` calls (a small product takes under a millisecond)."""
+    import torch
+
+    rows, contracted, columns = dims
+    rng = np.random.default_rng(0)
+    a_np = rng.standard_normal((rows, contracted)).astype(np.float32)
+    b_np = rng.standard_normal((contracted, columns)).astype(np.float32)
+    a, b = jnp.asarray(a_np), jnp.asarray(b_np)
+    compiled = jax.jit(jnp.matmul).lower(a, b).compile()
+    a_torch, b_torch = torch.from_numpy(a_np), torch.from_numpy(b_np)
+
+    def jcaps_calls():
+        for _ in range(MATMUL_CALLS):
+            jax.block_until_ready(compiled(a, b))
+
+    def torch_calls():
+        for _ in range(MATMUL_CALLS):
+            torch.mm(a_torch, b_torch)
+
+    row = paired_seconds(jcaps_calls, torch_calls, repeats)
+    row["jcaps_s"] /= MATMUL_CALLS
+    row["torch_s"] /= MATMUL_CALLS
+    flops = 2 * rows * contracted * columns
+    difference = np.max(np.abs(np.asarray(compiled(a, b)) - torch.mm(a_torch, b_torch).numpy()))
+    return {"rows": rows, "contracted": contracted, "columns": columns, **row,
+            "jcaps_gflop_per_s": flops / row["jcaps_s"] / 1e9, "torch_gflop_per_s": flops / row["torch_s"] / 1e9,
+            "max_abs_output_difference": float(difference)}
 
 
 def sgm_config(size: SGMSize):
@@ -264,7 +322,7 @@ def compare_sgm(name: str, size: SGMSize, repeats: int) -> dict:
         # The batch the harness trains on: full-length sources, up to 3 labels + EOS in 8 steps.
         batch = synthetic_batch(np.random.default_rng(0), config, size.batch, size.length, size.vocab_size, NUM_LABELS)
         tokens, labels = batch["tokens"], batch["label_sequence"]
-        jcaps = measure(sgm_config(size), size.vocab_size, NUM_LABELS, size.length, repeats)
+        harness = train_harness(sgm_config(size), size.vocab_size, NUM_LABELS, size.length)
         tokens_torch, labels_torch = torch.from_numpy(tokens.astype(np.int64)), torch.from_numpy(labels.astype(np.int64))
         # The same weights without dropout: teacher-forced logits and loss of both sides.
         logits = jax.jit(lambda params, tokens, labels: model.apply({"params": params}, tokens, labels)["logits"])(
@@ -284,30 +342,28 @@ def compare_sgm(name: str, size: SGMSize, repeats: int) -> dict:
             optimizer.step()
             return loss.item()
 
-        row.update(label_steps=labels.shape[1], jcaps_s=jcaps["train_step_s"], jcaps_compile_s=jcaps["compile_s"],
+        row.update(label_steps=labels.shape[1], jcaps_compile_s=harness.compile_s,
                    jcaps_initial_loss=float(jnp.mean(sequence_cross_entropy(logits, jnp.asarray(labels)))),
                    torch_initial_loss=torch_loss,
                    max_abs_logit_difference=float(np.max(np.abs(np.asarray(logits) - torch_logits))),
                    torch_first_train_step_loss=torch_step())
-        row["torch_s"] = median_seconds(torch_step, repeats)
+        row.update(paired_seconds(harness.one_train_step, torch_step, repeats))
     else:
         tokens = source_tokens(size.vocab_size, size.batch, size.length)
         max_steps = config.model.max_steps
-        jcaps = decode_seconds(sgm_config(size), size.vocab_size, size.batch, size.length, "greedy", repeats)
-        decoded = jax.jit(lambda params, tokens: model.apply({"params": params}, tokens, method="predict"))(
-            params, tokens)
+        decode, compile_s = compiled_decoding(sgm_config(size), size.vocab_size, size.batch, size.length, "greedy")
+        decoded = decode()  # the same model and parameters as `model`, `params` (`decoding_model`)
         module.eval()
         tokens_torch = torch.from_numpy(tokens.astype(np.int64))
         emitted, torch_steps = module.greedy(tokens_torch, max_steps)
         labels = np.asarray(decoded["labels"]).astype(bool)
         torch_labels = emitted[:, NUM_SPECIAL:].numpy()
-        row.update(max_steps=max_steps, jcaps_s=jcaps["greedy_s"], jcaps_compile_s=jcaps["greedy_compile_s"],
+        row.update(max_steps=max_steps, jcaps_compile_s=compile_s,
                    jcaps_decoded_steps=int(np.max(np.sum(np.asarray(decoded["sequence"]) != PAD, axis=1))),
                    torch_decoded_steps=torch_steps, labels_shape=list(labels.shape),
                    jcaps_mean_labels=float(labels.sum(1).mean()), torch_mean_labels=float(torch_labels.sum(1).mean()),
                    same_label_set_fraction=float(np.mean(np.all(labels == torch_labels, axis=1))))
-        row["torch_s"] = median_seconds(lambda: module.greedy(tokens_torch, max_steps), repeats)
-    row["ratio"] = row["jcaps_s"] / row["torch_s"]
+        row.update(paired_seconds(decode, lambda: module.greedy(tokens_torch, max_steps), repeats))
     return row
 
 
@@ -315,7 +371,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True)
     parser.add_argument("--repeats", type=int, default=5)
-    known = (*SHAPES, *SGM_SHAPES)
+    known = (*SHAPES, *SGM_SHAPES, *MATMULS)
     parser.add_argument("--shapes", default=",".join(known), help="comma-separated names among " + ", ".join(known))
     parser.add_argument("--sizes", choices=tuple(SGM_SIZES), default="reference")
     args = parser.parse_args()
@@ -336,6 +392,10 @@ def main() -> None:
         if name in SGM_SHAPES:
             row = compare_sgm(name, SGM_SIZES[args.sizes], args.repeats)
             checks = {key: value for key, value in row.items() if key not in ("jcaps_s", "torch_s", "ratio")}
+        elif name in MATMULS:
+            row = compare_matmul(TINY_MATMUL if args.sizes == "tiny" else MATMULS[name], args.repeats)
+            checks = {key: round(row[key], 4) for key in ("jcaps_gflop_per_s", "torch_gflop_per_s",
+                                                          "max_abs_output_difference")}
         else:
             row = compare(name, tiny(SHAPES[name]) if args.sizes == "tiny" else SHAPES[name], args.repeats)
             checks = {"max_abs_output_difference": row["max_abs_output_difference"]}
