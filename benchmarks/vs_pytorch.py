@@ -31,17 +31,18 @@ The two sides are timed call by call in turn (jcaps, PyTorch, jcaps, ...; `paire
 that a machine whose speed drifts during the run slows both alike, and the ratio is the median
 of the paired ratios, with the lowest and highest beside it. The SGM shapes run on the jcaps
 side what `benchmarks/sgm_speed.py` times (`benchmarks/throughput.py`'s train harness, its
-compiled decoding); the PyTorch side is the same model built
-from stock modules (`benchmarks/torch_sgm.py`), fed the same batch, with jcaps' initial
-weights copied in, and eager like the authors' code. `--sizes tiny` runs every shape narrow and
-short (width 32, batch 4, 12 steps; SGM vocabulary 500): a check that both sides run, seconds.
+compiled decoding); the PyTorch side is the same model built from stock modules
+(`benchmarks/torch_sgm.py`), fed the same batch, with jcaps' initial weights copied in, and
+eager like the authors' code. `--sizes tiny` runs every shape narrow and short (width 32, batch
+4, 12 steps; SGM vocabulary 500): a check that both sides run, seconds.
 
 Writes DIR/results.json: {"<shape>": {"jcaps_s", "torch_s" (medians), "ratio" (jcaps / torch,
-the median pair), "ratio_min", "ratio_max", "jcaps_compile_s", "max_abs_output_difference", ...}, "_run": {threads, versions}}; the SGM
-shapes add both parameter counts, and instead of the output difference the teacher-forced
-logits and losses of both sides on the same weights (train step) or the decoded label sets and
-steps of both (greedy). The outputs of both sides are computed from the same weights and
-compared, so a fast but wrong layer shows. Needs no data.
+the median pair), "ratio_min", "ratio_max", "jcaps_compile_s", "max_abs_output_difference",
+...}, "_run": {threads, versions}}; the SGM shapes add both parameter counts, and instead of
+the output difference the teacher-forced logits and losses of both sides on the same weights
+(train step) or the decoded label sets and steps of both (greedy). The outputs of both sides
+are computed from the same weights and compared, so a fast but wrong layer shows. Needs no
+data.
 """
 
 from __future__ import annotations
@@ -391,7 +392,8 @@ def main() -> None:
     for name in names:
         if name in SGM_SHAPES:
             row = compare_sgm(name, SGM_SIZES[args.sizes], args.repeats)
-            checks = {key: value for key, value in row.items() if key not in ("jcaps_s", "torch_s", "ratio")}
+            timings = ("jcaps_s", "torch_s", "ratio", "ratio_min", "ratio_max")
+            checks = {key: value for key, value in row.items() if key not in timings}
         elif name in MATMULS:
             row = compare_matmul(TINY_MATMUL if args.sizes == "tiny" else MATMULS[name], args.repeats)
             checks = {key: round(row[key], 4) for key in ("jcaps_gflop_per_s", "torch_gflop_per_s",

@@ -295,6 +295,8 @@ class SGM(nn.Module):
             average = previous_probs.astype(table.dtype) @ table
             gate = jax.nn.sigmoid(add_bias(embedded @ params["ge_w1"], params["ge_b1"]) + average @ params["ge_w2"])
             embedded = (1 - gate) * embedded + gate * average
+        # The step runs inside `lax.scan` / `lax.while_loop`, where a module drawing from the
+        # module's RNG (`Dropout`) cannot be called, so the op gets keys passed in.
         keys = [None] * self.num_layers if dropout_key is None else list(jax.random.split(dropout_key, self.num_layers))
         x = jnp.concatenate([embedded, state["context"]], axis=-1)
         hidden, cell = [], []

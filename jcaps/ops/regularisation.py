@@ -17,13 +17,9 @@ import jax.numpy as jnp
 import numpy as np
 
 
-def _bits_per_draw(rate: float) -> int:
-    return 8 if float(rate * 256).is_integer() else 16
-
-
 def drop_threshold(rate: float) -> tuple[int, int]:
     """rate -> (bits per element, t): an element is dropped when its `bits`-bit draw is < t."""
-    bits = _bits_per_draw(rate)
+    bits = 8 if float(rate * 256).is_integer() else 16
     return bits, round(rate * 2**bits)
 
 
