@@ -170,3 +170,13 @@ def decoding_overrides() -> dict:
     """{key: value} of the decoding flags given on the command line."""
     values = {key: flags.FLAGS[f"config.model.{key}"].value for key in DECODING_KEYS}
     return {key: value for key, value in values.items() if value is not None}
+
+
+def define_parameters_flag() -> None:
+    """`--parameters` for the commands that load a trained workdir (`jcaps.train.workdir.load_trained`)."""
+    from jcaps.train.workdir import PARAMETER_CHOICES
+
+    flags.DEFINE_enum("parameters", PARAMETER_CHOICES[0], list(PARAMETER_CHOICES),
+                      "final: the parameters training reported as final (the best on validation when it selected "
+                      "them, else the last checkpoint's); last: those of the newest checkpoint that is intact, for a "
+                      "workdir whose final parameters are damaged.")

@@ -4,7 +4,8 @@
 Prints the metrics of a trained workdir on one split as one JSON object, with which parameters
 were scored: `parameters` is "best" (those of the best validation evaluation, which training
 reported as final when it selected one) or "last" (the last checkpoint's), `selected_step` the
-step they come from and `last_step` the step of the last checkpoint.
+step they come from and `last_step` the step of the last checkpoint. Damaged parameters stop it
+with one line naming the file; `--parameters last` scores the newest intact checkpoint instead.
 
 The data is read from where the workdir's config says; `--config.data.dir` and
 `--config.data.cache_dir` (the spellings train.py takes) point at it after it moved.
@@ -30,10 +31,11 @@ FLAGS = flags.FLAGS
 
 
 def evaluate(workdir: str, split: str = "test", data_overrides: dict | None = None,
-             model_overrides: dict | None = None) -> dict:
+             model_overrides: dict | None = None, parameters: str = "final") -> dict:
     """`{"split", "selected_step", "parameters", "last_step", **metrics}` of `workdir` on `split`.
     `data_overrides`: `data.*` keys of the workdir's config to change (`cli.DATA_LOCATION_KEYS`);
-    `model_overrides`: `model.*` decoding keys to change (`cli.DECODING_KEYS`)."""
+    `model_overrides`: `model.*` decoding keys to change (`cli.DECODING_KEYS`); `parameters`: which
+    parameters to score (`jcaps.train.workdir.PARAMETER_CHOICES`)."""
     from jcaps.train import mesh as mesh_lib
     from jcaps.train.evaluation import evaluate_split
     from jcaps.train.steps import compile_steps
@@ -47,7 +49,8 @@ def evaluate(workdir: str, split: str = "test", data_overrides: dict | None = No
         if key not in cli.DECODING_KEYS:
             raise UserError(f"--config.model.{key}: evaluate changes only the decoding keys "
                             f"{', '.join(cli.DECODING_KEYS)} of config.model")
-    trained = load_trained(workdir, with_data=True, data_overrides=data_overrides, model_overrides=model_overrides)
+    trained = load_trained(workdir, with_data=True, data_overrides=data_overrides, model_overrides=model_overrides,
+                           parameters=parameters)
     use_compilation_cache(trained.config)
     if split not in trained.dataset.splits:
         raise UserError(f"--split: no split {split!r}; the dataset has {', '.join(trained.dataset.splits)}")
@@ -63,7 +66,8 @@ def evaluate(workdir: str, split: str = "test", data_overrides: dict | None = No
 
 def main(argv):
     del argv
-    print(json.dumps(evaluate(FLAGS.workdir, FLAGS.split, cli.data_location_overrides(), cli.decoding_overrides())))
+    print(json.dumps(evaluate(FLAGS.workdir, FLAGS.split, cli.data_location_overrides(), cli.decoding_overrides(),
+                              FLAGS.parameters)))
 
 
 if __name__ == "__main__":
@@ -72,4 +76,5 @@ if __name__ == "__main__":
     flags.DEFINE_string("split", "test", "Split to evaluate: train, validation or test.")
     cli.define_data_location_flags()
     cli.define_decoding_flags()
+    cli.define_parameters_flag()
     cli.run(main)

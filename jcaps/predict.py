@@ -245,7 +245,7 @@ def main(argv):
         items = read_input(FLAGS.input, FLAGS.errors)
     else:
         items = [(None, clean_text(text)) for text in FLAGS.text]
-    trained = load_trained(FLAGS.workdir)
+    trained = load_trained(FLAGS.workdir, parameters=FLAGS.parameters)
     use_compilation_cache(trained.config)
     predictions = iter_predictions(trained, [text for _, text in items], FLAGS.top_k, FLAGS.batch_size, FLAGS.threshold)
     start = time.perf_counter()
@@ -275,5 +275,6 @@ if __name__ == "__main__":
                        "needs to be predicted, in (0, 1) (default: the model's threshold).")
     flags.DEFINE_integer("batch_size", 64, "Texts per forward pass (>= 1).")
     flags.DEFINE_integer("echo_chars", 200, "Echo at most this many characters of each text (0: do not echo).")
+    cli.define_parameters_flag()
     flags.mark_flag_as_required("workdir")
     cli.run(main)

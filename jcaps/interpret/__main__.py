@@ -51,6 +51,7 @@ flags.DEFINE_bool("keep_punctuation", False, "iCapsNets: list punctuation-only t
 flags.DEFINE_integer("report_examples", 12, "Examples per explained class or label shown in report.html.")
 flags.DEFINE_integer("seed", 0, "Seed of SmoothGrad's noise, the random ranking and the bootstrap.")
 cli.define_data_location_flags()
+cli.define_parameters_flag()
 FLAGS = flags.FLAGS
 
 
@@ -78,7 +79,8 @@ def main(argv):
     methods = _check_flags(config.model)
     out = FLAGS.out or os.path.join(FLAGS.workdir, "interpretation")
     limit = FLAGS.limit or DEFAULT_LIMIT
-    trained = load_trained(FLAGS.workdir, with_data=True, data_overrides=cli.data_location_overrides())
+    trained = load_trained(FLAGS.workdir, with_data=True, data_overrides=cli.data_location_overrides(),
+                           parameters=FLAGS.parameters)
     if FLAGS.split not in trained.dataset.splits:
         raise UserError(f"--split: no split {FLAGS.split!r}; the dataset has {', '.join(trained.dataset.splits)}")
 

@@ -5,14 +5,56 @@ Layout of `WORKDIR/checkpoints/`: one orbax step directory per saved step holdin
 what encodes new inputs (`labels.json`, and `vocab.json` or the series standardisation; see
 `jcaps.data.datasets`). `WORKDIR/best/` holds the parameters of the best validation
 evaluation so far (`params`) with its `record` ({"step", "metric", "value"}).
+
+Integrity. orbax commits a step atomically (a temporary directory renamed once complete), so a
+killed save leaves no half-written step behind; but nothing in orbax checks what it reads back,
+and a flipped byte in a data file loads as wrong weights. So every save is waited for and then
+summed: `checksums.json` in the step directory holds the size and SHA-256 of every file the save
+wrote (but orbax's commit markers, which hold no data), written atomically, and every restore
+verifies it first (`verify_checksums`). A step without it, saved before jcaps wrote checksums or
+killed between orbax's commit and the checksum write, is restored as orbax committed it.
+
+Faults, and what each costs:
+- a damaged step (`DamagedCheckpoint`: a file missing, truncated or changed, or one orbax
+  cannot read): resuming moves it aside (`checkpoints/60.damaged`, with a warning line) and
+  restores the newest step that is intact; loading a model for inference refuses it;
+- a save that fails (`SaveFailed`: a full disk, any OSError): the run stops with one line naming
+  the workdir and its free space; the step was never committed, the previous one is intact.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import hashlib
+import json
+import logging
 import os
+import shutil
 
 import jax
 import orbax.checkpoint as ocp
+
+from jcaps.errors import UserError
+
+CHECKSUMS_FILE = "checksums.json"
+# orbax's commit markers: they hold no data, and orbax reads them only on object stores.
+_UNSUMMED = (CHECKSUMS_FILE, "commit_success.txt")
+_HASH = "sha256"
+_DAMAGED_SUFFIX = ".damaged"
+
+
+class DamagedCheckpoint(UserError):
+    """A saved step that does not read back as it was written. `path` names the damaged file
+    (or the step directory, where orbax's error names none)."""
+
+    def __init__(self, path: str, problem: str, hint: str | None = None):
+        super().__init__(f"{path}: {problem}", hint=hint)
+        self.path, self.problem = path, problem
+
+
+class SaveFailed(UserError):
+    """A checkpoint could not be written (a full disk, a read-only or vanished filesystem)."""
 
 
 def checkpoint_directory(workdir: str) -> str:
@@ -20,11 +62,141 @@ def checkpoint_directory(workdir: str) -> str:
     return os.path.join(os.path.abspath(workdir), "checkpoints")
 
 
+# ---------------------------------------------------------------------------------------------
+# Checksums of a step directory.
+# ---------------------------------------------------------------------------------------------
+
+
+def _summed_files(directory: str) -> list[str]:
+    """The files under `directory` that the checksums cover, relative, sorted."""
+    found = []
+    for root, _, names in os.walk(directory):
+        for name in names:
+            if name not in _UNSUMMED:
+                found.append(os.path.relpath(os.path.join(root, name), directory))
+    return sorted(found)
+
+
+def _digest(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, _HASH).hexdigest()
+
+
+def write_checksums(directory: str) -> None:
+    """Writes `directory/checksums.json`: {"algorithm", "files": {relative path: [size, digest]}}
+    of every file in the step directory, atomically (a temporary file, fsynced, renamed)."""
+    files = {}
+    for name in _summed_files(directory):
+        path = os.path.join(directory, name)
+        files[name] = [os.path.getsize(path), _digest(path)]
+    target = os.path.join(directory, CHECKSUMS_FILE)
+    temporary = f"{target}.tmp.{os.getpid()}"
+    with open(temporary, "w", encoding="utf-8") as f:
+        json.dump({"algorithm": _HASH, "files": files}, f, indent=0)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(temporary, target)
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def verify_checksums(directory: str) -> bool:
+    """Checks every file of the step `directory` against its `checksums.json`: True when all
+    match, False when there is no such file (nothing to check against); raises
+    `DamagedCheckpoint` naming the first file missing, of another size or other contents."""
+    path = os.path.join(directory, CHECKSUMS_FILE)
+    if not os.path.isfile(path):
+        return False
+    try:
+        with open(path, encoding="utf-8") as f:
+            saved = json.load(f)
+        algorithm, files = saved["algorithm"], saved["files"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise DamagedCheckpoint(path, f"unreadable checksums ({error})") from error
+    if algorithm not in hashlib.algorithms_available:
+        raise DamagedCheckpoint(path, f"unknown checksum algorithm {algorithm!r}")
+    for name, (size, digest) in sorted(files.items()):
+        file = os.path.join(directory, name)
+        if not os.path.isfile(file):
+            raise DamagedCheckpoint(file, "missing")
+        actual_size = os.path.getsize(file)
+        if actual_size != size:
+            raise DamagedCheckpoint(file, f"{actual_size} bytes where the save wrote {size}")
+        try:
+            with open(file, "rb") as f:
+                actual = hashlib.file_digest(f, algorithm).hexdigest()
+        except OSError as error:
+            raise DamagedCheckpoint(file, f"unreadable ({error.strerror or error})") from error
+        if actual != digest:
+            raise DamagedCheckpoint(file, f"contents differ from the save ({algorithm} mismatch)")
+    return True
+
+
+def _is_io_failure(error: BaseException) -> bool:
+    """An OSError, or tensorstore's report of one (a ValueError whose message starts with the
+    status of a failed write)."""
+    if isinstance(error, OSError):
+        return True
+    message = str(error)
+    return isinstance(error, ValueError) and (
+        "os_error_code" in message or message.startswith(("RESOURCE_EXHAUSTED", "PERMISSION_DENIED", "UNAVAILABLE"))
+    )
+
+
+def _failure_reason(error: BaseException) -> str:
+    message = str(error)
+    if getattr(error, "errno", None) == errno.ENOSPC or "os_error_code='28'" in message:
+        return "no space left on the device"
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
+    return " ".join(message.split())[:200]
+
+
+def _free_space(directory: str) -> str:
+    while not os.path.isdir(directory) and os.path.dirname(directory) != directory:
+        directory = os.path.dirname(directory)
+    try:
+        free = shutil.disk_usage(directory).free
+    except OSError:
+        return "unknown"
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if free < 1024 or unit == "GiB":
+            return f"{free:.0f} {unit}" if unit == "bytes" else f"{free:.1f} {unit}"
+        free /= 1024
+    raise AssertionError  # the loop returns at GiB
+
+
+@contextlib.contextmanager
+def _orbax_errors_unlogged():
+    """orbax logs a failed write at ERROR from each of its threads before raising it; the caller
+    reports the failure in one line, so the log records are held back while it saves."""
+    logger = logging.getLogger("absl")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+# ---------------------------------------------------------------------------------------------
+# The workdir's checkpoints.
+# ---------------------------------------------------------------------------------------------
+
+
 class Checkpoints:
+    """The steps of `WORKDIR/checkpoints` and the best parameters of `WORKDIR/best`, saved with
+    checksums and verified when read (module docstring)."""
+
     def __init__(self, workdir: str, keep: int = 3):
         self.directory = checkpoint_directory(workdir)
         self.best_directory = os.path.join(os.path.abspath(workdir), "best")
         self._best = None
+        self._is_primary = jax.process_index() == 0
+        self._verified: set[str] = set()  # step directories verified by this process
         self._manager = ocp.CheckpointManager(
             self.directory,
             item_names=("state", "data"),
@@ -35,22 +207,32 @@ class Checkpoints:
         return self._manager.latest_step()
 
     def save(self, step: int, state, data_state: dict | None) -> None:
+        """Saves `step`, waits for it to be committed and writes its checksums; raises
+        `SaveFailed` (the step is not committed) when the files cannot be written."""
         items = {"state": ocp.args.StandardSave(_savable(state))}
         if data_state is not None:
             items["data"] = ocp.args.JsonSave(data_state)
-        self._manager.save(step, args=ocp.args.Composite(**items), force=True)
+        self._save(self._manager, self.directory, step, ocp.args.Composite(**items))
 
     def restore(self, state, step: int | None = None, with_data: bool = True):
-        """Restores into the structure (and shardings) of `state`; returns (state, data_state)."""
+        """Restores into the structure (and shardings) of `state`; returns (state, data_state).
+        Raises `DamagedCheckpoint` when the step does not read back as saved."""
         step = self._manager.latest_step() if step is None else step
         target = jax.tree.map(ocp.utils.to_shape_dtype_struct, _savable(state))
         items = {"state": ocp.args.StandardRestore(target)}
         if with_data:
             items["data"] = ocp.args.JsonRestore()
-        restored = self._manager.restore(step, args=ocp.args.Composite(**items))
+        restored = self._read(self._manager, self.directory, step, ocp.args.Composite(**items))
         saved = restored["state"]
         state = state.replace(step=saved["step"], params=saved["params"], opt_state=saved["opt_state"], rng=saved["rng"])
         return state, (restored["data"] if with_data else None)
+
+    def restore_newest_intact(self, state, warn) -> tuple:
+        """`restore(state)` of the newest step that reads back as saved. Each newer, damaged
+        step is moved aside (`checkpoints/STEP.damaged`, so that orbax no longer lists it) and
+        named in one `warn` line. Raises `DamagedCheckpoint` when no step is intact, moving
+        none."""
+        return self._newest_intact(lambda s: self.restore(state, s), "resume from", warn, move_aside=True)[1]
 
     def restore_params(self, params, step: int | None = None):
         """The parameters of `step` (default latest) alone, restored into the structure and
@@ -60,12 +242,18 @@ class Checkpoints:
         target = {"params": jax.tree.map(ocp.utils.to_shape_dtype_struct, params)}
         restore_args = ocp.checkpoint_utils.construct_restore_args(target)
         args = ocp.args.PyTreeRestore(item=target, restore_args=restore_args, partial_restore=True)
-        return self._manager.restore(step, args=ocp.args.Composite(state=args))["state"]["params"]
+        return self._read(self._manager, self.directory, step, ocp.args.Composite(state=args))["state"]["params"]
+
+    def restore_newest_intact_params(self, params, warn) -> tuple[int, object]:
+        """(step, parameters) of the newest step that reads back as saved; each newer, damaged
+        step is named in one `warn` line and left where it is."""
+        return self._newest_intact(lambda s: self.restore_params(params, s), "use", warn, move_aside=False)
 
     def read_state(self, step: int | None = None) -> dict:
         """The saved state of `step` (default latest) as stored, without a target structure."""
         step = self._manager.latest_step() if step is None else step
-        return self._manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore()))["state"]
+        args = ocp.args.Composite(state=ocp.args.StandardRestore())
+        return self._read(self._manager, self.directory, step, args)["state"]
 
     def wait(self) -> None:
         self._manager.wait_until_finished()
@@ -96,25 +284,104 @@ class Checkpoints:
         return self._best
 
     def best_record(self) -> dict | None:
-        """{"step", "metric", "value"} of the best validation evaluation saved, or None."""
+        """{"step", "metric", "value"} of the best validation evaluation saved, or None. Raises
+        `DamagedCheckpoint` when the best step (parameters or record) does not read back as
+        saved."""
         if not os.path.isdir(self.best_directory):
             return None
         step = self._best_manager.latest_step()
         if step is None:
             return None
-        return self._best_manager.restore(step, args=ocp.args.Composite(record=ocp.args.JsonRestore()))["record"]
+        args = ocp.args.Composite(record=ocp.args.JsonRestore())
+        return self._read(self._best_manager, self.best_directory, step, args)["record"]
 
     def save_best(self, step: int, params, metric: str, value: float) -> None:
         record = {"step": int(step), "metric": metric, "value": float(value)}
-        self._best_manager.save(
-            step, args=ocp.args.Composite(params=ocp.args.StandardSave(params), record=ocp.args.JsonSave(record)), force=True
-        )
+        args = ocp.args.Composite(params=ocp.args.StandardSave(params), record=ocp.args.JsonSave(record))
+        self._save(self._best_manager, self.best_directory, step, args)
 
     def restore_best_params(self, params):
         """The best parameters, restored into the structure and shardings of `params`."""
         step = self._best_manager.latest_step()
         target = jax.tree.map(ocp.utils.to_shape_dtype_struct, params)
-        return self._best_manager.restore(step, args=ocp.args.Composite(params=ocp.args.StandardRestore(target)))["params"]
+        args = ocp.args.Composite(params=ocp.args.StandardRestore(target))
+        return self._read(self._best_manager, self.best_directory, step, args)["params"]
+
+    def discard_best(self) -> str:
+        """Moves the (damaged) best step aside; returns where it went."""
+        return self._move_aside(self._best_manager, self.best_directory, self._best_manager.latest_step())
+
+    # Shared by both managers.
+
+    def _save(self, manager: ocp.CheckpointManager, directory: str, step: int, args) -> None:
+        try:
+            with _orbax_errors_unlogged():
+                manager.save(step, args=args, force=True)
+                manager.wait_until_finished()
+            if self._is_primary:
+                write_checksums(os.path.join(directory, str(step)))
+        except (OSError, ValueError) as error:
+            if not _is_io_failure(error):
+                raise
+            # orbax leaves the failed write's asyncio tasks unretrieved, and asyncio logs each one,
+            # with its traceback, when it is collected: after the one-line report, as the process
+            # ends.
+            logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+            raise SaveFailed(
+                f"cannot save the {'best parameters' if directory == self.best_directory else 'checkpoint'} of step "
+                f"{step} in {directory}: {_failure_reason(error)} "
+                f"({_free_space(directory)} free there)",
+                hint="free some space (or move the workdir to a larger disk) and run the same command again: "
+                     "it resumes from the last checkpoint saved",
+            ) from error
+
+    def _read(self, manager: ocp.CheckpointManager, directory: str, step: int, args):
+        """`manager.restore(step, args)` after verifying the step's checksums. An orbax error on
+        a step without checksums is taken for damage; on a verified step it is not damage (the
+        files are as saved) and is raised as it is."""
+        step_directory = os.path.join(directory, str(step))
+        verified = step_directory in self._verified or verify_checksums(step_directory)
+        if verified:
+            self._verified.add(step_directory)
+            return manager.restore(step, args=args)
+        try:
+            with _orbax_errors_unlogged():
+                return manager.restore(step, args=args)
+        except (OSError, ValueError) as error:
+            first_line = " ".join(str(error).split())[:300]
+            raise DamagedCheckpoint(step_directory, f"orbax cannot read it ({first_line})") from error
+
+    def _newest_intact(self, read, verb: str, warn, move_aside: bool) -> tuple[int, object]:
+        damaged = []
+        for step in sorted(self._manager.all_steps(), reverse=True):
+            try:
+                result = read(step)
+            except DamagedCheckpoint as damage:
+                damaged.append((step, damage))
+                continue
+            for bad_step, damage in damaged:
+                where = ""
+                if move_aside:
+                    where = f"; moved it to {self._move_aside(self._manager, self.directory, bad_step)}"
+                warn(f"warning: checkpoint step {bad_step} is damaged ({damage}){where}; {verb} step {step}")
+            return step, result
+        found = "; ".join(f"step {step}: {damage}" for step, damage in damaged) or "none saved"
+        raise DamagedCheckpoint(self.directory, f"no checkpoint is intact ({found})",
+                                hint=f"move {self.directory} aside, or pass another --workdir, to train from the start")
+
+    def _move_aside(self, manager: ocp.CheckpointManager, directory: str, step: int) -> str:
+        """Renames step directory STEP to STEP.damaged (STEP.damaged.2, ... if taken): orbax lists
+        only numeric names, so the step is gone from the manager, and nothing is deleted."""
+        source = os.path.join(directory, str(step))
+        target, suffix = source + _DAMAGED_SUFFIX, 1
+        while os.path.exists(target):
+            suffix += 1
+            target = f"{source}{_DAMAGED_SUFFIX}.{suffix}"
+        if self._is_primary:
+            os.rename(source, target)
+        manager.reload()
+        self._verified.discard(source)
+        return target
 
 
 def keep_if_best(checkpoints: Checkpoints, best: dict | None, step: int, params, metrics: dict, train_config):

@@ -24,6 +24,7 @@ import json
 import os
 import signal
 import socket
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -37,7 +38,7 @@ from jcaps.errors import ConfigError, UserError
 from jcaps.train import config as config_lib
 from jcaps.train import mesh as mesh_lib
 from jcaps.train import metrics as metrics_lib
-from jcaps.train.checkpoints import Checkpoints, checkpoint_directory, keep_if_best
+from jcaps.train.checkpoints import Checkpoints, DamagedCheckpoint, checkpoint_directory, keep_if_best
 from jcaps.train.evaluation import evaluate_split
 from jcaps.train.families import MODELS, get_family
 from jcaps.train.metrics import MetricWriter
@@ -154,6 +155,11 @@ class _Run:
     is_main: bool  # process 0, the one that writes files and logs
     log: Callable[..., None]
 
+    def warn(self, message: str) -> None:
+        """One warning line, on stderr (process 0 only)."""
+        if self.is_main:
+            print(message, file=sys.stderr, flush=True)
+
     @property
     def batch_size(self) -> int:
         return self.config.train.batch_size
@@ -232,15 +238,11 @@ def _finished_records(run: _Run, reevaluate: bool) -> dict | None:
     return None
 
 
-def _write_run_config(run: _Run) -> int:
-    """Writes WORKDIR/config.json, and drops what an interrupted run wrote to `metrics.jsonl`
-    after its last checkpoint (and the final lines, which are written again at the end), so that
-    each (step, split) is logged once; returns the number of lines dropped."""
-    if not run.is_main:
-        return 0
-    with open(os.path.join(run.workdir, "config.json"), "w", encoding="utf-8") as f:
-        f.write(config_lib.to_json(run.config))
-    return metrics_lib.rewind_metrics(run.workdir, run.checkpoints.latest_step() or 0)
+def _write_run_config(run: _Run) -> None:
+    """Writes WORKDIR/config.json."""
+    if run.is_main:
+        with open(os.path.join(run.workdir, "config.json"), "w", encoding="utf-8") as f:
+            f.write(config_lib.to_json(run.config))
 
 
 def _compile(run: _Run) -> _Compiled:
@@ -251,8 +253,11 @@ def _compile(run: _Run) -> _Compiled:
     return _Compiled(mesh, train_fn, eval_fn)
 
 
-def _start_or_resume(run: _Run, mesh, class_weight_power, rewound: int, reevaluate: bool) -> _Position:
-    """The initial state and data order of `train.seed`, or those of the latest checkpoint."""
+def _start_or_resume(run: _Run, mesh, class_weight_power, reevaluate: bool) -> _Position:
+    """The initial state and data order of `train.seed`, or those of the newest checkpoint that
+    is intact (newer, damaged ones are moved aside with a warning). Then drops what an
+    interrupted run wrote to `metrics.jsonl` after that checkpoint (and the final lines, which
+    are written again at the end), so that each (step, split) is logged once."""
     train = run.config.train
     model = model_for(run.config, run.dataset)
     state = create_train_state(run.config, model, dummy_inputs(run.config, run.dataset), run.num_steps, mesh)
@@ -260,16 +265,31 @@ def _start_or_resume(run: _Run, mesh, class_weight_power, rewound: int, reevalua
     train_iterator = run.dataset.train_iterator(
         run.batch_size, train.seed, class_weights, run.config.data.length_grouping, shard=mesh_lib.process_shard()
     )
-    last_saved = run.checkpoints.latest_step()
-    if last_saved is not None:
-        state, data_state = run.checkpoints.restore(state)
+    last_saved = None
+    if run.checkpoints.latest_step() is not None:
+        state, data_state = run.checkpoints.restore_newest_intact(state, run.warn)
         train_iterator.set_state(data_state)
+        last_saved = int(state.step)
+    rewound = metrics_lib.rewind_metrics(run.workdir, last_saved or 0) if run.is_main else 0
+    if last_saved is not None:
         dropped = f"; dropped the {rewound} lines of metrics.jsonl written after it" if rewound else ""
-        run.log(f"Resuming from step {int(state.step)} (checkpoint in {run.checkpoints.directory}{dropped}).")
-        if reevaluate and int(state.step) >= run.num_steps:
-            run.log(f"evaluating the model of step {int(state.step)} again (--reevaluate)")
-    best = run.checkpoints.best_record() if train.select_best else None
+        run.log(f"Resuming from step {last_saved} (checkpoint in {run.checkpoints.directory}{dropped}).")
+        if reevaluate and last_saved >= run.num_steps:
+            run.log(f"evaluating the model of step {last_saved} again (--reevaluate)")
+    best = _best_record(run, restarts_at=last_saved or 0) if train.select_best else None
     return _Position(state, train_iterator, int(state.step), last_saved, best)
+
+
+def _best_record(run: _Run, restarts_at: int) -> dict | None:
+    """The best validation record so far; a damaged best step is moved aside with a warning, and
+    model selection starts again from `restarts_at`."""
+    try:
+        return run.checkpoints.best_record()
+    except DamagedCheckpoint as damage:
+        aside = run.checkpoints.discard_best()
+        run.warn(f"warning: the best parameters are damaged ({damage}); moved them to {aside}; model "
+                 f"selection starts again from step {restarts_at}")
+        return None
 
 
 def _log_start(run: _Run, position: _Position, mesh) -> None:
@@ -335,9 +355,9 @@ def _train_and_evaluate(config, workdir: str, reevaluate: bool = False, started:
         finished = _finished_records(run, reevaluate)
         if finished is not None:
             return _already_finished(run, finished)
-        rewound = _write_run_config(run)
+        _write_run_config(run)
         compiled = _compile(run)
-        position = _start_or_resume(run, compiled.mesh, class_weight_power, rewound, reevaluate)
+        position = _start_or_resume(run, compiled.mesh, class_weight_power, reevaluate)
         _log_start(run, position, compiled.mesh)
         return _train_then_evaluate(run, compiled, position, started)
     finally:
@@ -473,7 +493,13 @@ def _already_finished(run: _Run, finished: dict) -> dict:
         for split, record in finished.items()
     }
     train, step = run.config.train, run.checkpoints.latest_step()
-    best = run.checkpoints.best_record() if train.select_best else None
+    best = None
+    if train.select_best:
+        try:
+            best = run.checkpoints.best_record()
+        except DamagedCheckpoint as damage:
+            run.warn(f"warning: the best parameters are damaged ({damage}): evaluate, predict and interpret "
+                     "refuse them (--parameters last uses the last checkpoint)")
     run.log(f"already finished at step {step}: the final metrics are the \"final\": true lines of "
             f"{os.path.join(run.workdir, metrics_lib.METRICS_FILE)} (--reevaluate evaluates again; more "
             "train.num_epochs or train.num_steps trains on)")

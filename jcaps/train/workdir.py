@@ -3,7 +3,9 @@
 Evaluation, prediction and interpretation need nothing but the workdir. The parameters are
 the ones training reported as final: those of the best validation evaluation when the run
 selected one (`train.select_best`), else those of the last checkpoint; `TrainedModel` says
-which (`parameters`, `selected_step`, `last_step`).
+which (`parameters`, `selected_step`, `last_step`). Damaged parameters (their checksums do not
+match, `jcaps.train.checkpoints`) are refused with a `DamagedCheckpoint` naming the file, never
+loaded; `parameters="last"` asks for the newest checkpoint that is intact instead.
 
 Loading is quick because it builds nothing it does not use: the structure of the saved
 parameters comes from `jax.eval_shape` (no compiled initialisation), the optimiser state stays
@@ -16,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sys
 
 import jax
 
@@ -74,9 +77,17 @@ def read_config(workdir: str):
         raise UserError(f"{path} cannot be read: {error}", hint="the workdir is damaged; train it again") from error
 
 
+# Which parameters `load_trained` loads: "final", those training reported as final (the best on
+# validation when it selected them, else the last checkpoint's); "last", the newest checkpoint
+# that is intact (a workdir whose best parameters, or last checkpoint, are damaged).
+PARAMETER_CHOICES = ("final", "last")
+
+
 def load_trained(workdir: str, *, with_data: bool = False, data_overrides: dict | None = None,
-                 model_overrides: dict | None = None) -> TrainedModel:
-    """The model of `workdir` with the parameters training reported as final (see module doc).
+                 model_overrides: dict | None = None, parameters: str = "final") -> TrainedModel:
+    """The model of `workdir` with the parameters training reported as final (see module doc),
+    or with `parameters="last"` those of the newest intact checkpoint (a warning on stderr names
+    each newer, damaged one).
     `with_data`: also open its splits, reading the data from where `config.data` says, or from
     where `data_overrides` ({"dir": ..., "cache_dir": ...}: the `data.*` keys to change) say.
     `model_overrides`: `model.*` keys to change that leave the parameters as they are (decoding
@@ -86,6 +97,8 @@ def load_trained(workdir: str, *, with_data: bool = False, data_overrides: dict 
     from jcaps.train.checkpoints import Checkpoints
 
     logging.set_verbosity(logging.ERROR)  # orbax logs every restore at INFO
+    if parameters not in PARAMETER_CHOICES:
+        raise UserError(f"--parameters must be one of {', '.join(PARAMETER_CHOICES)}, not {parameters!r}")
     config = read_config(workdir)
     if data_overrides:
         config = _with_overrides(config, "data", data_overrides)
@@ -106,15 +119,33 @@ def load_trained(workdir: str, *, with_data: bool = False, data_overrides: dict 
     checkpoints = Checkpoints(workdir, keep=config.train.keep_checkpoints)
     try:
         last_step = checkpoints.latest_step()
-        record = checkpoints.best_record() if config.train.select_best else None
-        if record is not None:
-            # The model that training reported as final: the best on validation.
-            params, parameters, selected = checkpoints.restore_best_params(abstract_params), "best", int(record["step"])
+        if parameters == "last":
+            selected, params = checkpoints.restore_newest_intact_params(abstract_params, _warn)
+            which = "last"
         else:
-            params, parameters, selected = checkpoints.restore_params(abstract_params), "last", int(last_step)
+            params, which, selected = _final_params(checkpoints, abstract_params, config.train.select_best, last_step)
     finally:
         checkpoints.close()
-    return TrainedModel(config, family, model, params, dataset, parameters, selected, int(last_step))
+    return TrainedModel(config, family, model, params, dataset, which, int(selected), int(last_step))
+
+
+def _final_params(checkpoints, abstract_params, select_best: bool, last_step: int) -> tuple:
+    """(params, "best" or "last", step) of the model training reported as final."""
+    from jcaps.train.checkpoints import DamagedCheckpoint
+
+    try:
+        record = checkpoints.best_record() if select_best else None
+        if record is not None:
+            return checkpoints.restore_best_params(abstract_params), "best", int(record["step"])
+        return checkpoints.restore_params(abstract_params), "last", int(last_step)
+    except DamagedCheckpoint as damage:
+        raise DamagedCheckpoint(damage.path, damage.problem, hint=(
+            "--parameters last loads the newest checkpoint that is intact instead (the last parameters "
+            "trained, not those selected on validation)")) from damage
+
+
+def _warn(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
 
 
 def _has_steps(directory: str) -> bool:

@@ -1,0 +1,420 @@
+"""Fault injection: a damaged, half-written or unwritable checkpoint never costs a run.
+
+After each fault, running the command again either finishes with the final metrics of an
+uninterrupted run or stops with one `error:` line; nothing is loaded silently wrong. Runs use
+the `:smoke` fastText config on generated data, checkpointed every 10 of its 60 steps.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+
+import orbax.checkpoint as ocp
+import pytest
+
+from jcaps.errors import UserError
+from jcaps.train import checkpoints as checkpoints_lib
+from jcaps.train import loop
+from jcaps.train.checkpoints import CHECKSUMS_FILE, Checkpoints, DamagedCheckpoint, SaveFailed
+from jcaps.train.config import load
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SMOKE = os.path.join(ROOT, "configs", "fasttext_ag_news.py") + ":smoke"
+EVERY = 10
+
+
+class _Crash(Exception):
+    """Stands for the process dying at the point where it is raised."""
+
+
+def smoke_config(cache_dir):
+    config = load(SMOKE)
+    config.data.cache_dir = str(cache_dir)
+    config.train.progress = "none"
+    config.train.checkpoint_every_steps = EVERY
+    return config
+
+
+def final_metrics(workdir) -> dict:
+    with open(os.path.join(workdir, "metrics.jsonl"), encoding="utf-8") as f:
+        return {r["split"]: r for r in map(json.loads, f) if r.get("final")}
+
+
+def step_files(workdir, *steps: str) -> list[str]:
+    """Every file of the given step directories (e.g. "checkpoints/40", "best/30"), sorted."""
+    found = []
+    for step in steps:
+        for root, _, names in os.walk(os.path.join(workdir, step)):
+            found += [os.path.join(root, name) for name in names]
+    return sorted(found)
+
+
+def flip_byte(path: str, position: int | None = None) -> None:
+    data = bytearray(open(path, "rb").read())
+    position = len(data) // 2 if position is None else position
+    data[position] ^= 0xFF
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("tfds")
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, cache_dir):
+    """(workdir, final metrics) of an uninterrupted run."""
+    workdir = tmp_path_factory.mktemp("reference")
+    loop.train_and_evaluate(smoke_config(cache_dir), str(workdir))
+    return workdir, final_metrics(workdir)
+
+
+@pytest.fixture(scope="module")
+def crashed(tmp_path_factory, cache_dir):
+    """A workdir whose run died right after saving step 40 (checkpoints 20, 30, 40; best 30, its one
+    evaluation)."""
+    workdir = tmp_path_factory.mktemp("crashed")
+    save = Checkpoints.save
+
+    def save_then_crash(self, step, *args):
+        save(self, step, *args)
+        if step == 40:
+            raise _Crash
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Checkpoints, "save", save_then_crash)
+        with pytest.raises(_Crash):
+            loop.train_and_evaluate(smoke_config(cache_dir), str(workdir))
+    assert sorted(os.listdir(workdir / "checkpoints")) == ["20", "30", "40", "labels.json", "vocab.json"]
+    return workdir
+
+
+def assert_same_finals(workdir, expected: dict) -> None:
+    finals = final_metrics(workdir)
+    for split in ("validation", "test"):
+        for key in ("loss", "accuracy", "macro_f1"):
+            assert finals[split][key] == pytest.approx(expected[split][key], abs=1e-6), (split, key)
+
+
+def resume(tmp_path, crashed, cache_dir, capsys, damage=None) -> tuple:
+    """Copies the crashed workdir, applies `damage(workdir)`, trains it again; returns (workdir,
+    stderr of the run)."""
+    workdir = tmp_path / "run"
+    shutil.copytree(crashed, workdir)
+    if damage is not None:
+        damage(workdir)
+    capsys.readouterr()
+    loop.train_and_evaluate(smoke_config(cache_dir), str(workdir))
+    return workdir, capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------
+# Checksums of a step directory.
+# ---------------------------------------------------------------------------------------------
+
+
+def test_checksums_catch_every_change_but_the_commit_markers(tmp_path):
+    step = tmp_path / "40"
+    (step / "state" / "d").mkdir(parents=True)
+    (step / "state" / "d" / "data").write_bytes(bytes(range(256)) * 4)
+    (step / "state" / "commit_success.txt").write_text("ok")
+    (step / "_CHECKPOINT_METADATA").write_text('{"a": 1}')
+    assert checkpoints_lib.verify_checksums(str(step)) is False  # nothing to check against
+    checkpoints_lib.write_checksums(str(step))
+    saved = json.loads((step / CHECKSUMS_FILE).read_text())
+    assert sorted(saved["files"]) == ["_CHECKPOINT_METADATA", "state/d/data"]
+    assert saved["files"]["state/d/data"][0] == 1024
+    assert checkpoints_lib.verify_checksums(str(step)) is True
+    (step / "state" / "commit_success.txt").unlink()  # holds no data: not a damage
+    assert checkpoints_lib.verify_checksums(str(step)) is True
+
+    data = step / "state" / "d" / "data"
+    flip_byte(str(data), 700)
+    with pytest.raises(DamagedCheckpoint, match="contents differ from the save") as raised:
+        checkpoints_lib.verify_checksums(str(step))
+    assert raised.value.path == str(data)
+    flip_byte(str(data), 700)
+    with open(data, "r+b") as f:
+        f.truncate(1000)
+    with pytest.raises(DamagedCheckpoint, match="1000 bytes where the save wrote 1024"):
+        checkpoints_lib.verify_checksums(str(step))
+    data.unlink()
+    with pytest.raises(DamagedCheckpoint, match="missing"):
+        checkpoints_lib.verify_checksums(str(step))
+    (step / CHECKSUMS_FILE).write_text('{"algorithm": "sha256", "fil')
+    with pytest.raises(DamagedCheckpoint, match="unreadable checksums"):
+        checkpoints_lib.verify_checksums(str(step))
+
+
+def test_every_saved_step_has_checksums(reference):
+    workdir, _ = reference
+    for step in ("checkpoints/40", "checkpoints/50", "checkpoints/60", "best/60"):
+        assert os.path.isfile(workdir / step / CHECKSUMS_FILE), step
+        assert checkpoints_lib.verify_checksums(str(workdir / step))
+
+
+# ---------------------------------------------------------------------------------------------
+# Resuming after damage.
+# ---------------------------------------------------------------------------------------------
+
+
+def test_crash_after_a_save_resumes_to_the_same_metrics(tmp_path, crashed, cache_dir, reference, capsys):
+    workdir, err = resume(tmp_path, crashed, cache_dir, capsys)
+    assert err == ""
+    assert_same_finals(workdir, reference[1])
+
+
+def test_damaged_latest_checkpoint_is_moved_aside_and_the_previous_one_resumes(
+        tmp_path, crashed, cache_dir, reference, capsys):
+    def overwrite_100_bytes(workdir):
+        target = step_files(workdir, "checkpoints/40/state")[-1]
+        with open(target, "r+b") as f:
+            f.write(b"\0" * 100)
+
+    workdir, err = resume(tmp_path, crashed, cache_dir, capsys, overwrite_100_bytes)
+    [line] = err.splitlines()
+    assert line.startswith("warning: checkpoint step 40 is damaged (") and "checkpoints/40/state/" in line
+    assert line.endswith(f"moved it to {workdir / 'checkpoints' / '40.damaged'}; resume from step 30")
+    assert (workdir / "checkpoints" / "40.damaged").is_dir()
+    assert_same_finals(workdir, reference[1])
+    # The metrics of steps 31..40 were written again, once.
+    steps = [(r["step"], r["split"]) for r in map(json.loads, open(workdir / "metrics.jsonl")) if not r.get("final")]
+    assert len(steps) == len(set(steps))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_any_flipped_byte_is_caught_and_the_run_finishes(tmp_path, crashed, cache_dir, reference, capsys, seed):
+    """One byte of a random file of the last checkpoint or of the best parameters: the run
+    finishes with the uninterrupted run's metrics, having said which step or parameters it
+    moved aside."""
+    rng = random.Random(seed)
+    chosen = {}
+
+    def flip_random_byte(workdir):
+        target = rng.choice(step_files(workdir, "checkpoints/40", "best/30"))
+        chosen["file"] = target
+        flip_byte(target, rng.randrange(os.path.getsize(target)))
+
+    workdir, err = resume(tmp_path, crashed, cache_dir, capsys, flip_random_byte)
+    if os.path.basename(chosen["file"]) == "commit_success.txt":
+        assert err == ""
+    else:
+        [line] = err.splitlines()
+        assert line.startswith("warning:") and "damaged" in line, line
+    assert_same_finals(workdir, reference[1])
+
+
+def test_truncated_file_and_removed_commit_marker(tmp_path, crashed, cache_dir, reference, capsys):
+    def truncate_and_unmark(workdir):
+        for path in step_files(workdir, "checkpoints/40/state"):
+            if "/d/" in path:
+                open(path, "w").close()
+        for path in step_files(workdir, "checkpoints/30"):
+            if os.path.basename(path) == "commit_success.txt":
+                os.remove(path)
+
+    workdir, err = resume(tmp_path, crashed, cache_dir, capsys, truncate_and_unmark)
+    [line] = err.splitlines()
+    assert "checkpoint step 40 is damaged" in line and "bytes where the save wrote" in line
+    assert_same_finals(workdir, reference[1])
+
+
+def test_a_checkpoint_without_checksums_is_restored_as_orbax_committed_it(
+        tmp_path, crashed, cache_dir, reference, capsys):
+    """Killed between orbax's commit and the checksum write (or saved by an earlier jcaps)."""
+    workdir, err = resume(tmp_path, crashed, cache_dir, capsys,
+                          lambda w: os.remove(w / "checkpoints" / "40" / CHECKSUMS_FILE))
+    assert err == ""
+    assert_same_finals(workdir, reference[1])
+
+
+def test_no_intact_checkpoint_is_one_error_and_moves_nothing(tmp_path, crashed, cache_dir):
+    workdir = tmp_path / "run"
+    shutil.copytree(crashed, workdir)
+    for step in ("20", "30", "40"):
+        flip_byte(step_files(workdir, f"checkpoints/{step}/state")[-1])
+    with pytest.raises(DamagedCheckpoint, match=r"no checkpoint is intact \(step 40: .*; step 30: .*; step 20: ") as raised:
+        loop.train_and_evaluate(smoke_config(cache_dir), str(workdir))
+    assert "to train from the start" in raised.value.hint
+    assert sorted(n for n in os.listdir(workdir / "checkpoints") if n[0].isdigit()) == ["20", "30", "40"]
+
+
+def test_damaged_best_parameters_restart_model_selection(tmp_path, crashed, cache_dir, reference, capsys):
+    workdir, err = resume(tmp_path, crashed, cache_dir, capsys,
+                          lambda w: flip_byte(step_files(w, "best/30/params")[-1]))
+    [line] = err.splitlines()
+    assert line.startswith("warning: the best parameters are damaged (") and "model selection starts again" in line
+    assert (workdir / "best" / "30.damaged").is_dir()
+    assert_same_finals(workdir, reference[1])  # the smoke run's best is its last step
+
+
+# ---------------------------------------------------------------------------------------------
+# A save that fails.
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("failure", [
+    OSError(errno.ENOSPC, "No space left on device"),
+    # tensorstore's report of the same failed write
+    ValueError("RESOURCE_EXHAUSTED: Error writing local file \"x\": Failed to write 3637 bytes to file 17: No space "
+               "left on device [os_error_code='28']"),
+])
+def test_a_full_disk_stops_the_run_with_one_line_and_the_next_run_resumes(
+        tmp_path, crashed, cache_dir, reference, failure):
+    workdir = tmp_path / "run"
+    shutil.copytree(crashed, workdir)
+    save = ocp.CheckpointManager.save
+
+    def full_disk(self, step, *args, **kwargs):
+        if step == 50:
+            raise failure
+        return save(self, step, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ocp.CheckpointManager, "save", full_disk)
+        with pytest.raises(SaveFailed) as raised:
+            loop.train_and_evaluate(smoke_config(cache_dir), str(workdir))
+    message = str(raised.value)
+    assert re.match(r"cannot save the (checkpoint|best parameters) of step 50 in ", message), message
+    assert "no space left on the device" in message and "free there)" in message and "\n" not in message
+    assert "run the same command again" in raised.value.hint
+    assert checkpoints_lib.verify_checksums(str(workdir / "checkpoints" / "40"))
+    loop.train_and_evaluate(smoke_config(cache_dir), str(workdir))
+    assert_same_finals(workdir, reference[1])
+
+
+def test_a_bug_in_a_save_is_not_taken_for_a_full_disk(tmp_path, crashed, cache_dir):
+    workdir = tmp_path / "run"
+    shutil.copytree(crashed, workdir)
+
+    def broken(self, step, *args, **kwargs):
+        raise ValueError("a tree structure mismatch")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ocp.CheckpointManager, "save", broken)
+        with pytest.raises(ValueError, match="tree structure mismatch") as raised:
+            loop.train_and_evaluate(smoke_config(cache_dir), str(workdir))
+    assert not isinstance(raised.value, UserError)
+
+
+# ---------------------------------------------------------------------------------------------
+# Killed at any point of a save (a real SIGKILL, in a subprocess).
+# ---------------------------------------------------------------------------------------------
+
+# Runs train.py with a kill at one point of one save: `orbax` as soon as orbax's save returns
+# (its thread writing the step, or done with it), `commit` after orbax's commit and before the checksums,
+# `checksums` with the checksums written to their temporary file but not renamed, `time` at a
+# random moment of the run.
+KILLER = r"""
+import os, random, runpy, signal, sys, threading
+import orbax.checkpoint as ocp
+from jcaps.train import checkpoints
+point, step, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+def die():
+    os.kill(os.getpid(), signal.SIGKILL)
+if point == "orbax":
+    save = ocp.CheckpointManager.save
+    def save_then_die(self, at, *args, **kwargs):
+        save(self, at, *args, **kwargs)
+        if at == step:  # orbax's thread still writing, or done and not yet summed
+            die()
+    ocp.CheckpointManager.save = save_then_die
+elif point in ("commit", "checksums"):
+    write = checkpoints.write_checksums
+    def write_or_die(directory):
+        if directory.endswith(os.sep + str(step)):
+            if point == "commit":
+                die()
+            os.replace = lambda *a: die()
+        return write(directory)
+    checkpoints.write_checksums = write_or_die
+else:
+    threading.Timer(random.Random(seed).uniform(2.0, 6.0), die).start()
+sys.argv = sys.argv[4:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("point,step,seed", [("orbax", 40, 0), ("commit", 30, 0), ("checksums", 50, 0),
+                                             ("time", 0, 1), ("time", 0, 2)])
+def test_sigkill_during_a_save_then_rerun_matches_an_uninterrupted_run(tmp_path, cache_dir, reference, point, step,
+                                                                       seed):
+    workdir = tmp_path / "killed"
+    flags = ["--config", SMOKE, "--workdir", str(workdir), f"--config.data.cache_dir={cache_dir}",
+             f"--config.train.checkpoint_every_steps={EVERY}", "--config.train.progress=none"]
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=1")
+    killed = subprocess.run([sys.executable, "-c", KILLER, point, str(step), str(seed),
+                             os.path.join(ROOT, "train.py"), *flags],
+                            env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    if point != "time":
+        assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
+    again = subprocess.run([sys.executable, os.path.join(ROOT, "train.py"), *flags], env=env, cwd=ROOT,
+                           capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "Traceback" not in again.stderr
+    assert_same_finals(workdir, reference[1])
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading a trained workdir for inference.
+# ---------------------------------------------------------------------------------------------
+
+
+def test_damaged_best_parameters_are_refused_unless_the_last_checkpoint_is_asked_for(tmp_path, reference, capsys):
+    from jcaps.evaluate import evaluate
+
+    workdir = tmp_path / "trained"
+    shutil.copytree(reference[0], workdir)
+    largest = max(step_files(workdir, "best/60"), key=os.path.getsize)
+    flip_byte(largest)  # same size, other contents
+    with pytest.raises(DamagedCheckpoint) as raised:
+        evaluate(str(workdir), "test")
+    assert raised.value.path == largest and "contents differ from the save" in str(raised.value)
+    assert "--parameters last" in raised.value.hint
+    metrics = evaluate(str(workdir), "test", parameters="last")
+    assert (metrics["parameters"], metrics["selected_step"]) == ("last", 60)
+    assert metrics["accuracy"] == pytest.approx(reference[1]["test"]["accuracy"], abs=1e-6)
+
+    flip_byte(step_files(workdir, "checkpoints/60/state")[-1])
+    capsys.readouterr()
+    metrics = evaluate(str(workdir), "test", parameters="last")
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("warning: checkpoint step 60 is damaged") and line.endswith("use step 50")
+    assert metrics["selected_step"] == 50
+    assert (workdir / "checkpoints" / "60").is_dir()  # a command that reads moves nothing
+
+
+def test_evaluate_on_truncated_best_parameters_is_one_error_line(tmp_path, reference):
+    workdir = tmp_path / "trained"
+    shutil.copytree(reference[0], workdir)
+    for path in step_files(workdir, "best/60/params"):
+        if f"{os.sep}d{os.sep}" in path:
+            open(path, "w").close()
+    result = subprocess.run([sys.executable, "-m", "jcaps.evaluate", "--workdir", str(workdir)], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120, env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    assert result.returncode == 2 and result.stdout == ""
+    error, hint = result.stderr.splitlines()
+    assert error.startswith(f"error: {workdir / 'best' / '60' / 'params'}") and "bytes where the save wrote" in error
+    assert hint.startswith("hint: --parameters last")
+
+
+def test_the_integrity_benchmark_runs_at_a_tiny_size(tmp_path):
+    result = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "checkpoint_integrity.py"),
+                             "--out", str(tmp_path), "--tiny"], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                            env=dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=1"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    results = json.loads((tmp_path / "results.json").read_text())
+    for key in ("async_return_s", "orbax_save_s", "jcaps_save_s", "orbax_restore_s", "jcaps_restore_s"):
+        assert results[key] > 0, key
+    assert results["state_mb"] > 0 and results["parameters"] > 0 and results["sizes"] == "tiny"
+    assert results["save_overhead"] == pytest.approx(results["jcaps_save_s"] / results["orbax_save_s"])
+    assert [name for name in os.listdir(tmp_path)] == ["results.json"]  # the scratch folder is removed
