@@ -21,7 +21,12 @@ Attention variants (`jcaps.ops.attention`, section "Convolutional-network attent
     dot, dot8     scaled dot-product self-attention      `dot_product_attention`, 1 or 8 heads
 
 The softmax of simplified / local runs over the channels of a group (`attention_axis`
-"channels", the default) or over the valid positions ("time").
+"channels", the default) or over the valid positions ("time"). Its weights sum to one over
+that axis, so at a uniform start they scale h by 1/(C/G) (1/128 for G = 1) or 1/L: the head
+then sees features 128 times smaller than without attention. `attention_gain` "uniform"
+multiplies the block's output by C/G (or by the sequence's valid length over time), so that a
+uniform attention passes h on unchanged; "one" (the default) is the paper's block. The gain is
+a reparametrisation of the head (a linear map could absorb it), not a new function class.
 
 Causality: without attention, position logit z_t depends on the characters t - 3068 .. t only
 (receptive field 3 + 6 (2^9 - 1) = 3069, `jcaps.ops.convolution.receptive_field`). It stays so
@@ -37,7 +42,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jcaps.models.choices import DILATED_FCN_ATTENTIONS
+from jcaps.models.choices import DILATED_FCN_ATTENTION_GAINS, DILATED_FCN_ATTENTIONS
 from jcaps.models.dropout import Dropout
 from jcaps.models.initializers import uniform
 from jcaps.models.token_ids import padding_mask
@@ -91,6 +96,8 @@ class DilatedFCN(nn.Module):
             ("none", "relu", "gated": tanh(filter) * sigmoid(gate)).
         attention: one of `DILATED_FCN_ATTENTIONS`.
         attention_axis: "channels" or "time", the softmax axis of simplified / local attention.
+        attention_gain: "one" or "uniform", what multiplies the output of simplified / local
+            attention (module docstring).
         dropout_rate: dropout on the features fed to the head (none when 0).
         dtype: activation dtype; parameters are float32.
     """
@@ -105,11 +112,14 @@ class DilatedFCN(nn.Module):
     activation: str = "none"
     attention: str = "none"
     attention_axis: str = "channels"
+    attention_gain: str = "one"
     dropout_rate: float = 0.0
     dtype: Any = jnp.float32
 
     def __post_init__(self):
         _check_attention(self.attention, self.attention_axis)
+        if self.attention_gain not in DILATED_FCN_ATTENTION_GAINS:
+            raise ValueError(f"attention_gain must be one of {DILATED_FCN_ATTENTION_GAINS}, got {self.attention_gain!r}")
         if self.activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {ACTIVATIONS}, got {self.activation!r}")
         groups = _ATTENTION_GROUPS.get(self.attention, 1)
@@ -191,4 +201,11 @@ class DilatedFCN(nn.Module):
         # Fans of one group's kernel: its C/G channels in and out (times the conv width).
         kernel = self.param("attention_kernel", _stacked_kernel_init, shape).astype(self.dtype)
         bias = self.param("attention_bias", nn.initializers.zeros, (groups, size)).astype(self.dtype)
-        return op(x, kernel, bias, mask, groups=groups, axis=self.attention_axis)
+        y, weights = op(x, kernel, bias, mask, groups=groups, axis=self.attention_axis)
+        if self.attention_gain == "uniform":
+            if self.attention_axis == "channels":
+                gain = jnp.asarray(size, y.dtype)
+            else:  # one weight per valid position
+                gain = jnp.sum(mask, axis=-1, keepdims=True)[..., None].astype(y.dtype)
+            y = y * gain
+        return y, weights

@@ -162,3 +162,36 @@ def test_parameter_gradients_are_finite_with_an_all_padding_row():
 
     grads = jax.jit(jax.grad(loss), compiler_options={"xla_backend_optimization_level": 0})(params)
     assert all(np.all(np.isfinite(g)) for g in jax.tree.leaves(grads))
+
+
+@pytest.mark.parametrize("attention,axis", [("simplified", "channels"), ("local8", "channels"), ("local", "time")])
+def test_uniform_gain_passes_a_uniform_attention_through(attention, axis):
+    """With a zero attention kernel and bias the weights are uniform (1/(C/G) per channel, or
+    1/length per position): gain "one" shrinks the features fed to the head by that weight,
+    gain "uniform" feeds them on as `none` does."""
+    plain = _model("none", "channels", "none")
+    params = _random_params(plain, TOKENS)
+    head_inputs = {}
+    for gain in ("one", "uniform"):
+        model = DilatedFCN(L + 1, J, attention=attention, attention_axis=axis, attention_gain=gain, **SMALL)
+        shapes = jax.eval_shape(model.init, jax.random.key(0), TOKENS)["params"]
+        full = {**params, "attention_kernel": np.zeros(shapes["attention_kernel"].shape, np.float32),
+                "attention_bias": np.zeros(shapes["attention_bias"].shape, np.float32)}
+        # The head is linear: zero bias, and the position logits are the head kernel times its input.
+        full["head_bias"] = np.zeros(J, np.float32)
+        head_inputs[gain] = np.asarray(model.apply({"params": full}, TOKENS)["position_logits"])
+    expected = np.asarray(plain.apply({"params": {**params, "head_bias": np.zeros(J, np.float32)}}, TOKENS)[
+        "position_logits"])
+    valid = TOKENS > 0
+    np.testing.assert_allclose(head_inputs["uniform"][valid], expected[valid], rtol=1e-5, atol=1e-6)
+    if axis == "channels":
+        group = SMALL["filters"] // (8 if attention.endswith("8") else 1)
+        np.testing.assert_allclose(head_inputs["one"][valid], expected[valid] / group, rtol=1e-5, atol=1e-6)
+    else:
+        lengths = np.broadcast_to(LENGTHS[:, None, None], expected.shape)[valid]
+        np.testing.assert_allclose(head_inputs["one"][valid], expected[valid] / lengths, rtol=1e-5, atol=1e-6)
+
+
+def test_unknown_gain_raises():
+    with pytest.raises(ValueError, match="attention_gain must be one of"):
+        DilatedFCN(10, J, attention="simplified", attention_gain="double")
