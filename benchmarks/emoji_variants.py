@@ -1,20 +1,30 @@
 """The ITAmoji attention comparison (Anderson 2018, Table 3) on SemEval-2018 Task 2 English emoji.
 
     python benchmarks/emoji_variants.py --data_dir ../shared/data/semeval2018_emoji --out DIR
-        [--variants none,dot,...] [--quick] [--jobs 2]
+        [--variants none,dot,...,none@1] [--seeds 0] [--jobs 2] [--resamples 1000] [--quick]
 
-Trains `configs/dilated_fcn_emoji.py:VARIANT` for each of the seven attention variants with the
-same budget (the config's epochs; `--quick`: `--steps` steps, default 600, and the test metrics
-on the first `--test_size` tweets of us_test, default 10,000, read from a copy in
-`DIR/quick_data`) in `DIR/runs/VARIANT` through `train.py` (a finished run is reused, an
-interrupted one resumes), then writes
+Trains `configs/dilated_fcn_emoji.py:VARIANT` for each variant and seed (`--seeds`, or the seed
+after `@` in `--variants`, e.g. `none@1`) with the same budget (the
+config's 7 epochs; `--quick`: `--steps` steps, default 600, and the test metrics on the first
+`--test_size` tweets of us_test, default 10,000, read from a copy in `DIR/quick_data`) through
+`train.py`, in `DIR/runs/VARIANT` (seed 0) or `DIR/runs/VARIANT_seedS`. A finished run is reused
+and an interrupted one resumes, so running the same command again continues the study where it
+stopped. `--jobs 2` runs two trainings at once, each pinned to its own CPU core (Linux
+`taskset`). `--report_only` trains nothing and reports the runs that are finished.
 
-    DIR/results.json   {"<variant>": {"macro_f1", "micro_f1", "accuracy", "seconds", "steps"}}
-    DIR/results.md     the paper's Table 3 layout, with the paper's ITAmoji numbers beside
+Each finished run's model (the one selected on validation macro-F1) predicts every test tweet
+once (`RUN/test_predictions.npz`: label, predicted). Then
 
-Test-split metrics of the model chosen by validation macro-F1. `--jobs 2` runs two trainings
-at once, each pinned to its own CPU core (Linux `taskset`). Reads the data from `--data_dir`
-(the `text_labels` files us_trial / us_test).
+    DIR/results.json   {"runs": {RUN: {...}}, "meta": {...}}
+    DIR/results.md     the table, with the paper's ITAmoji numbers beside
+
+where each run has its variant, seed, test `macro_f1` and `accuracy` with 95 % bootstrap
+intervals over the test tweets (`--resamples` resamples), the paired bootstrap interval of its
+macro-F1 and accuracy difference to `none` of the same seed (the same resampled tweets for both),
+the steps and epochs trained, the step selected, `steps_per_s` (the median rate of its progress
+lines) and `seconds` (the wall times train.py printed, summed over the run's invocations; one
+that was killed printed none). Reads the data
+from `--data_dir` (the `text_labels` files us_trial / us_test).
 """
 
 from __future__ import annotations
@@ -22,10 +32,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
+import statistics
 import subprocess
 import sys
 import time
+
+import numpy as np
 
 from jcaps.models.choices import DILATED_FCN_ATTENTIONS
 
@@ -50,6 +64,11 @@ PAPER_NAMES = {
     "local8": "8-head local attention",
     "simplified8": "8-head simplified attention",
 }
+PREDICTIONS_FILE = "test_predictions.npz"
+
+
+def run_name(variant: str, seed: int) -> str:
+    return variant if seed == 0 else f"{variant}_seed{seed}"
 
 
 def final_test_metrics(workdir: str) -> dict | None:
@@ -79,10 +98,13 @@ def quick_data(args) -> str:
     return folder
 
 
-def command(variant: str, workdir: str, args) -> list[str]:
-    data_dir = args.quick_dir if args.quick else args.data_dir
-    flags = [f"--config={CONFIG}:{variant}", f"--workdir={workdir}", f"--config.data.dir={data_dir}",
-             "--config.train.progress=lines"]
+def data_dir(args) -> str:
+    return args.quick_dir if args.quick else args.data_dir
+
+
+def command(variant: str, seed: int, workdir: str, args) -> list[str]:
+    flags = [f"--config={CONFIG}:{variant}", f"--workdir={workdir}", f"--config.data.dir={data_dir(args)}",
+             f"--config.train.seed={seed}", "--config.train.progress=lines"]
     if args.cache_dir:
         flags.append(f"--config.data.cache_dir={args.cache_dir}")
     if args.quick:
@@ -90,53 +112,178 @@ def command(variant: str, workdir: str, args) -> list[str]:
     return [sys.executable, os.path.join(ROOT, "train.py"), *flags]
 
 
-def run_all(variants: list[str], args) -> dict[str, float]:
-    """Trains the variants that have no final test metrics yet, `args.jobs` at a time."""
-    pending = [v for v in variants if final_test_metrics(os.path.join(args.out, "runs", v)) is None]
+def run_all(runs: list[tuple[str, int]], args) -> None:
+    """Trains the runs that have no final test metrics yet, `args.jobs` at a time."""
+    pending = [(v, s) for v, s in runs if final_test_metrics(os.path.join(args.out, "runs", run_name(v, s))) is None]
     running: list[tuple[str, subprocess.Popen, float, int]] = []
-    seconds: dict[str, float] = {}
     free_cores = list(range(args.jobs))
     while pending or running:
         while pending and free_cores:
-            variant, core = pending.pop(0), free_cores.pop(0)
-            workdir = os.path.join(args.out, "runs", variant)
+            (variant, seed), core = pending.pop(0), free_cores.pop(0)
+            workdir = os.path.join(args.out, "runs", run_name(variant, seed))
             os.makedirs(workdir, exist_ok=True)
-            cmd = command(variant, workdir, args)
+            cmd = command(variant, seed, workdir, args)
             if args.jobs > 1 and shutil.which("taskset"):
                 cmd = ["taskset", "-c", str(core), *cmd]
-            print(f"training {variant} (log: {workdir}/train.log)", flush=True)
+            print(f"training {run_name(variant, seed)} (log: {workdir}/train.log)", flush=True)
             with open(os.path.join(workdir, "train.log"), "a", encoding="utf-8") as log:  # the child keeps its copy
                 process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
-            running.append((variant, process, time.perf_counter(), core))
+            running.append((workdir, process, time.perf_counter(), core))
         time.sleep(2)
         for item in list(running):
-            variant, process, start, core = item
+            workdir, process, start, core = item
             if process.poll() is None:
                 continue
             running.remove(item)
             free_cores.append(core)
             if process.returncode != 0:
-                raise SystemExit(f"{variant} failed (exit {process.returncode}); see {args.out}/runs/{variant}/train.log")
-            seconds[variant] = time.perf_counter() - start
-            print(f"{variant} done in {seconds[variant]:.0f} s", flush=True)
-    return seconds
+                raise SystemExit(f"{workdir} failed (exit {process.returncode}); see {workdir}/train.log")
+            print(f"{os.path.basename(workdir)} done in {time.perf_counter() - start:.0f} s", flush=True)
 
 
-def markdown_table(results: dict, args) -> str:
+def test_predictions(workdir: str, args) -> dict[str, np.ndarray]:
+    """{"label", "predicted"} of every test tweet by the run's final model, computed once and
+    kept in RUN/test_predictions.npz."""
+    path = os.path.join(workdir, PREDICTIONS_FILE)
+    if not os.path.isfile(path):
+        import jax
+        import jax.numpy as jnp
+
+        from jcaps.train.workdir import load_trained
+
+        trained = load_trained(workdir, with_data=True, data_overrides={"dir": data_dir(args)})
+        predict = jax.jit(lambda tokens: jnp.argmax(trained.apply(tokens)["scores"], axis=-1))
+        labels, predicted = [], []
+        for batch in trained.dataset.eval_batches("test", 500):
+            real = batch["weight"] > 0
+            labels.append(batch["label"][real])
+            predicted.append(np.asarray(predict(batch["tokens"]))[real])
+        np.savez(path, label=np.concatenate(labels), predicted=np.concatenate(predicted))
+    with np.load(path) as saved:
+        return {"label": saved["label"], "predicted": saved["predicted"]}
+
+
+def macro_f1_and_accuracy(confusion: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Macro-F1 and accuracy of confusion matrices [..., J, J] (true, predicted), as
+    `jcaps.train.metrics.classification_metrics` computes them: classes neither present nor
+    predicted are left out of the macro average."""
+    true_positive = np.diagonal(confusion, axis1=-2, axis2=-1)
+    denominator = confusion.sum(-1) + confusion.sum(-2)
+    present = denominator > 0
+    f1 = np.divide(2 * true_positive, denominator, out=np.zeros(denominator.shape), where=present)
+    macro = f1.sum(-1) / np.maximum(present.sum(-1), 1)
+    return macro, true_positive.sum(-1) / confusion.sum((-2, -1))
+
+
+def bootstrap(predictions: dict[str, dict], num_classes: int, resamples: int, seed: int = 0) -> dict:
+    """{run: {"macro_f1": [R], "accuracy": [R]}} over `resamples` resamples of the test tweets,
+    the same resampled tweets for every run (so differences between runs are paired)."""
+    labels = next(iter(predictions.values()))["label"]
+    for run, p in predictions.items():
+        if not np.array_equal(p["label"], labels):
+            raise SystemExit(f"{run} was tested on other tweets than the others")
+    rng = np.random.default_rng(seed)
+    codes = {run: p["label"].astype(np.int64) * num_classes + p["predicted"] for run, p in predictions.items()}
+    draws = {run: np.empty((resamples, num_classes, num_classes)) for run in predictions}
+    for r in range(resamples):
+        index = rng.integers(0, len(labels), len(labels))
+        for run, code in codes.items():
+            draws[run][r] = np.bincount(code[index], minlength=num_classes**2).reshape(num_classes, num_classes)
+    scores = {}
+    for run, confusion in draws.items():
+        macro, accuracy = macro_f1_and_accuracy(confusion)
+        scores[run] = {"macro_f1": macro, "accuracy": accuracy}
+    return scores
+
+
+def interval(values: np.ndarray) -> list[float]:
+    return [round(float(np.percentile(values, 2.5)), 4), round(float(np.percentile(values, 97.5)), 4)]
+
+
+def training_record(workdir: str) -> dict:
+    """Steps and epochs trained, the step selected, the median progress rate and the wall time
+    train.py printed (summed over its invocations)."""
+    with open(os.path.join(workdir, "metrics.jsonl"), encoding="utf-8") as f:
+        records = [json.loads(line) for line in f]
+    [final] = [r for r in records if r.get("final") and r["split"] == "test"]
+    with open(os.path.join(workdir, "config.json"), encoding="utf-8") as f:
+        config = json.load(f)
+    with open(os.path.join(workdir, "train.log"), encoding="utf-8") as f:
+        log = f.read()
+    rates = [float(r) for r in re.findall(r"\| ([0-9.]+) steps/s \|", log)[1:]]
+    seconds = sum(int(h) * 3600 + int(m) * 60 + int(s) for h, m, s in re.findall(r"wall time (\d+):(\d\d):(\d\d)", log))
+    steps = int(final["step"])
+    steps_per_epoch = re.search(r"\((\d+) per epoch\)", log)
+    return {
+        "steps": steps,
+        "epochs": round(steps / int(steps_per_epoch.group(1)), 2) if steps_per_epoch else None,
+        "selected_step": int(final.get("selected_step", steps)),
+        "steps_per_s": round(statistics.median(rates), 2) if rates else None,
+        "seconds": seconds,
+        "resumed": log.count("Resuming from step"),
+        "attention_gain": config["model"].get("attention_gain", "one"),
+    }
+
+
+def report(runs: list[tuple[str, int]], args) -> dict:
+    finished = [(v, s) for v, s in runs if final_test_metrics(os.path.join(args.out, "runs", run_name(v, s)))]
+    if not finished:
+        raise SystemExit("no run has finished yet")
+    predictions = {run_name(v, s): test_predictions(os.path.join(args.out, "runs", run_name(v, s)), args)
+                   for v, s in finished}
+    num_classes = int(max(max(p["label"].max(), p["predicted"].max()) for p in predictions.values())) + 1
+    scores = bootstrap(predictions, num_classes, args.resamples)
+    results = {}
+    for variant, seed in finished:
+        name = run_name(variant, seed)
+        confusion = np.bincount(predictions[name]["label"] * num_classes + predictions[name]["predicted"],
+                                minlength=num_classes**2).reshape(num_classes, num_classes)
+        macro, accuracy = macro_f1_and_accuracy(confusion.astype(np.float64))
+        logged = final_test_metrics(os.path.join(args.out, "runs", name))
+        if abs(accuracy - logged["accuracy"]) > 1e-6:
+            raise SystemExit(f"{name}: predictions give accuracy {accuracy}, training logged {logged['accuracy']}")
+        row = {"variant": variant, "seed": seed, "macro_f1": round(float(macro), 4),
+               "macro_f1_ci": interval(scores[name]["macro_f1"]), "accuracy": round(float(accuracy), 4),
+               "accuracy_ci": interval(scores[name]["accuracy"])}
+        baseline = run_name("none", seed)
+        if variant != "none" and baseline in scores:
+            for metric in ("macro_f1", "accuracy"):
+                difference = scores[name][metric] - scores[baseline][metric]
+                row[f"{metric}_minus_none"] = round(float(difference.mean()), 4)
+                row[f"{metric}_minus_none_ci"] = interval(difference)
+        row.update(training_record(os.path.join(args.out, "runs", name)))
+        results[name] = row
+    labels = next(iter(predictions.values()))["label"]
+    majority = np.zeros((num_classes, num_classes))
+    np.add.at(majority, (labels, np.full_like(labels, np.bincount(labels).argmax())), 1)
+    meta = {"test_tweets": int(len(labels)), "classes": num_classes, "resamples": args.resamples,
+            "majority_class_macro_f1": round(float(macro_f1_and_accuracy(majority)[0]), 4),
+            "budget": f"{args.steps} steps, first {args.test_size} test tweets" if args.quick else "config (7 epochs)",
+            "date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(), "jobs": args.jobs}
+    return {"runs": results, "meta": meta}
+
+
+def markdown_table(results: dict) -> str:
     lines = [
-        "| model | macro-F1 | micro-F1 | accuracy | ITAmoji macro-F1 | ITAmoji micro-F1 |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| model | run | macro-F1 [95 % CI] | accuracy [95 % CI] | macro-F1 − none [paired 95 % CI] | epochs "
+        "(selected step) | steps/s | ITAmoji macro-F1 / micro-F1 |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for variant, r in results.items():
-        paper_macro, paper_micro = PAPER[variant]
-        lines.append(f"| {PAPER_NAMES[variant]} (`{variant}`) | {r['macro_f1']:.3f} | {r['micro_f1']:.3f} | "
-                     f"{r['accuracy']:.3f} | {paper_macro:.3f} | {paper_micro:.3f} |")
-    lines.append("")
-    budget = (f"its first {args.test_size:,} tweets, after {args.steps} training steps" if args.quick
-              else "the config's training budget")
-    lines.append(f"jcaps: SemEval-2018 Task 2 English (20 emoji), trained on us_trial, tested on us_test ({budget}); "
-                 "ITAmoji: the paper's Table 3 (25 emoji, Italian tweets; not public). Single-label: "
-                 "micro-F1 equals accuracy.")
+    for name, r in results["runs"].items():
+        paper_macro, paper_micro = PAPER[r["variant"]]
+        difference = (f"{r['macro_f1_minus_none']:+.3f} [{r['macro_f1_minus_none_ci'][0]:+.3f}, "
+                      f"{r['macro_f1_minus_none_ci'][1]:+.3f}]" if "macro_f1_minus_none" in r else "")
+        lines.append(
+            f"| {PAPER_NAMES[r['variant']]} | `{name}` | {r['macro_f1']:.3f} [{r['macro_f1_ci'][0]:.3f}, "
+            f"{r['macro_f1_ci'][1]:.3f}] | {r['accuracy']:.3f} [{r['accuracy_ci'][0]:.3f}, {r['accuracy_ci'][1]:.3f}] "
+            f"| {difference} | {r['epochs']} ({r['selected_step']}) | {r['steps_per_s']} | {paper_macro:.3f} / "
+            f"{paper_micro:.3f} |")
+    meta = results["meta"]
+    lines += ["", f"jcaps: SemEval-2018 Task 2 English ({meta['classes']} emoji), trained on us_trial, tested on "
+              f"{meta['test_tweets']:,} us_test tweets (budget: {meta['budget']}); intervals from {meta['resamples']} "
+              f"bootstrap resamples of the test tweets, paired for the differences; majority class macro-F1 "
+              f"{meta['majority_class_macro_f1']:.3f}. ITAmoji: the paper's Table 3 (25 emoji, Italian tweets; not "
+              "public). Single-label: micro-F1 equals accuracy."]
     return "\n".join(lines) + "\n"
 
 
@@ -145,39 +292,45 @@ def main():
     parser.add_argument("--data_dir", required=True, help="folder with us_trial.* and us_test.* (text_labels)")
     parser.add_argument("--out", required=True)
     parser.add_argument("--variants", default=",".join(DILATED_FCN_ATTENTIONS))
+    parser.add_argument("--seeds", default="0", help="train.seed of each run, comma-separated")
     parser.add_argument("--quick", action="store_true", help="train --steps steps per variant")
     parser.add_argument("--steps", type=int, default=600)
     parser.add_argument("--test_size", type=int, default=10000, help="--quick: test tweets scored")
     parser.add_argument("--jobs", type=int, default=1, help="trainings at once (each pinned to a core)")
+    parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples of the test tweets")
+    parser.add_argument("--report_only", action="store_true", help="train nothing; report the finished runs")
     parser.add_argument("--cache_dir", default="", help="prepared-data cache (default ~/tensorflow_datasets)")
     args = parser.parse_args()
-    variants = [v for v in args.variants.split(",") if v]
-    unknown = [v for v in variants if v not in DILATED_FCN_ATTENTIONS]
+    try:
+        seeds = [int(s) for s in args.seeds.split(",") if s]
+        requested = []
+        for entry in (e for e in args.variants.split(",") if e):
+            variant, _, seed = entry.partition("@")
+            requested += [(variant, int(seed))] if seed else [(variant, s) for s in seeds]
+    except ValueError:
+        parser.error(f"seeds are whole numbers: --seeds {args.seeds!r}, --variants {args.variants!r}")
+    unknown = sorted({v for v, _ in requested if v not in DILATED_FCN_ATTENTIONS})
     if unknown:
         parser.error(f"unknown variants {unknown}; known: {', '.join(DILATED_FCN_ATTENTIONS)}")
     os.makedirs(args.out, exist_ok=True)
     args.quick_dir = quick_data(args) if args.quick else ""
-    previous = {}
-    results_path = os.path.join(args.out, "results.json")
-    if os.path.isfile(results_path):
-        with open(results_path, encoding="utf-8") as f:
-            previous = json.load(f)
-    seconds = run_all(variants, args)
-    results = {}
-    for variant in variants:
-        metrics = final_test_metrics(os.path.join(args.out, "runs", variant))
-        results[variant] = {
-            "macro_f1": metrics["macro_f1"],
-            "micro_f1": metrics["micro_f1"],
-            "accuracy": metrics["accuracy"],
-            "seconds": round(seconds.get(variant, previous.get(variant, {}).get("seconds", float("nan"))), 1),
-            "steps": metrics["step"],
-        }
-    with open(results_path, "w", encoding="utf-8") as f:
+    if not args.report_only:
+        run_all(requested, args)
+    # The report covers every finished run in DIR, those of earlier commands included.
+    everything = [(v, s) for s in sorted({0, *(s for _, s in requested), *_seeds_in(args.out)})
+                  for v in DILATED_FCN_ATTENTIONS]
+    results = report(everything, args)
+    with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
         json.dump(results, f, indent=2)
     with open(os.path.join(args.out, "results.md"), "w", encoding="utf-8") as f:
-        f.write(markdown_table(results, args))
-    print(markdown_table(results, args))
+        f.write(markdown_table(results))
+    print(markdown_table(results))
+
+
+def _seeds_in(out: str) -> set[int]:
+    folder = os.path.join(out, "runs")
+    names = os.listdir(folder) if os.path.isdir(folder) else []
+    return {int(match.group(1)) for name in names if (match := re.fullmatch(r".+_seed(\d+)", name))}
 
 
 if __name__ == "__main__":
