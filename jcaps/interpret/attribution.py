@@ -15,11 +15,27 @@ or what the caller's `score_fn` returns: a sigmoid probability, a log-probabilit
   * smoothgrad:           ||mean_m |d f_c / d e (e + eps_m)| ||_2 over D (Smilkov et al. 2017)
   * occlusion:            f_c(e) - f_c(e with e_t := e'_t), every t of the batch in one `vmap`
                           (leave one token out; Zeiler & Fergus 2014)
+  * kernel_shap:          Shapley values estimated by KernelSHAP: coalitions z of the real
+                          tokens (the others at the baseline) drawn from the Shapley kernel, in
+                          complementary pairs, all evaluated in one batched call, then the
+                          weighted least squares fit of f_c(z) - f_c(0) by z^T phi under the
+                          efficiency constraint sum_t phi_t = f_c(e) - f_c(e')
+                          (Lundberg & Lee 2017; the closed form of Covert & Lee 2021)
+  * shapley_sampling:     Shapley values estimated from antithetic permutations (each drawn order
+                          and its reverse): phi_t = the mean over orders of the change of f_c
+                          when t joins the tokens before it (Strumbelj & Kononenko 2010;
+                          Mitchell et al. 2022); efficiency holds for each order
+  * lime:                 LIME's local linear surrogate: coalitions keeping all but a uniform
+                          number 1..M of the M real tokens, weighted by LIME's exponential kernel
+                          of their cosine distance to the input (width 0.25), fitted by ridge
+                          regression with an intercept; the coefficients (Ribeiro et al. 2016)
   * random:               uniform random scores at the real tokens: the baseline ranking that
                           every faithfulness score is compared with
 
 Integrated gradients and SmoothGrad are those of `jcaps.interpret.saliency` (one implementation
-for series and text), reduced over the vector dimension here. Functions are jit-compatible with
+for series and text), reduced over the vector dimension here. The three sampling methods treat
+each real token as a player that is present (its vector) or absent (the baseline's vector,
+zeros by default), explain the same raw score f_c, and take their sample count and a key. Functions are jit-compatible with
 `score_fn` and the keyword options static. `score_fn` must treat examples independently and
 accept any whole number k of copies of the batch stacked as [k * B, T, D] (k blocks of B rows):
 integrated gradients evaluates several interpolation points at once, and `completeness_error`
@@ -38,7 +54,8 @@ from jcaps.interpret import saliency
 
 ScoreFn = Callable[[jax.Array], jax.Array]
 GRADIENT_METHODS = ("gradient", "gradient_x_input", "integrated_gradients", "smoothgrad")
-METHODS = GRADIENT_METHODS + ("occlusion", "random")
+SAMPLING_METHODS = ("kernel_shap", "shapley_sampling", "lime")
+METHODS = GRADIENT_METHODS + ("occlusion",) + SAMPLING_METHODS + ("random",)
 
 
 def _targets(target: int | jax.Array, embeddings: jax.Array) -> jax.Array:
@@ -182,6 +199,263 @@ def occlusion(
 
     occluded = jax.vmap(without)(positions)  # [T, B]
     return _masked(selected(embeddings)[:, None] - occluded.T, mask)
+
+
+# ---------------------------------------------------------------------------------------------
+# Sampling methods: tokens as players of a coalitional game.
+# ---------------------------------------------------------------------------------------------
+
+
+def _baseline(embeddings: jax.Array, baseline: jax.Array | None) -> jax.Array:
+    if baseline is None:
+        return jnp.zeros_like(embeddings)
+    return jnp.broadcast_to(baseline, embeddings.shape).astype(embeddings.dtype)
+
+
+def coalition_values(
+    score_fn: ScoreFn,
+    embeddings: jax.Array,
+    baseline: jax.Array,
+    target: int | jax.Array,
+    coalitions: jax.Array,
+    chunk_size: int | None = None,
+) -> jax.Array:
+    """f_c of every coalition: the tokens with z_t true keep their vectors, the others take the
+    baseline's.
+
+    The N coalitions of the batch are stacked as [N * B, T, D] and scored by one call of
+    `score_fn` (or one call per `chunk_size` coalitions, under `lax.map`; memory ~ chunk * B).
+
+    Args:
+      score_fn, embeddings, target: as `gradient`.
+      baseline: e' [B, T, D].
+      coalitions: z [N, B, T] bool.
+      chunk_size: the most coalitions scored at once; None: all.
+
+    Returns:
+      [N, B] float32.
+    """
+    n, batch = coalitions.shape[:2]
+    targets = _targets(target, embeddings)
+    chunk = n if chunk_size is None else max(1, min(chunk_size, n))
+    padded = jnp.concatenate([coalitions, jnp.zeros(((-n) % chunk,) + coalitions.shape[1:], bool)])
+
+    def values(z: jax.Array) -> jax.Array:  # [chunk, B, T] -> [chunk, B]
+        e = jnp.where(z[..., None], embeddings[None], baseline[None]).reshape((-1,) + embeddings.shape[1:])
+        scores = score_fn(e).astype(jnp.float32).reshape(chunk, batch, -1)
+        return jnp.take_along_axis(scores, jnp.broadcast_to(targets[None, :, None], (chunk, batch, 1)), axis=2)[..., 0]
+
+    return jax.lax.map(values, padded.reshape((-1, chunk) + coalitions.shape[1:])).reshape(-1, batch)[:n]
+
+
+def _random_ranks(key: jax.Array, mask: jax.Array, shape: tuple) -> jax.Array:
+    """[*shape, B, T] a uniformly random order of each row's real tokens (ranks 0..M-1), the
+    padding after them."""
+    draws = jnp.where(jnp.broadcast_to(mask, shape + mask.shape), jax.random.uniform(key, shape + mask.shape), 2.0)
+    return jnp.argsort(jnp.argsort(draws, axis=-1), axis=-1)
+
+
+def shapley_kernel_coalitions(key: jax.Array, mask: jax.Array, n_samples: int) -> jax.Array:
+    """Coalitions of the real tokens drawn from the Shapley kernel, in complementary pairs.
+
+    A row with M real tokens draws a size s in 1..M-1 with probability proportional to
+    (M - 1) / (s (M - s)) (the kernel's total weight at that size) and then s of its tokens
+    uniformly, so that a coalition's probability is proportional to its kernel weight
+    (M - 1) / (C(M, s) s (M - s)); each draw is followed by its complement. Rows with fewer than
+    two real tokens get empty coalitions (their one Shapley value is fixed by efficiency).
+
+    Args:
+      key: a PRNG key.
+      mask: [B, T] bool.
+      n_samples: N, even (an odd N is rounded up).
+
+    Returns:
+      [N, B, T] bool, false at padding.
+    """
+    half = (n_samples + 1) // 2
+    size_key, order_key = jax.random.split(key)
+    real = jnp.sum(mask, axis=-1, keepdims=True)  # [B, 1]
+    sizes = jnp.arange(mask.shape[1])[None, :]  # [1, T]: s = 0..T-1
+    valid = (sizes >= 1) & (sizes <= real - 1)
+    weight = (real - 1) / jnp.maximum(sizes * (real - sizes), 1)
+    logits = jnp.where(valid, jnp.log(jnp.maximum(weight, 1e-30)), -jnp.inf)
+    logits = jnp.where(jnp.any(valid, axis=-1, keepdims=True), logits, jnp.where(sizes == 0, 0.0, -jnp.inf))
+    drawn = jax.random.categorical(size_key, logits, axis=-1, shape=(half, mask.shape[0]))  # [half, B]
+    coalitions = (_random_ranks(order_key, mask, (half,)) < drawn[..., None]) & mask[None]
+    return jnp.concatenate([coalitions, mask[None] & ~coalitions])
+
+
+def constrained_shapley_regression(
+    values: jax.Array,
+    full_value: jax.Array,
+    empty_value: jax.Array,
+    coalitions: jax.Array,
+    mask: jax.Array,
+    weights: jax.Array | None = None,
+    ridge: float = 1e-6,
+) -> jax.Array:
+    """KernelSHAP's estimate: min sum_n w_n (v_n - v_0 - z_n^T phi)^2 subject to sum_t phi_t =
+    v_1 - v_0 (efficiency), in closed form (Covert & Lee 2021):
+
+        A = sum w z z^T / sum w,   b = sum w z (v - v_0) / sum w
+        phi = A^-1 (b - 1 (1^T A^-1 b - (v_1 - v_0)) / (1^T A^-1 1))
+
+    with the padding's rows of A set to the identity (its phi is 0) and `ridge` on the diagonal.
+    With every coalition and the Shapley kernel's weights, phi are the exact Shapley values.
+
+    Args:
+      values: v_n [N, B], the coalitions' outputs.
+      full_value, empty_value: v_1, v_0 [B], the outputs with every real token and with none.
+      coalitions: z [N, B, T] bool.
+      mask: [B, T] bool, the players.
+      weights: w [N, B] (None: all 1, for coalitions drawn from the kernel).
+      ridge: added to A's diagonal.
+
+    Returns:
+      [B, T] float32, 0 at padding, summing to v_1 - v_0.
+    """
+    z = coalitions.astype(jnp.float32)
+    w = jnp.ones(values.shape, jnp.float32) if weights is None else weights.astype(jnp.float32)
+    total = jnp.maximum(jnp.sum(w, axis=0), 1e-30)  # [B]
+    a = jnp.einsum("nb,nbt,nbu->btu", w, z, z) / total[:, None, None]
+    players = mask.astype(jnp.float32)
+    a = a + jnp.eye(mask.shape[1])[None] * ((1.0 - players) + ridge)[:, None, :]
+    b = jnp.einsum("nb,nbt,nb->bt", w, z, values - empty_value[None]) / total[:, None]
+    a_inv_b = jnp.linalg.solve(a, b[..., None])[..., 0]
+    a_inv_u = jnp.linalg.solve(a, players[..., None])[..., 0]
+    excess = jnp.sum(players * a_inv_b, axis=-1) - (full_value - empty_value)
+    phi = a_inv_b - a_inv_u * (excess / jnp.maximum(jnp.sum(players * a_inv_u, axis=-1), 1e-30))[:, None]
+    return _masked(phi, mask)
+
+
+def kernel_shap(
+    score_fn: ScoreFn,
+    embeddings: jax.Array,
+    target: int | jax.Array,
+    mask: jax.Array,
+    key: jax.Array,
+    *,
+    n_samples: int = 512,
+    baseline: jax.Array | None = None,
+    chunk_size: int | None = None,
+) -> jax.Array:
+    """Shapley values of the real tokens estimated by KernelSHAP (module docstring).
+
+    Args:
+      score_fn, embeddings, target, mask: as `gradient`.
+      key: draws the coalitions.
+      n_samples: coalitions per example (complementary pairs; each costs one forward row).
+      baseline: e' broadcastable to e; zeros when None.
+      chunk_size: coalitions scored at once (`coalition_values`); None: all in one call.
+
+    Returns:
+      [B, T] signed scores, 0 at padding, summing to f_c(e) - f_c(e') over t.
+    """
+    baseline = _baseline(embeddings, baseline)
+    coalitions = shapley_kernel_coalitions(key, mask, n_samples)
+    ends = jnp.stack([mask, jnp.zeros_like(mask)])
+    values = coalition_values(score_fn, embeddings, baseline, target, jnp.concatenate([coalitions, ends]), chunk_size)
+    return constrained_shapley_regression(values[:-2], values[-2], values[-1], coalitions, mask)
+
+
+def shapley_sampling(
+    score_fn: ScoreFn,
+    embeddings: jax.Array,
+    target: int | jax.Array,
+    mask: jax.Array,
+    key: jax.Array,
+    *,
+    n_permutations: int = 16,
+    baseline: jax.Array | None = None,
+    chunk_size: int | None = None,
+) -> jax.Array:
+    """Shapley values of the real tokens from antithetic permutation sampling.
+
+    Each of the `n_permutations` orders (half drawn, half their reverses) adds the real tokens
+    one at a time, from the baseline to the input: T + 1 coalitions an order, all scored in one
+    batched call; phi_t is the mean change of f_c when t joins.
+
+    Args:
+      score_fn, embeddings, target, mask: as `gradient`.
+      key: draws the orders.
+      n_permutations: P, even (an odd P is rounded up); costs P (T + 1) forward rows an example.
+      baseline: e' broadcastable to e; zeros when None.
+      chunk_size: coalitions scored at once (`coalition_values`); None: all in one call.
+
+    Returns:
+      [B, T] signed scores, 0 at padding, summing exactly to f_c(e) - f_c(e') over t.
+    """
+    baseline = _baseline(embeddings, baseline)
+    half = (n_permutations + 1) // 2
+    ranks = _random_ranks(key, mask, (half,))  # [half, B, T]
+    real = jnp.sum(mask, axis=-1)[None, :, None]
+    ranks = jnp.concatenate([ranks, jnp.where(mask[None], real - 1 - ranks, ranks)])  # the reversed orders
+    steps = jnp.arange(mask.shape[1] + 1)
+    coalitions = (ranks[:, None] < steps[None, :, None, None]) & mask[None, None]  # [P, T + 1, B, T]
+    values = coalition_values(score_fn, embeddings, baseline, target, coalitions.reshape((-1,) + mask.shape),
+                              chunk_size).reshape(coalitions.shape[:3])  # [P, T + 1, B]
+    by_order = jnp.moveaxis(values, 1, -1)  # [P, B, T + 1]
+    joined = jnp.take_along_axis(by_order, ranks + 1, axis=-1) - jnp.take_along_axis(by_order, ranks, axis=-1)
+    return _masked(jnp.mean(joined, axis=0), mask)
+
+
+def lime_coalitions(key: jax.Array, mask: jax.Array, n_samples: int) -> jax.Array:
+    """LIME's text samples: the input itself, then coalitions without a uniform number 1..M of
+    the M real tokens (uniformly chosen). Returns [N, B, T] bool, false at padding."""
+    count_key, order_key = jax.random.split(key)
+    real = jnp.sum(mask, axis=-1)  # [B]
+    removed = jax.random.randint(count_key, (n_samples - 1,) + real.shape, 1, jnp.maximum(real, 1)[None] + 1)
+    kept = (_random_ranks(order_key, mask, (n_samples - 1,)) >= removed[..., None]) & mask[None]
+    return jnp.concatenate([mask[None], kept])
+
+
+def lime_weights(coalitions: jax.Array, mask: jax.Array, kernel_width: float = 0.25) -> jax.Array:
+    """LIME's text kernel: sqrt(exp(-d^2 / width^2)) of the cosine distance d between each
+    coalition and the input (LIME's distance is 100 d and its width 25). [N, B]."""
+    kept = jnp.sum(coalitions, axis=-1).astype(jnp.float32)
+    real = jnp.maximum(jnp.sum(mask, axis=-1), 1).astype(jnp.float32)
+    distance = 1.0 - jnp.sqrt(kept / real[None])
+    return jnp.sqrt(jnp.exp(-jnp.square(distance) / kernel_width**2))
+
+
+def weighted_ridge(values: jax.Array, coalitions: jax.Array, weights: jax.Array, mask: jax.Array,
+                   alpha: float = 1.0) -> jax.Array:
+    """The coefficients beta [B, T] of ridge regression with an intercept, min sum_n w_n (v_n - c
+    - z_n^T beta)^2 + alpha |beta|^2, per example (scikit-learn's `Ridge(alpha)` with
+    `sample_weight`): solved on the weighted-centred data. Padding's coefficients are 0."""
+    z = coalitions.astype(jnp.float32)
+    w = weights.astype(jnp.float32)
+    total = jnp.maximum(jnp.sum(w, axis=0), 1e-30)
+    z_centred = z - (jnp.einsum("nb,nbt->bt", w, z) / total[:, None])[None]
+    v_centred = values - (jnp.sum(w * values, axis=0) / total)[None]
+    gram = jnp.einsum("nb,nbt,nbu->btu", w, z_centred, z_centred) + alpha * jnp.eye(mask.shape[1])[None]
+    moment = jnp.einsum("nb,nbt,nb->bt", w, z_centred, v_centred)
+    return _masked(jnp.linalg.solve(gram, moment[..., None])[..., 0], mask)
+
+
+def lime(
+    score_fn: ScoreFn,
+    embeddings: jax.Array,
+    target: int | jax.Array,
+    mask: jax.Array,
+    key: jax.Array,
+    *,
+    n_samples: int = 512,
+    kernel_width: float = 0.25,
+    alpha: float = 1.0,
+    baseline: jax.Array | None = None,
+    chunk_size: int | None = None,
+) -> jax.Array:
+    """LIME's per-token weights (module docstring): `n_samples` coalitions (`lime_coalitions`),
+    scored in one batched call, weighted by `lime_weights` and fitted by `weighted_ridge`.
+
+    Returns:
+      [B, T] signed coefficients, 0 at padding.
+    """
+    baseline = _baseline(embeddings, baseline)
+    coalitions = lime_coalitions(key, mask, n_samples)
+    values = coalition_values(score_fn, embeddings, baseline, target, coalitions, chunk_size)
+    return weighted_ridge(values, coalitions, lime_weights(coalitions, mask, kernel_width), mask, alpha)
 
 
 def random_scores(key: jax.Array, mask: jax.Array) -> jax.Array:
