@@ -14,13 +14,14 @@ input-cell attention LSTM and its baselines) one PNG of input and saliency maps 
 `saliency.json` (`jcaps.interpret.series_report`).
 """
 
+import json
 import os
 
 from absl import flags
 
 from jcaps import cli
 from jcaps.errors import UserError
-from jcaps.interpret import attribution, explain
+from jcaps.interpret import attribution, checks, explain
 from jcaps.interpret.explanations import explain_workdir
 from jcaps.interpret.report import interpret_workdir
 from jcaps.interpret.series_report import saliency_report
@@ -35,14 +36,20 @@ flags.DEFINE_string("split", "test", "Split to explain.")
 flags.DEFINE_string("out", None, "Output directory (default WORKDIR/interpretation).")
 flags.DEFINE_integer("limit", None, f"Explain the first N examples (default {DEFAULT_LIMIT}; iCapsNets' global "
                      f"interpretation then covers the whole split, series figures the first {DEFAULT_SERIES_FIGURES}).")
-flags.DEFINE_list("methods", None, "Methods to run (default: all the model offers): among "
-                  f"{', '.join(attribution.METHODS[:-1])}, capsules, attention, random.")
+flags.DEFINE_list("methods", None, "Methods to run (default: the gradient methods, occlusion, the model's own "
+                  f"and random): among {', '.join(attribution.METHODS[:-1])}, capsules, attention, random.")
 flags.DEFINE_bool("faithfulness", False, "Also measure each method's faithfulness (faithfulness.json).")
+flags.DEFINE_bool("checks", False, "Also run the sanity checks of each method (checks.json; jcaps.interpret.checks): "
+                  "parameter randomisation, max-sensitivity, complexity, degenerate rankings, localisation.")
 flags.DEFINE_enum("removal", "pad", list(explain.REMOVALS), "Faithfulness: a removed token becomes PAD or UNK.")
 flags.DEFINE_integer("ig_steps", explain.Options.ig_steps, "Integrated gradients: interpolation points.")
 flags.DEFINE_integer("smoothgrad_samples", explain.Options.smoothgrad_samples, "SmoothGrad: noisy copies averaged.")
 flags.DEFINE_integer("ig_chunk", explain.Options.ig_chunk, "Integrated gradients: points evaluated at once "
                      "(1 is fastest on a CPU; more on an accelerator).")
+flags.DEFINE_integer("shap_samples", explain.Options.shap_samples, "KernelSHAP: coalitions an example.")
+flags.DEFINE_integer("shapley_permutations", explain.Options.shapley_permutations,
+                     "Permutation sampling: orders an example (half of them the others' reverses).")
+flags.DEFINE_integer("lime_samples", explain.Options.lime_samples, "LIME: coalitions an example.")
 flags.DEFINE_integer("batch_size", 32, "Examples per batch.")
 flags.DEFINE_integer("k1", 3, "iCapsNets: capsules selected per example (top by coupling to the prediction).")
 flags.DEFINE_integer("k2", 2, "iCapsNets: positions selected per capsule (top by attention).")
@@ -57,12 +64,13 @@ FLAGS = flags.FLAGS
 
 def _check_flags(model_config) -> tuple[str, ...]:
     """The methods to run; a one-line user error for anything out of range."""
-    for name in ("limit", "ig_steps", "ig_chunk", "smoothgrad_samples", "batch_size", "k1", "k2", "report_examples"):
+    for name in ("limit", "ig_steps", "ig_chunk", "smoothgrad_samples", "shap_samples", "shapley_permutations",
+                 "lime_samples", "batch_size", "k1", "k2", "report_examples"):
         value = getattr(FLAGS, name)
         if value is not None and value < 1:
             raise UserError(f"--{name} must be at least 1, not {value}")
-    offered = explain.model_methods(model_config)
-    methods = tuple(FLAGS.methods) if FLAGS.methods else offered
+    offered = explain.offered_methods(model_config)
+    methods = tuple(FLAGS.methods) if FLAGS.methods else explain.model_methods(model_config)
     known = set(attribution.METHODS) | {"capsules", "attention"}
     for method in methods:
         if method not in known:
@@ -100,19 +108,33 @@ def main(argv):
                        f"the series: {shares}")
 
     options = explain.Options(ig_steps=FLAGS.ig_steps, ig_chunk=FLAGS.ig_chunk,
-                              smoothgrad_samples=FLAGS.smoothgrad_samples, removal=FLAGS.removal, k1=FLAGS.k1, k2=FLAGS.k2)
+                              smoothgrad_samples=FLAGS.smoothgrad_samples, shap_samples=FLAGS.shap_samples,
+                              shapley_permutations=FLAGS.shapley_permutations, lime_samples=FLAGS.lime_samples,
+                              removal=FLAGS.removal, k1=FLAGS.k1, k2=FLAGS.k2)
+    summary_of_checks = None
+    if FLAGS.checks:
+        summary_of_checks = checks.check_workdir(trained, FLAGS.split, methods, limit=limit, options=options,
+                                                 batch_size=FLAGS.batch_size, seed=FLAGS.seed)
+        extra_html += checks.html_table(summary_of_checks)
     faithfulness = explain_workdir(
         trained, FLAGS.split, out, methods=methods, limit=limit, with_faithfulness=FLAGS.faithfulness,
         options=options, batch_size=FLAGS.batch_size, report_examples=FLAGS.report_examples, seed=FLAGS.seed,
         extra_html=extra_html,
     )
+    if summary_of_checks is not None:
+        with open(os.path.join(out, "checks.json"), "w", encoding="utf-8") as f:
+            json.dump(summary_of_checks, f, indent=1)
+        if FLAGS.faithfulness:
+            with open(os.path.join(out, "faithfulness.json"), "w", encoding="utf-8") as f:
+                json.dump({**faithfulness, "checks": summary_of_checks}, f, indent=1)
+        closing.append("checks (checks.json):\n" + checks.markdown(summary_of_checks).rstrip())
     for method, values in faithfulness.items():
         closing.append(f"{method}: comprehensiveness {values['comprehensiveness']:.4f} sufficiency "
                        f"{values['sufficiency']:.4f} deletion AUC {values['deletion_auc']:.4f} insertion AUC "
                        f"{values['insertion_auc']:.4f} ({values['seconds_per_100']:.2f} s per 100)")
     print(f"explained {limit if FLAGS.limit else f'up to {limit}'} examples of {FLAGS.split} with "
           f"{', '.join(methods)}; wrote {out}/attributions.jsonl, report.html"
-          + (", faithfulness.json" if FLAGS.faithfulness else ""))
+          + (", faithfulness.json" if FLAGS.faithfulness else "") + (", checks.json" if FLAGS.checks else ""))
     for line in closing:
         print(line)
 

@@ -76,9 +76,17 @@ def native_note(model_config) -> str:
 
 
 def model_methods(model_config) -> tuple[str, ...]:
-    """Every method the model offers, in report order (random last)."""
+    """The methods run when none are named, in report order (random last): the gradient methods,
+    occlusion and the model's own explanation."""
     native = native_method(model_config)
     return attribution.GRADIENT_METHODS + ("occlusion",) + ((native,) if native else ()) + ("random",)
+
+
+def offered_methods(model_config) -> tuple[str, ...]:
+    """Every method the model offers: `model_methods` and the sampling methods (KernelSHAP,
+    permutation sampling, LIME), which cost hundreds of forward passes an example and so run
+    only when named."""
+    return model_methods(model_config)[:-1] + attribution.SAMPLING_METHODS + ("random",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,6 +99,12 @@ class Options:
     # one at a time, about 110 ten at a time); raise it on an accelerator.
     ig_chunk: int = 1
     smoothgrad_samples: int = 25
+    # The sampling methods' budgets, in forward rows an example: KernelSHAP and LIME score one
+    # coalition a row, permutation sampling T + 1 an order.
+    shap_samples: int = 256
+    shapley_permutations: int = 8
+    lime_samples: int = 256
+    sampling_chunk: int | None = 64  # coalitions scored at once (memory ~ chunk * rows)
     removal: str = "pad"  # text: replace removed tokens with PAD or UNK (series: zeros)
     k1: int = 3  # capsules: capsules and positions of the local interpretation
     k2: int = 2
@@ -217,14 +231,18 @@ def _task(trained) -> _Task:
 
 
 @functools.partial(jax.jit, static_argnames=("task", "method", "options"))
-def _scores(task: _Task, method: str, params, x, side, targets, key, options: Options):
-    """[R, P] scores of one method (0 at padding) and, for integrated gradients, [R] errors."""
+def _scores(task: _Task, method: str, params, x, side, targets, key, options: Options, shift=None):
+    """[R, P] scores of one method (0 at padding) and, for integrated gradients, [R] errors.
+    `shift` [R, P, D]: explain the input vectors plus it (the methods that differentiate or
+    perturb the vectors; the model's own explanation and random do not take one)."""
     mask = side if task.kind == "series" else task.positions(x)
     if method == "random":
         return attribution.random_scores(key, mask), None
     if method in ("capsules", "attention"):
         return jnp.where(mask, task.native(params, x, side, targets, options), 0.0).astype(jnp.float32), None
     vectors = task.vectors(params, x, side)
+    if shift is not None:
+        vectors = vectors + shift.astype(vectors.dtype)
 
     def score_fn(e):
         return task.outputs(params, x, side, e)
@@ -237,6 +255,12 @@ def _scores(task: _Task, method: str, params, x, side, targets, key, options: Op
         return attribution.smoothgrad(score_fn, vectors, targets, mask, key, n_samples=options.smoothgrad_samples), None
     if method == "occlusion":
         return attribution.occlusion(score_fn, vectors, targets, mask), None
+    if method in attribution.SAMPLING_METHODS:
+        budget = {"kernel_shap": {"n_samples": options.shap_samples},
+                  "shapley_sampling": {"n_permutations": options.shapley_permutations},
+                  "lime": {"n_samples": options.lime_samples}}[method]
+        estimate = getattr(attribution, method)
+        return estimate(score_fn, vectors, targets, mask, key, chunk_size=options.sampling_chunk, **budget), None
     split = task.affine_prefix(params, x)
     scores = attribution.integrated_gradients(
         split[1] if split else score_fn, vectors, targets, mask, n_steps=options.ig_steps,
@@ -307,6 +331,20 @@ class ExplainedBatch:
     seconds: dict
 
 
+@dataclasses.dataclass
+class ExplainedRows:
+    """The predictions of one batch to explain (`Explainer.rows`): `example` [R] their batch
+    rows, `target_name`, and the padded row inputs `x`, `side`, `targets` the jitted functions
+    take, `mask` [R, P] the real positions."""
+
+    example: np.ndarray
+    target_name: list
+    x: jax.Array
+    side: jax.Array | None
+    targets: jax.Array
+    mask: np.ndarray
+
+
 class Explainer:
     """Explains batches of one trained model (`jcaps.train.workdir.load_trained`).
 
@@ -321,7 +359,7 @@ class Explainer:
         self.trained = trained
         self.options = options
         self.task = _task(trained)
-        self.methods = model_methods(trained.config.model)
+        self.methods = offered_methods(trained.config.model)
         self.names = trained.dataset.labels.names
         self._key = jax.random.key(seed)
 
@@ -361,12 +399,15 @@ class Explainer:
             sides = [np.asarray(side[b]) for b, *_ in rows]
         return rows, sides, predictions
 
-    def explain(self, batch: dict, methods: tuple[str, ...], with_faithfulness: bool = False) -> ExplainedBatch:
-        """Scores of `methods` for every prediction of `batch` (an `eval_batches` batch)."""
+    def _check_methods(self, methods: tuple[str, ...]) -> None:
         unknown = [m for m in methods if m not in self.methods]
         if unknown:
             raise ValueError(f"{self.trained.config.model.name} has no method {', '.join(unknown)}; "
                              f"its methods: {', '.join(self.methods)}")
+
+    def explain(self, batch: dict, methods: tuple[str, ...], with_faithfulness: bool = False) -> ExplainedBatch:
+        """Scores of `methods` for every prediction of `batch` (an `eval_batches` batch)."""
+        self._check_methods(methods)
         x, side = self._inputs(batch)
         rows, sides, predictions = self._rows(batch, x, side)
         count = len(rows)
@@ -385,19 +426,45 @@ class Explainer:
             if with_faithfulness:
                 metrics = _faithfulness(self.task, self.trained.params, row_x, row_side, targets, values, self.options)
                 faithful[method] = {k: np.asarray(v)[:count] for k, v in metrics.items()}
-        mask = np.asarray(row_side if self.task.kind == "series" else self.task.positions(row_x))[:count]
         return ExplainedBatch(
             example=take[:count],
             target=np.asarray(targets)[:count],
             target_name=[r[2] for r in rows],
             probability=np.asarray([r[3] for r in rows], np.float32),
-            mask=mask,
+            mask=self._mask(row_x, row_side)[:count],
             scores=scores,
             completeness_error=completeness,
             faithfulness=faithful,
             predictions=predictions,
             seconds=seconds,
         )
+
+    def _mask(self, row_x, row_side) -> np.ndarray:
+        return np.asarray(row_side if self.task.kind == "series" else self.task.positions(row_x))
+
+    def rows(self, batch: dict) -> "ExplainedRows | None":
+        """The predictions of `batch` to explain, as `rows_scores` takes them (None: none)."""
+        x, side = self._inputs(batch)
+        rows, sides, _ = self._rows(batch, x, side)
+        if not rows:
+            return None
+        take, row_x, row_side, targets = self._row_inputs(batch, x, side, rows, sides)
+        return ExplainedRows(take[: len(rows)], [r[2] for r in rows], row_x, row_side, targets,
+                             self._mask(row_x, row_side)[: len(rows)])
+
+    def vectors(self, rows: "ExplainedRows") -> np.ndarray:
+        """[R, P, D] the input vectors the methods explain, of every (padded) row."""
+        return np.asarray(self.task.vectors(self.trained.params, rows.x, rows.side))
+
+    def rows_scores(self, rows: "ExplainedRows", method: str, params=None, shift=None) -> np.ndarray:
+        """[R, P] scores of `method` for `rows`, with other parameters (the same targets) or with
+        the input vectors shifted by `shift` [R_padded, P, D]."""
+        self._check_methods((method,))
+        self._key, key = jax.random.split(self._key)
+        params = self.trained.params if params is None else params
+        values, _ = _scores(self.task, method, params, rows.x, rows.side, rows.targets, key, self.options,
+                            None if shift is None else jnp.asarray(shift))
+        return np.asarray(values)[: len(rows.example)]
 
     def _row_inputs(self, batch, x, side, rows, sides):
         """(batch row of each row, inputs [R, ...], side inputs, targets [R]); rows are padded

@@ -45,7 +45,7 @@ def position_words(trained, split: str, index: int, x_row: np.ndarray) -> list[s
     return [words[p] if p < len(words) else None for p in range(x_row.shape[-1])]
 
 
-def _true_labels(trained, batch: dict, b: int):
+def true_labels(trained, batch: dict, b: int):
     names = trained.dataset.labels.names
     if "labels" in batch:
         return [names[j] for j in np.flatnonzero(batch["labels"][b] > 0)]
@@ -95,7 +95,7 @@ def explain_workdir(
                     "index": index,
                     "text": trained.dataset.text(split, index) if is_text else None,
                     "tokens": [w for w in words if w is not None],
-                    "label": _true_labels(trained, batch, b),
+                    "label": true_labels(trained, batch, b),
                     "prediction": explained.predictions[b],
                     "explanations": [],
                 }

@@ -97,6 +97,24 @@ def test_every_method_of_every_model_with_faithfulness(workdirs, tmp_path, model
     assert html.escape(explain.native_note(trained.config.model)) in page
 
 
+@pytest.mark.parametrize("model_name", sorted(SMOKE))
+def test_sampling_methods_of_every_model(workdirs, tmp_path, model_name):
+    """KernelSHAP, permutation sampling and LIME on every model (small budgets): a finite score
+    per real token; KernelSHAP's and permutation sampling's sum to the same f(e) - f(0)
+    (efficiency), whatever coalitions each drew."""
+    trained = load_trained(workdirs(model_name), with_data=True)
+    methods = ("kernel_shap", "shapley_sampling", "lime", "random")
+    options = explain.Options(shap_samples=16, shapley_permutations=2, lime_samples=16, sampling_chunk=8)
+    explain_workdir(trained, "test", str(tmp_path), methods=methods, limit=2, options=options, batch_size=2)
+    records = [json.loads(line) for line in (tmp_path / "attributions.jsonl").read_text().splitlines()]
+    for record in records:
+        for entry in record["explanations"]:
+            for scores in entry["scores"].values():
+                assert len(scores) == len(record["tokens"]) and np.all(np.isfinite(scores))
+            total_shap, total_sampling = sum(entry["scores"]["kernel_shap"]), sum(entry["scores"]["shapley_sampling"])
+            assert total_shap == pytest.approx(total_sampling, rel=1e-3, abs=1e-4), entry["target"]
+
+
 def test_native_methods_follow_the_model():
     from ml_collections import ConfigDict
 
@@ -106,6 +124,8 @@ def test_native_methods_follow_the_model():
     assert "capsules" in methods(name="icapsnet_short") and "attention" not in methods(name="icapsnet_short")
     assert methods(name="fasttext") == ("gradient", "gradient_x_input", "integrated_gradients", "smoothgrad",
                                         "occlusion", "random")
+    assert explain.offered_methods(ConfigDict({"name": "sgm"}))[-5:] == (
+        "attention", "kernel_shap", "shapley_sampling", "lime", "random")
     assert "attention" in methods(name="dilated_fcn", attention="dot", attention_axis="channels")
     assert "attention" in methods(name="dilated_fcn", attention="local", attention_axis="time")
     assert "attention" not in methods(name="dilated_fcn", attention="local", attention_axis="channels")
