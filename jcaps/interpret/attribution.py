@@ -285,6 +285,27 @@ def shapley_kernel_coalitions(key: jax.Array, mask: jax.Array, n_samples: int) -
     return jnp.concatenate([coalitions, mask[None] & ~coalitions])
 
 
+def _solve_symmetric(a: jax.Array, b: jax.Array) -> jax.Array:
+    """x [B, T] with a x = b for symmetric positive definite a [B, T, T] and b [B, T]:
+    Gauss-Jordan elimination without pivoting (stable for such matrices) in `lax.fori_loop`.
+    Plain lax, not LAPACK: XLA:CPU's LAPACK calls can stall a computation that spans several
+    CPU devices, as the parameters of a multi-device run do."""
+    rows = jnp.arange(a.shape[-1])
+
+    def eliminate(k, carry):
+        a, b = carry
+        pivot = a[:, k, k]
+        row, rhs = a[:, k, :] / pivot[:, None], b[:, k] / pivot
+        factor = jnp.where(rows[None, :] == k, 0.0, a[:, :, k])  # [B, T]: every other row
+        a = a - factor[:, :, None] * row[:, None, :]
+        b = b - factor * rhs[:, None]
+        a = jnp.where((rows == k)[None, :, None], row[:, None, :], a)
+        b = jnp.where((rows == k)[None, :], rhs[:, None], b)
+        return a, b
+
+    return jax.lax.fori_loop(0, a.shape[-1], eliminate, (a, b))[1]
+
+
 def constrained_shapley_regression(
     values: jax.Array,
     full_value: jax.Array,
@@ -321,8 +342,8 @@ def constrained_shapley_regression(
     players = mask.astype(jnp.float32)
     a = a + jnp.eye(mask.shape[1])[None] * ((1.0 - players) + ridge)[:, None, :]
     b = jnp.einsum("nb,nbt,nb->bt", w, z, values - empty_value[None]) / total[:, None]
-    a_inv_b = jnp.linalg.solve(a, b[..., None])[..., 0]
-    a_inv_u = jnp.linalg.solve(a, players[..., None])[..., 0]
+    both = _solve_symmetric(jnp.concatenate([a, a]), jnp.concatenate([b, players]))
+    a_inv_b, a_inv_u = both[: len(b)], both[len(b):]
     excess = jnp.sum(players * a_inv_b, axis=-1) - (full_value - empty_value)
     phi = a_inv_b - a_inv_u * (excess / jnp.maximum(jnp.sum(players * a_inv_u, axis=-1), 1e-30))[:, None]
     return _masked(phi, mask)
@@ -430,7 +451,7 @@ def weighted_ridge(values: jax.Array, coalitions: jax.Array, weights: jax.Array,
     v_centred = values - (jnp.sum(w * values, axis=0) / total)[None]
     gram = jnp.einsum("nb,nbt,nbu->btu", w, z_centred, z_centred) + alpha * jnp.eye(mask.shape[1])[None]
     moment = jnp.einsum("nb,nbt,nb->bt", w, z_centred, v_centred)
-    return _masked(jnp.linalg.solve(gram, moment[..., None])[..., 0], mask)
+    return _masked(_solve_symmetric(gram, moment), mask)
 
 
 def lime(

@@ -141,7 +141,11 @@ def cascade(trained, seed: int) -> list[tuple[str, object]]:
     out = []
     for count in stages:
         replaced = names[len(names) - count:]
-        params = {name: fresh[name] if name in replaced else trained.params[name] for name in names}
+        # On the devices of the trained parameters (replicated over the mesh), so that one
+        # computation does not mix arrays of one device with arrays of several.
+        params = {name: jax.tree.map(lambda new, old: jax.device_put(new, old.sharding), fresh[name],
+                                     trained.params[name]) if name in replaced else trained.params[name]
+                  for name in names}
         label = "all" if count == len(names) else f"last {count} of {len(names)} ({', '.join(replaced)})"
         out.append((label, params))
     return out

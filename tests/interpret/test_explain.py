@@ -112,7 +112,8 @@ def test_sampling_methods_of_every_model(workdirs, tmp_path, model_name):
             for scores in entry["scores"].values():
                 assert len(scores) == len(record["tokens"]) and np.all(np.isfinite(scores))
             total_shap, total_sampling = sum(entry["scores"]["kernel_shap"]), sum(entry["scores"]["shapley_sampling"])
-            assert total_shap == pytest.approx(total_sampling, rel=1e-3, abs=1e-4), entry["target"]
+            # The scores are written to 5 decimals: their sums over up to 32 tokens agree to 32 * 0.5e-5.
+            assert total_shap == pytest.approx(total_sampling, rel=1e-3, abs=2e-4), entry["target"]
 
 
 def test_native_methods_follow_the_model():
