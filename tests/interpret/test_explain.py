@@ -153,8 +153,8 @@ def test_bad_flags_are_one_line_errors(workdirs, flags, message):
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert message in result.stderr
     if "capsules" in flags:  # the error lists the model's own methods
-        assert "its methods: gradient, gradient_x_input, integrated_gradients, smoothgrad, occlusion, random" \
-            in result.stderr
+        assert ("its methods: gradient, gradient_x_input, integrated_gradients, smoothgrad, occlusion, kernel_shap, "
+                "shapley_sampling, lime, random") in result.stderr
 
 
 # iCapsNets and the input-cell model run through the command in test_interpret_command.py and
