@@ -1,0 +1,237 @@
+"""jcaps' explanations against Captum's on PyTorch twins of the same models, in one run.
+
+    pip install -e ".[compare]"          # torch, Captum and scikit-learn, for this script only
+    python benchmarks/vs_captum.py --out DIR [--models fasttext,icapsnet_short,cccapsnet]
+        [--methods integrated_gradients,gradient_x_input,occlusion,kernel_shap,lime]
+        [--examples 128] [--batch 32] [--length 64] [--samples 256] [--repeats 3] [--tiny]
+
+Each model is built from its AG News config (`configs/NAME_ag_news.py`, vocabulary 62,535
+words as the published CCCapsNet, 4 classes) with jcaps' initial parameters, which its
+PyTorch twin (`benchmarks/torch_text_twins.py`) copies: the same parameter count and, on the
+same inputs, the same scores (the largest difference is recorded). The inputs are `--examples`
+AG-shaped texts of `--length` random words, no padding, explained in batches of `--batch` for
+the class jcaps predicts.
+
+Methods, at equal budgets on both sides:
+  integrated_gradients  50 midpoint steps from zero vectors (Captum: `riemann_middle`, every
+                        step in one batch, its default; jcaps: `Options.ig_chunk`, one step at a
+                        time as shipped for CPUs)
+  gradient_x_input      one gradient
+  occlusion             each word's vector replaced by zeros in turn (Captum: windows of one
+                        word, every window of a batch in one call)
+  kernel_shap           `--samples` coalitions an example, words absent = zero vectors, 64
+                        coalitions per forward call on both sides (Captum: `KernelShap`, which
+                        fits one scikit-learn regression per example)
+  lime                  `--samples` perturbed texts an example, cosine kernel of width 0.25,
+                        ridge surrogate with alpha 1 (Captum: `Lime` with `SkLearnRidge`; its
+                        default sampler keeps each word with probability 1/2, jcaps' keeps all
+                        but a uniform number of them; the cost of an example is the same)
+jcaps runs `jcaps.interpret.explain.Explainer` (what `python -m jcaps.interpret` runs): jitted,
+every example of a batch at once; Captum runs its `attribute` per batch, which for KernelSHAP
+and LIME loops over the examples. The two sides are timed call by call in turn (jcaps, Captum,
+jcaps, ...; `vs_pytorch.paired_seconds`) over all `--examples`, and the ratio is the median of
+the paired ratios jcaps / Captum, with the lowest and highest beside it. PyTorch uses
+`os.cpu_count()` threads, XLA:CPU every core by default.
+
+The attributions are compared as well: integrated gradients, gradient x input and occlusion must
+agree up to float32 rounding (`max_relative_difference`: the largest difference over the
+largest attribution), the sampling methods are estimates from different samples
+(`spearman`: mean rank correlation per example of the two sides' scores).
+
+Writes DIR/results.json: {"<model>": {"jcaps_parameters", "torch_parameters",
+"max_abs_score_difference", "methods": {"<method>": {"jcaps_s", "torch_s" (medians, all
+examples), "jcaps_s_per_100", "torch_s_per_100", "ratio", "ratio_min", "ratio_max",
+"max_relative_difference" | "spearman"}}}, "_run": {...}}. `--tiny` runs the smoke-sized models
+on 8 texts of 12 words with 16 samples: a check that both sides run (seconds). Needs no data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import time
+import types
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from scipy.stats import spearmanr
+from throughput import write_results  # the script's folder is on sys.path
+from vs_pytorch import paired_seconds
+
+from jcaps.data.vocab import NUM_SPECIAL
+from jcaps.interpret.explain import Explainer, Options
+from jcaps.train.config import load
+from jcaps.train.families import build_model, get_family
+from jcaps.train.state import parameter_count
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODELS = ("fasttext", "icapsnet_short", "cccapsnet")
+METHODS = ("integrated_gradients", "gradient_x_input", "occlusion", "kernel_shap", "lime")
+EXACT_METHODS = ("integrated_gradients", "gradient_x_input", "occlusion")
+VOCAB_SIZE = 62_535  # the published CCCapsNet AG News vocabulary
+NUM_CLASSES = 4
+IG_STEPS = 50
+CHUNK = 64  # coalitions per forward call, both sides
+LIME_WIDTH = 0.25
+RIDGE_ALPHA = 1.0
+
+
+def jcaps_model(name: str, tiny: bool, vocab_size: int):
+    """(model config, flax module, parameters) of configs/NAME_ag_news.py (":smoke" if tiny)."""
+    config = load(os.path.join(ROOT, "configs", f"{name}_ag_news.py") + (":smoke" if tiny else ""))
+    model = build_model(config.model, vocab_size, NUM_CLASSES)
+    key = jax.random.key(0)
+    params = model.init({"params": key, "dropout": key}, jnp.ones((1, 8), jnp.int32), train=False)["params"]
+    return config, model, params
+
+
+def explainer_of(config, model, params, samples: int) -> Explainer:
+    """jcaps' explainer of an untrained model (what `load_trained` would give it)."""
+    trained = types.SimpleNamespace(
+        config=config, model=model, params=params, family=get_family(config.model.name),
+        dataset=types.SimpleNamespace(labels=types.SimpleNamespace(names=[f"class {j}" for j in range(NUM_CLASSES)])),
+    )
+    options = Options(ig_steps=IG_STEPS, shap_samples=samples, lime_samples=samples, sampling_chunk=CHUNK)
+    return Explainer(trained, options)
+
+
+def captum_attribute(method: str, module, samples: int):
+    """`(e, tokens, targets) -> [B, T]` Captum's attributions of the twin, one score a word."""
+    import torch
+    from captum.attr import InputXGradient, IntegratedGradients, KernelShap, Lime, Occlusion
+    from captum.attr._core.lime import get_exp_kernel_similarity_function
+    from captum._utils.models.linear_model import SkLearnRidge
+
+    def words(e):  # a mask giving every word's D numbers one feature id
+        return torch.arange(e.shape[1]).view(1, -1, 1).expand(e.shape)
+
+    if method == "integrated_gradients":
+        ig = IntegratedGradients(module)
+        return lambda e, tokens, t: ig.attribute(e, baselines=torch.zeros_like(e), target=t, additional_forward_args=(tokens,),
+                                                 n_steps=IG_STEPS, method="riemann_middle").sum(-1)
+    if method == "gradient_x_input":
+        xg = InputXGradient(module)
+        return lambda e, tokens, t: xg.attribute(e, target=t, additional_forward_args=(tokens,)).sum(-1)
+    if method == "occlusion":
+        occlusion = Occlusion(module)
+        return lambda e, tokens, t: occlusion.attribute(
+            e, sliding_window_shapes=(1, e.shape[-1]), strides=(1, e.shape[-1]), baselines=0.0, target=t,
+            additional_forward_args=(tokens,), perturbations_per_eval=e.shape[1])[..., 0]
+    if method == "kernel_shap":
+        shap = KernelShap(module)
+        return lambda e, tokens, t: shap.attribute(
+            e, baselines=0.0, target=t, additional_forward_args=(tokens,), feature_mask=words(e), n_samples=samples,
+            perturbations_per_eval=CHUNK)[..., 0]
+    lime = Lime(module, interpretable_model=SkLearnRidge(alpha=RIDGE_ALPHA),
+                similarity_func=get_exp_kernel_similarity_function("cosine", kernel_width=LIME_WIDTH))
+    return lambda e, tokens, t: lime.attribute(
+        e, baselines=0.0, target=t, additional_forward_args=(tokens,), feature_mask=words(e), n_samples=samples,
+        perturbations_per_eval=CHUNK)[..., 0]
+
+
+def agreement(method: str, ours: np.ndarray, theirs: np.ndarray) -> dict:
+    if method in EXACT_METHODS:
+        return {"max_relative_difference": float(np.max(np.abs(ours - theirs)) / max(np.max(np.abs(theirs)), 1e-12))}
+    correlations = [spearmanr(a, b).statistic for a, b in zip(ours, theirs)]
+    return {"spearman": float(np.nanmean(correlations))}
+
+
+def compare_model(name: str, args) -> dict:
+    import torch
+    from torch_text_twins import twin
+
+    vocab_size = 500 if args.tiny else VOCAB_SIZE
+    config, model, params = jcaps_model(name, args.tiny, vocab_size)
+    module = twin(config.model, params)
+    row = {"jcaps_parameters": parameter_count(params),
+           "torch_parameters": sum(p.numel() for p in module.parameters()),
+           "examples": args.examples, "batch": args.batch, "length": args.length, "samples": args.samples}
+    if row["jcaps_parameters"] != row["torch_parameters"]:
+        raise AssertionError(f"{name}: parameter counts differ: {row}")
+    explainer = explainer_of(config, model, params, args.samples)
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(NUM_SPECIAL, vocab_size, (args.examples, args.length)).astype(np.int32)
+    batches = [{"tokens": tokens[i:i + args.batch], "weight": np.ones(args.batch, np.float32)}
+               for i in range(0, args.examples, args.batch)]
+    rows = [explainer.rows(batch) for batch in batches]
+    targets = [torch.from_numpy(np.asarray(r.targets, np.int64)) for r in rows]
+    token_batches = [torch.from_numpy(b["tokens"].astype(np.int64)) for b in batches]
+    with torch.no_grad():
+        vectors = [module.embed(t) for t in token_batches]
+        torch_scores = np.concatenate([module(e, t).numpy() for e, t in zip(vectors, token_batches)])
+    jcaps_scores = np.asarray(jax.jit(lambda p, x: model.apply({"params": p}, x)["scores"])(params, tokens))
+    row["max_abs_score_difference"] = float(np.max(np.abs(jcaps_scores - torch_scores)))
+    row["methods"] = {}
+    for method in args.methods:
+        attribute = captum_attribute(method, module, args.samples)
+
+        def jcaps_call():
+            return [explainer.rows_scores(r, method) for r in rows]
+
+        def torch_call():
+            return [attribute(e, t, target).detach().numpy() for e, t, target in zip(vectors, token_batches, targets)]
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # Captum's advice to explain one example at a time
+            theirs = np.concatenate(torch_call())
+            ours = np.concatenate(jcaps_call())
+            timing = paired_seconds(jcaps_call, torch_call, args.repeats, warmup=1)
+        per_100 = 100.0 / args.examples
+        row["methods"][method] = {**timing, "jcaps_s_per_100": timing["jcaps_s"] * per_100,
+                                  "torch_s_per_100": timing["torch_s"] * per_100, **agreement(method, ours, theirs)}
+        print(f"{name} {method}: jcaps {timing['jcaps_s']:.3f} s, Captum {timing['torch_s']:.3f} s, "
+              f"ratio {timing['ratio']:.2f} [{timing['ratio_min']:.2f}, {timing['ratio_max']:.2f}]", flush=True)
+    return row
+
+
+def run_info(args, load_before: float) -> dict:
+    import captum
+    import sklearn
+    import torch
+
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    return {"commit": commit, "date": time.strftime("%Y-%m-%d"), "machine": platform.machine(),
+            "cores": os.cpu_count(), "device": jax.devices()[0].device_kind,
+            "load_average_before": load_before, "idle": load_before < 0.5,
+            "torch_threads": torch.get_num_threads(), "tiny": args.tiny,
+            "versions": {"jax": jax.__version__, "torch": torch.__version__, "captum": captum.__version__,
+                         "sklearn": sklearn.__version__}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument("--examples", type=int, default=128)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--length", type=int, default=64)
+    parser.add_argument("--samples", type=int, default=256, help="KernelSHAP coalitions / LIME texts an example")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--tiny", action="store_true", help="smoke-sized models, 8 texts of 12 words, 16 samples")
+    args = parser.parse_args()
+    args.models, args.methods = args.models.split(","), args.methods.split(",")
+    for value, known in ((args.models, MODELS), (args.methods, METHODS)):
+        unknown = sorted(set(value) - set(known))
+        if unknown:
+            parser.error(f"unknown {', '.join(unknown)}; choose among {', '.join(known)}")
+    if args.tiny:
+        args.examples, args.batch, args.length, args.samples, args.repeats = 8, 4, 12, 16, 1
+    import torch
+
+    torch.set_num_threads(os.cpu_count())
+    load_before = os.getloadavg()[0]
+    results = {"_run": run_info(args, load_before)}
+    for name in args.models:
+        results[name] = compare_model(name, args)
+        write_results(args.out, results)
+    results["_run"]["load_average_after"] = os.getloadavg()[0]
+    write_results(args.out, results)
+
+
+if __name__ == "__main__":
+    main()
