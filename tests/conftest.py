@@ -28,6 +28,12 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    """A folder for the prepared data of the module's test runs."""
+    return tmp_path_factory.mktemp("tfds")
+
+
 @pytest.fixture(scope="session")
 def config_file():
     """`config_file(NAME, ARG, cache_dir)`: configs/NAME.py built with ARG for a test run, its

@@ -20,11 +20,6 @@ def load_config(name, arg, cache_dir):
     return config
 
 
-@pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("tfds")
-
-
 def test_cccapsnet_counts_by_group(cache_dir):
     counts = parameter_counts(load_config("cccapsnet_ag_news.py", "smoke", cache_dir))
     v, j = counts["input_size"], counts["num_classes"]

@@ -255,11 +255,6 @@ class Checkpoints:
         args = ocp.args.Composite(state=ocp.args.StandardRestore())
         return self._read(self._manager, self.directory, step, args)["state"]
 
-    def wait(self) -> None:
-        self._manager.wait_until_finished()
-        if self._best is not None:
-            self._best.wait_until_finished()
-
     def close(self) -> None:
         self._manager.close()
         if self._best is not None:

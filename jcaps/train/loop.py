@@ -420,7 +420,6 @@ def _train(run: _Run, compiled: _Compiled, position: _Position, writer, profiler
                 evaluated = True
             if due_checkpoint:
                 _save(run, position)
-    run.checkpoints.wait()
     return position.step - first_step, time.perf_counter() - loop_started, first_step_seconds
 
 
@@ -463,11 +462,10 @@ def _save(run: _Run, position: _Position) -> None:
 
 
 def _save_and_stop(run: _Run, position: _Position, signum: int) -> None:
-    """Saves a checkpoint of the current step (unless it is the last one saved), waits for it to
-    be written, and raises `TrainingInterrupted`."""
+    """Saves a checkpoint of the current step (unless it is the last one saved; a save returns once
+    written) and raises `TrainingInterrupted`."""
     if position.last_saved != position.step:
         _save(run, position)
-    run.checkpoints.wait()
     raise TrainingInterrupted(signum, position.step, run.checkpoints.directory)
 
 

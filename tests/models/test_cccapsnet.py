@@ -171,11 +171,6 @@ def test_config_arguments_combine_and_are_checked():
         load_config("iter7")
 
 
-@pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("tfds")
-
-
 @pytest.fixture
 def rbg_keys():
     """The loop's keys as RngBitGenerator keys: its init compiles about four times faster."""

@@ -66,11 +66,6 @@ def flip_byte(path: str, position: int | None = None) -> None:
 
 
 @pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("tfds")
-
-
-@pytest.fixture(scope="module")
 def reference(tmp_path_factory, cache_dir):
     """(workdir, final metrics) of an uninterrupted run."""
     workdir = tmp_path_factory.mktemp("reference")

@@ -20,11 +20,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 @pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("tfds")
-
-
-@pytest.fixture(scope="module")
 def input_cell_run(tmp_path_factory, cache_dir, config_file):
     workdir = tmp_path_factory.mktemp("input_cell")
     config = config_file("input_cell_boxes.py", "earlier,input_cell,smoke", cache_dir)

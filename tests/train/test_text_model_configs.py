@@ -26,11 +26,6 @@ def train_losses(workdir) -> list[float]:
         return [m["loss"] for m in map(json.loads, f) if m["split"] == "train"]
 
 
-@pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("tfds")
-
-
 # ---------------------------------------------------------------------------------------------
 # Dilated causal convolution network
 # ---------------------------------------------------------------------------------------------

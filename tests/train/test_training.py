@@ -70,11 +70,6 @@ def files(workdir) -> dict[str, int]:
 
 
 @pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("tfds")
-
-
-@pytest.fixture(scope="module")
 def reference_run(tmp_path_factory, cache_dir):
     """An uninterrupted 1-device `train.py` run of the smoke config."""
     workdir = tmp_path_factory.mktemp("reference")
