@@ -8,11 +8,14 @@ For each length it times, after warm-up and synchronised, the median of `--repea
   * the whole model: one optimiser step of the config (random token ids, the harness
     `benchmarks/throughput.py`), and
   * the encoder: forward + backward of the 2-layer BiGRU and mean pool alone on random
-    [T, B, 64] embeddings (gradients for its parameters and inputs),
+    [B, T, 64] embeddings (gradients for its parameters and inputs), the shape the whole model
+    feeds its encoder for that batch (checked before timing: a layout the model no longer
+    uses stops the run),
 and writes `DIR/results.json`:
 
     {"<length>": {"model_train_step_s", "model_train_examples_per_s", "model_compile_s",
-                  "encoder_step_s", "encoder_examples_per_s", "reference_step_s", "target_step_s"}}
+                  "encoder_step_s", "encoder_examples_per_s", "encoder_input_shape",
+                  "reference_step_s", "target_step_s", ...}}
 
 Needs no data.
 """
@@ -23,6 +26,7 @@ import argparse
 import json
 import os
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -30,18 +34,42 @@ from throughput import measure, median_seconds  # this script's folder is on sys
 
 from jcaps.models.cccapsnet import Encoder
 from jcaps.train.config import load
+from jcaps.train.families import build_model
 
 # docs/performance.md: the PyTorch reference's seconds per training step at batch 32, and jcaps' target.
 REFERENCE = {64: (0.216, 0.108), 256: (0.825, 0.41)}
+NUM_CLASSES = 4
 
 
-def encoder_step_seconds(config, batch: int, length: int, repeats: int) -> float:
+def model_encoder_input_shape(config, vocab_size: int, batch: int, length: int) -> tuple[int, ...]:
+    """The shape of the word vectors the whole model hands its `Encoder` for [batch, length]
+    token ids (traced, not run)."""
+    model = build_model(config.model, vocab_size, NUM_CLASSES)
+    fed = []
+
+    def record(call, args, kwargs, context):
+        if isinstance(context.module, Encoder) and context.method_name == "__call__":
+            fed.append(args[0].shape)
+        return call(*args, **kwargs)
+
+    with nn.intercept_methods(record):
+        jax.eval_shape(lambda tokens: model.init(jax.random.key(0), tokens), jnp.ones((batch, length), jnp.int32))
+    return fed[0]
+
+
+def encoder_step_seconds(config, vocab_size: int, batch: int, length: int, repeats: int) -> tuple[float, tuple]:
+    """(median seconds of the encoder's forward + backward, the shape of the inputs timed)."""
     model = config.model
     encoder = Encoder(model.hidden_dim, model.num_layers, model.dropout_rate)
     rng = np.random.default_rng(0)
-    x = jnp.asarray(rng.normal(size=(length, batch, model.embed_dim)).astype(np.float32))
-    mask = jnp.ones((length, batch), bool)
-    params = encoder.init(jax.random.key(0), x[:2], mask[:2], train=False)["params"]
+    x = jnp.asarray(rng.normal(size=(batch, length, model.embed_dim)).astype(np.float32))
+    # The encoder runs on any [X, Y, D]: a layout the model no longer feeds it would be timed
+    # without an error, so the shape is checked against the model's.
+    expected = model_encoder_input_shape(config, vocab_size, batch, length)
+    if x.shape != expected:
+        raise AssertionError(f"the encoder would be timed on {x.shape}; the model feeds it {expected}")
+    mask = jnp.ones(x.shape[:2], bool)
+    params = encoder.init(jax.random.key(0), x[:, :2], mask[:, :2], train=False)["params"]
 
     @jax.jit
     def forward_backward(params, x, key):
@@ -51,7 +79,7 @@ def encoder_step_seconds(config, batch: int, length: int, repeats: int) -> float
         return jax.grad(total, argnums=(0, 1))(params, x)
 
     key = jax.random.key(1)
-    return median_seconds(lambda: forward_backward(params, x, key), repeats)
+    return median_seconds(lambda: forward_backward(params, x, key), repeats), x.shape
 
 
 def main():
@@ -69,8 +97,8 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     results = {}
     for length in (int(t) for t in args.lengths.split(",")):
-        model = measure(config, args.vocab_size, 4, length, args.repeats)
-        encoder_s = encoder_step_seconds(config, args.batch, length, args.repeats)
+        model = measure(config, args.vocab_size, NUM_CLASSES, length, args.repeats)
+        encoder_s, encoder_shape = encoder_step_seconds(config, args.vocab_size, args.batch, length, args.repeats)
         reference, target = REFERENCE.get(length, (None, None))
         results[str(length)] = {
             "model_train_step_s": model["train_step_s"],
@@ -78,6 +106,7 @@ def main():
             "model_compile_s": model["compile_s"],
             "encoder_step_s": encoder_s,
             "encoder_examples_per_s": args.batch / encoder_s,
+            "encoder_input_shape": list(encoder_shape),
             "reference_step_s": reference,
             "target_step_s": target,
             "batch_size": args.batch,
