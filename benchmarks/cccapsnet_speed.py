@@ -2,7 +2,7 @@
 PyTorch reference's measured step times (docs/performance.md).
 
     python benchmarks/cccapsnet_speed.py --out DIR [--lengths 64,256] [--batch 32]
-        [--vocab_size 62535] [--repeats 10] [--config configs/cccapsnet_ag_news.py]
+        [--vocab_size 62535] [--repeats 10] [--config configs/cccapsnet_ag_news.py] [--tiny]
 
 For each length it times, after warm-up and synchronised, the median of `--repeats` steps of
   * the whole model: one optimiser step of the config (random token ids, the harness
@@ -15,14 +15,17 @@ and writes `DIR/results.json`:
 
     {"<length>": {"model_train_step_s", "model_train_examples_per_s", "model_compile_s",
                   "encoder_step_s", "encoder_examples_per_s", "encoder_input_shape",
-                  "reference_step_s", "target_step_s", ...}}
+                  "reference_step_s", "target_step_s", ...},
+     "_run": {commit, date, machine, load: `provenance.run_metadata`}}
 
-Needs no data.
+`--tiny` times the `:smoke` model at length 16, batch 4, vocabulary 200, one repeat: a check
+that it runs (seconds; the tests run it). Needs no data.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 
@@ -30,7 +33,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
-from throughput import measure, median_seconds  # this script's folder is on sys.path
+from provenance import run_metadata  # this script's folder is on sys.path
+from throughput import measure, median_seconds
 
 from jcaps.models.cccapsnet import Encoder
 from jcaps.train.config import load
@@ -39,6 +43,7 @@ from jcaps.train.families import build_model
 # docs/performance.md: the PyTorch reference's seconds per training step at batch 32, and jcaps' target.
 REFERENCE = {64: (0.216, 0.108), 256: (0.825, 0.41)}
 NUM_CLASSES = 4
+TINY = {"lengths": "16", "batch": 4, "vocab_size": 200, "repeats": 1}
 
 
 def model_encoder_input_shape(config, vocab_size: int, batch: int, length: int) -> tuple[int, ...]:
@@ -69,7 +74,8 @@ def encoder_step_seconds(config, vocab_size: int, batch: int, length: int, repea
     if x.shape != expected:
         raise AssertionError(f"the encoder would be timed on {x.shape}; the model feeds it {expected}")
     mask = jnp.ones(x.shape[:2], bool)
-    params = encoder.init(jax.random.key(0), x[:, :2], mask[:, :2], train=False)["params"]
+    # Jitted: one compile, where the eager initialisation compiles each of its many small ops.
+    params = jax.jit(functools.partial(encoder.init, train=False))(jax.random.key(0), x[:, :2], mask[:, :2])["params"]
 
     @jax.jit
     def forward_backward(params, x, key):
@@ -91,11 +97,16 @@ def main():
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--vocab_size", type=int, default=62535)
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--tiny", action="store_true", help="the :smoke model at tiny shapes, one repeat (seconds)")
     args = parser.parse_args()
+    if args.tiny:
+        # ":smoke" joins a config argument already given after a comma.
+        smoke = ("," if ":" in os.path.basename(args.config) else ":") + "smoke"
+        vars(args).update(TINY, config=args.config + smoke)
+    results = {"_run": run_metadata(args.tiny)}
     config = load(args.config)
     config.train.batch_size = args.batch
     os.makedirs(args.out, exist_ok=True)
-    results = {}
     for length in (int(t) for t in args.lengths.split(",")):
         model = measure(config, args.vocab_size, NUM_CLASSES, length, args.repeats)
         encoder_s, encoder_shape = encoder_step_seconds(config, args.vocab_size, args.batch, length, args.repeats)

@@ -16,9 +16,10 @@ saves and restores it in a temporary folder beside `--out`, each timed `--repeat
     orbax_restore_s   orbax's restore
     jcaps_restore_s   `Checkpoints.restore`: the checksums verified, then the same restore
 
-Writes DIR/results.json with those times, the state's size (`state_mb`, the files' total) and the
-overheads (`save_overhead`, `restore_overhead`: jcaps / orbax). `--tiny`: a small model, one
-repeat (the tests run it).
+Writes DIR/results.json with those times, the state's size (`state_mb`, the files' total), the
+overheads (`save_overhead`, `restore_overhead`: jcaps / orbax) and "_run": {commit, date,
+machine, load: `provenance.run_metadata`}. `--tiny`: a small model, one repeat (the tests run
+it).
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 from absl import logging
-from sgm_speed import sized  # this script's folder is on sys.path
+from provenance import run_metadata  # this script's folder is on sys.path
+from sgm_speed import sized
 from throughput import synthetic_batch
 
 from jcaps.train import mesh as mesh_lib
@@ -120,6 +122,7 @@ def main():
     parser.add_argument("--tiny", action="store_true", help="a small model, one repeat (seconds)")
     args = parser.parse_args()
     logging.set_verbosity(logging.ERROR)
+    metadata = run_metadata(args.tiny)
     config_file = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs", "sgm_reuters.py")
     config = load(config_file + ":smoke") if args.tiny else sized(load(config_file), args.sizes)
     vocab_size, repeats = (200, 1) if args.tiny else (args.vocab_size, args.repeats)
@@ -131,7 +134,7 @@ def main():
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     results.update(sizes="tiny" if args.tiny else args.sizes, parameters=parameter_count(state.params),
-                   vocab_size=vocab_size, num_classes=args.num_classes, cores=os.cpu_count())
+                   vocab_size=vocab_size, num_classes=args.num_classes, cores=os.cpu_count(), _run=metadata)
     with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
         json.dump(results, f, indent=2)
     print(json.dumps(results, indent=2))

@@ -1,13 +1,15 @@
 """Dropout's cost: `jcaps.ops.dropout` (8 or 16 random bits per element) against a mask from
 `jax.random.bernoulli` (32 bits per element), forward and forward + backward, at SGM's shapes.
 
-    python benchmarks/dropout_mask.py --out DIR [--repeats 10]
+    python benchmarks/dropout_mask.py --out DIR [--repeats 10] [--tiny]
 
 Shapes: the encoder's word vectors [64, 200, 512] and a BiLSTM layer's outputs [64, 200, 1024]
 (SGM at the reference sizes, batch 64, source 200), each at rate 0.5 (8 bits) and 0.1 (16 bits).
 Both sides are jitted, compiled before timing, medians of `--repeats` (`throughput.py`'s
 `median_seconds`). Writes DIR/results.json: {"<shape>@<rate>": {"bernoulli_s", "jcaps_s",
-"ratio", "bernoulli_grad_s", "jcaps_grad_s", "grad_ratio"}}. Needs no data.
+"ratio", "bernoulli_grad_s", "jcaps_grad_s", "grad_ratio"}, "_run": {versions, devices, and
+commit, date, machine, load: `provenance.run_metadata`}}. `--tiny`: the one shape [4, 12, 16], one
+repeat (seconds; the tests run it). Needs no data.
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ import argparse
 
 import jax
 import jax.numpy as jnp
-from throughput import median_seconds, write_results  # the script's folder is on sys.path
+from provenance import run_metadata  # the script's folder is on sys.path
+from throughput import median_seconds, write_results
 
 from jcaps.ops.regularisation import dropout
 
 SHAPES = {"embeddings": (64, 200, 512), "layer_outputs": (64, 200, 1024)}
+TINY_SHAPES = {"embeddings": (4, 12, 16)}
 RATES = (0.5, 0.1)
 
 
@@ -34,18 +38,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True)
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--tiny", action="store_true", help="tiny shapes, one repeat (seconds)")
     args = parser.parse_args()
-    results = {"_run": {"jax": jax.__version__, "devices": str(jax.devices())}}
+    repeats, shapes = (1, TINY_SHAPES) if args.tiny else (args.repeats, SHAPES)
+    results = {"_run": {"jax": jax.__version__, "devices": str(jax.devices()), **run_metadata(args.tiny)}}
     key = jax.random.key(0)
-    for name, shape in SHAPES.items():
+    for name, shape in shapes.items():
         x = jax.random.normal(jax.random.key(1), shape)
         for rate in RATES:
             row = {}
             for side, fn in (("bernoulli", bernoulli_dropout), ("jcaps", dropout)):
                 forward = jax.jit(lambda x, key, fn=fn: fn(x, rate, key))
                 grad = jax.jit(jax.grad(lambda x, key, fn=fn: jnp.sum(fn(x, rate, key) * x)))
-                row[f"{side}_s"] = median_seconds(lambda: forward(x, key), args.repeats)
-                row[f"{side}_grad_s"] = median_seconds(lambda: grad(x, key), args.repeats)
+                row[f"{side}_s"] = median_seconds(lambda: forward(x, key), repeats)
+                row[f"{side}_grad_s"] = median_seconds(lambda: grad(x, key), repeats)
             row["ratio"] = row["jcaps_s"] / row["bernoulli_s"]
             row["grad_ratio"] = row["jcaps_grad_s"] / row["bernoulli_grad_s"]
             results[f"{name}{list(shape)}@{rate}"] = row

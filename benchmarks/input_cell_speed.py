@@ -1,7 +1,7 @@
 """Speed of the input-cell attention LSTM: the O(T) causal pool against the O(T^2) masked one.
 
     python benchmarks/input_cell_speed.py --out DIR [--lengths 100,1000,5000] [--batch 50]
-        [--features 100] [--repeats 5] [--max_quadratic_gib 14]
+        [--features 100] [--repeats 5] [--max_quadratic_gib 14] [--tiny]
 
 For each length T it compiles the model's forward + backward (gradient of the mean
 cross-entropy with respect to all parameters) with `model.causal_pool='linear'` (the streaming
@@ -9,12 +9,15 @@ scan) and `'quadratic'` (a [B, r, T, T] masked softmax, what a direct implementa
 equations computes), checks that the two losses and gradients agree, and writes
 `DIR/results.json`:
 
-    {"<T>": {"linear_s", "quadratic_s", "ratio", "max_abs_diff", "linear_peak_bytes", "quadratic_peak_bytes"}}
+    {"<T>": {"linear_s", "quadratic_s", "ratio", "max_abs_diff", "linear_peak_bytes", "quadratic_peak_bytes",
+             "batch", "features", "device"},
+     "_run": {commit, date, machine, load: `provenance.run_metadata`}}
 
 Times are medians of `--repeats` device-synchronised runs after a warm-up; peak bytes are XLA's
 memory analysis of the compiled program (arguments + outputs + temporaries). A quadratic
 program whose estimate exceeds `--max_quadratic_gib` is not run: its `quadratic_s`, `ratio` and
-`max_abs_diff` are null and `quadratic_skipped` says why. Needs no data.
+`max_abs_diff` are null and `quadratic_skipped` says why. `--tiny`: length 8, batch 2, 4
+features, one repeat (seconds; the tests run it). Needs no data.
 """
 
 from __future__ import annotations
@@ -27,11 +30,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from throughput import median_seconds  # the harness's timer (this script's folder is on sys.path)
+from provenance import run_metadata  # this script's folder is on sys.path
+from throughput import median_seconds  # the harness's timer
 
 from jcaps.models.input_cell_lstm import InputCellLSTM
 
 NUM_CLASSES = 2
+TINY = {"lengths": "8", "batch": 2, "features": 4, "repeats": 1}
 
 
 def loss_and_grad_fn(model):
@@ -53,7 +58,8 @@ def measure(length: int, batch: int, features: int, repeats: int, max_quadratic_
     mask = jnp.ones((batch, length), bool)
     labels = jnp.asarray(rng.integers(0, NUM_CLASSES, size=(batch,)), jnp.int32)
     linear_model = InputCellLSTM(NUM_CLASSES, variant="input_cell", causal_pool="linear")
-    params = linear_model.init(jax.random.key(0), series[:, :4], mask[:, :4])["params"]
+    # Jitted: one compile, where the eager initialisation compiles each of its many small ops.
+    params = jax.jit(linear_model.init)(jax.random.key(0), series[:, :4], mask[:, :4])["params"]
     result = {}
     outputs = {}
     for name in ("linear", "quadratic"):
@@ -82,9 +88,12 @@ def main():
     parser.add_argument("--features", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--max_quadratic_gib", type=float, default=14.0)
+    parser.add_argument("--tiny", action="store_true", help="tiny shapes, one repeat (seconds)")
     args = parser.parse_args()
+    if args.tiny:
+        vars(args).update(TINY)
     os.makedirs(args.out, exist_ok=True)
-    results = {}
+    results = {"_run": run_metadata(args.tiny)}
     for length in (int(t) for t in args.lengths.split(",")):
         result = measure(length, args.batch, args.features, args.repeats, args.max_quadratic_gib * 2**30)
         results[str(length)] = {**result, "batch": args.batch, "features": args.features,

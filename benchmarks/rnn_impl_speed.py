@@ -1,7 +1,7 @@
 """SGM's encoder with each `model.rnn_impl`: the scan against cuDNN's fused LSTM, forward + backward.
 
     python benchmarks/rnn_impl_speed.py --out DIR [--batch 64] [--length 200] [--layers 3]
-        [--hidden 512] [--embedding 512] [--repeats 5]
+        [--hidden 512] [--embedding 512] [--repeats 5] [--tiny]
 
 Times, through one `jax.jit` compiled before timing (median of `--repeats` after warm-up), the
 encoder of `jcaps.models.sgm` (embedding, `--layers` bidirectional LSTM layers of `--hidden`,
@@ -12,7 +12,11 @@ encoder (docs/performance.md). Without a GPU the "cudnn" row runs the scan (`cud
 false). Writes
 
     DIR/results.json  {"scan": {"seconds", "compile_s"}, "cudnn": {...}, "cudnn_ran",
-                       "scan_over_cudnn", "max_abs_output_difference", "device", shape keys}
+                       "scan_over_cudnn", "max_abs_output_difference", "device", shape keys,
+                       "_run": {commit, date, machine, load: `provenance.run_metadata`}}
+
+`--tiny`: one layer of 8, batch 2, length 8, vocabulary 50, one repeat (seconds; the tests run
+it).
 """
 
 from __future__ import annotations
@@ -25,10 +29,13 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
-from throughput import median_seconds, write_results  # this script's folder is on sys.path
+from provenance import run_metadata  # this script's folder is on sys.path
+from throughput import median_seconds, write_results
 
 from jcaps.models.cudnn_lstm import cudnn_unavailable
 from jcaps.models.sgm import BiLSTMEncoder
+
+TINY = {"batch": 2, "length": 8, "layers": 1, "hidden": 8, "embedding": 8, "vocab_size": 50, "repeats": 1}
 
 
 def encoder_step(args, rnn_impl: str):
@@ -39,7 +46,8 @@ def encoder_step(args, rnn_impl: str):
     tokens = rng.integers(1, args.vocab_size, size=(args.batch, args.length), dtype=np.int32)
     tokens[np.arange(args.length)[None, :] >= lengths[:, None]] = 0
     tokens = jnp.asarray(tokens)
-    params = encoder.init(jax.random.key(0), tokens[:, :4])["params"]
+    # Jitted: one compile, where the eager initialisation compiles each of its many small ops.
+    params = jax.jit(encoder.init)(jax.random.key(0), tokens[:, :4])["params"]
     cotangent = jnp.asarray(rng.normal(size=(args.batch, args.length, 2 * args.hidden)).astype(np.float32))
 
     def objective(params):
@@ -59,8 +67,12 @@ def main():
     parser.add_argument("--embedding", type=int, default=512)
     parser.add_argument("--vocab_size", type=int, default=50000)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--tiny", action="store_true", help="tiny shapes, one repeat (seconds)")
     args = parser.parse_args()
-    results = {key: getattr(args, key) for key in ("batch", "length", "layers", "hidden", "embedding")}
+    if args.tiny:
+        vars(args).update(TINY)
+    results = {key: getattr(args, key) for key in ("batch", "length", "layers", "hidden", "embedding", "vocab_size")}
+    results["_run"] = run_metadata(args.tiny)
     outputs = {}
     for rnn_impl in ("scan", "cudnn"):
         step, params = encoder_step(args, rnn_impl)

@@ -1,6 +1,6 @@
 """Routing speed: jcaps `dynamic_routing` and `kmeans_routing` under `jit` against NumPy.
 
-    python benchmarks/routing_speed.py --out /tmp/routing_speed [--quick]
+    python benchmarks/routing_speed.py --out /tmp/routing_speed [--quick | --tiny]
 
 Batch 256, in_caps I in {16, 32, 128}, out_caps J in {4, 14}, capsule size 16, 3 iterations,
 float32; k-means uses its default cosine similarity. Two passes: `forward` (v and c) and
@@ -10,29 +10,46 @@ JAX: `jit`, compile time reported apart (`jax_compile_s`), one warm-up call, the
 repeated calls, each synchronised with `block_until_ready`. NumPy: the same algorithm with
 vectorised array ops and a Python loop over iterations; its backward pass is written by hand
 through the unrolled iterations from saved intermediates, and is checked against `jax.grad`
-before any timing. Writes DIR/results.json, a list of
-`{"routing", "I", "J", "pass", "jax_s", "numpy_s", "ratio", "jax_compile_s"}` with
-ratio = numpy_s / jax_s, and prints a Markdown table. `--quick` takes fewer repeats.
-Time it on an idle machine: a second busy process on 2 cores distorts every number.
+before any timing. Writes DIR/results.json, `{"batch", "dim", "iterations", "rows": [...],
+"_run": {commit, date, machine, load: `provenance.run_metadata`}}` with rows
+`{"routing", "I", "J", "pass", "jax_s", "numpy_s", "ratio", "jax_compile_s"}`,
+ratio = numpy_s / jax_s (results of earlier versions are the list of rows alone), and prints a
+Markdown table. `--quick` takes fewer repeats; `--tiny` times batch 4, I = 4, J = 2 once (seconds;
+the tests run it). Time it on an idle machine: a second busy process on 2 cores distorts every
+number.
 """
 import argparse
 import json
 import os
 import statistics
 import time
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from provenance import run_metadata  # this script's folder is on sys.path
 
 from jcaps.ops import capsules
 
-BATCH = 256
 DIM = 16
 ITERATIONS = 3
 EPS = 1e-7
-IN_CAPS = (16, 32, 128)
-OUT_CAPS = (4, 14)
+
+
+class Grid(NamedTuple):
+    """The shapes timed: every (I, J) pair at one batch size, and the repeats of each side."""
+
+    batch: int
+    in_caps: tuple[int, ...]
+    out_caps: tuple[int, ...]
+    jax_repeats: int
+    numpy_repeats: int
+
+
+GRID = Grid(256, (16, 32, 128), (4, 14), 30, 10)
+QUICK_GRID = GRID._replace(jax_repeats=5, numpy_repeats=2)
+TINY_GRID = Grid(4, (4,), (2,), 1, 1)
 
 
 # --------------------------------------------------------------------------- NumPy pieces
@@ -189,14 +206,13 @@ def check_agreement(name, jax_out, numpy_out):
             raise AssertionError(f"{name}: JAX and NumPy disagree ({np.max(np.abs(a - b)):.3g})")
 
 
-def run(quick):
-    jax_repeats, numpy_repeats = (5, 2) if quick else (30, 10)
+def run(grid: Grid):
     rng = np.random.default_rng(0)
     results = []
     for routing in ("dynamic", "kmeans"):
-        for n_in in IN_CAPS:
-            for n_out in OUT_CAPS:
-                u_np = rng.normal(size=(BATCH, n_in, n_out, DIM)).astype(np.float32)
+        for n_in in grid.in_caps:
+            for n_out in grid.out_caps:
+                u_np = rng.normal(size=(grid.batch, n_in, n_out, DIM)).astype(np.float32)
                 u = jnp.asarray(u_np)
                 jaxes, numpys = jax_passes(routing), numpy_passes(routing)
                 for pass_name in ("forward", "forward_backward"):
@@ -205,8 +221,8 @@ def run(quick):
                     compile_s = time.perf_counter() - start
                     name = f"{routing} I={n_in} J={n_out} {pass_name}"
                     check_agreement(name, compiled(u), numpys[pass_name](u_np))
-                    jax_s = median_seconds(compiled, u, jax_repeats)
-                    numpy_s = median_seconds(numpys[pass_name], u_np, numpy_repeats)
+                    jax_s = median_seconds(compiled, u, grid.jax_repeats)
+                    numpy_s = median_seconds(numpys[pass_name], u_np, grid.numpy_repeats)
                     results.append({
                         "routing": routing,
                         "I": n_in,
@@ -222,9 +238,9 @@ def run(quick):
     return results
 
 
-def markdown_table(results):
+def markdown_table(results, batch):
     lines = [
-        f"batch {BATCH}, capsule size {DIM}, {ITERATIONS} iterations, float32, "
+        f"batch {batch}, capsule size {DIM}, {ITERATIONS} iterations, float32, "
         f"{jax.devices()[0].platform}",
         "",
         "| routing | I | J | pass | jax ms | numpy ms | numpy / jax | jax compile s |",
@@ -241,13 +257,18 @@ def markdown_table(results):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="directory for results.json")
-    parser.add_argument("--quick", action="store_true", help="fewer repeats")
+    budgets = parser.add_mutually_exclusive_group()
+    budgets.add_argument("--quick", action="store_true", help="fewer repeats")
+    budgets.add_argument("--tiny", action="store_true", help="one tiny shape, timed once (seconds)")
     args = parser.parse_args()
-    results = run(args.quick)
+    grid = TINY_GRID if args.tiny else QUICK_GRID if args.quick else GRID
+    metadata = run_metadata(args.tiny)
+    rows = run(grid)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump(results, f, indent=2)
-    print(markdown_table(results))
+        json.dump({"batch": grid.batch, "dim": DIM, "iterations": ITERATIONS, "rows": rows, "_run": metadata}, f,
+                  indent=2)
+    print(markdown_table(rows, grid.batch))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Every model's speed, and its distance from what this machine's matrix units can do.
 
-    python benchmarks/run_all.py --out OUT [--quick] [--models fasttext_ag_news,...]
+    python benchmarks/run_all.py --out OUT [--quick | --tiny] [--models fasttext_ag_news,...]
 
 For each model of `BENCH` (a config at its real workload's shape, random inputs: fastText,
 iCapsNets Short and Long, CCCapsNet, the input-cell LSTM, the dilated FCN, SGM, SGM + GE and
@@ -16,13 +16,17 @@ the ceiling: the FLOP/s of a float32 2048 x 2048 matmul. It writes
     OUT/results.json   {"ceiling_flops", "models": {"<config>": {"compile_s", "train_examples_per_s",
                         "eval_examples_per_s", "flops_per_step", "xla_flops_per_step",
                         "fraction_of_ceiling", "peak_bytes", ["greedy_examples_per_s",
-                        "beam_examples_per_s"], ...}}}
+                        "beam_examples_per_s"], "batch_size", "length", ...}},
+                        "_run": {commit, date, machine, load: `provenance.run_metadata`}}
     OUT/scaling.json   {"<config>": {"length": {L: examples/s}, "batch": {B: examples/s}}}
     OUT/scaling_length.png, OUT/scaling_batch.png
 
 and prints a Markdown table. `--quick` (under 15 minutes on an idle 2-core CPU) times 3 steps
 instead of 10 and adds one point a scaling axis, and none for a model whose train step takes
-longer than `QUICK_SCALING_MAX_STEP_S`. A new model joins with one line in `BENCH`.
+longer than `QUICK_SCALING_MAX_STEP_S`. `--tiny` times each model's `:smoke` config at batch 4,
+length 16, input size at most 50, once, against a 256 x 256 matmul, with no scaling points: a
+check that the harness runs every model (seconds a model; the tests run it). A new model joins
+with one line in `BENCH`.
 """
 
 from __future__ import annotations
@@ -36,7 +40,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from matplotlib.figure import Figure
-from sgm_speed import decode_seconds  # this script's folder is on sys.path
+from provenance import run_metadata  # this script's folder is on sys.path
+from sgm_speed import decode_seconds
 from throughput import measure, median_seconds
 
 from jcaps.train.config import load
@@ -63,9 +68,11 @@ QUICK_SCALING = {"length": (32,), "batch": (8,)}
 # --quick measures no scaling points for a model whose train step is slower than this: each
 # point is one more compile and a dozen steps.
 QUICK_SCALING_MAX_STEP_S = 0.3
+CEILING_SIZE, TINY_CEILING_SIZE = 2048, 256
+TINY_BATCH, TINY_LENGTH, TINY_INPUT_SIZE = 4, 16, 50
 
 
-def matmul_ceiling(size: int = 2048, repeats: int = 10) -> float:
+def matmul_ceiling(size: int = CEILING_SIZE, repeats: int = 10) -> float:
     """FLOP/s of a jit-compiled float32 size x size matmul: what the model steps are held to."""
     a = jnp.asarray(np.random.default_rng(0).normal(size=(size, size)).astype(np.float32))
     matmul = jax.jit(lambda x, y: x @ y)
@@ -73,16 +80,18 @@ def matmul_ceiling(size: int = 2048, repeats: int = 10) -> float:
     return 2 * size**3 / seconds
 
 
-def bench_config(name: str, batch: int):
+def bench_config(name: str, batch: int, tiny: bool):
     path, batch_size, _, _, _ = BENCH[name]
-    config = load(os.path.join(CONFIGS, path))
+    config = load(os.path.join(CONFIGS, path) + (":smoke" if tiny else ""))
     config.train.batch_size = batch or batch_size
     return config
 
 
-def run_model(name: str, ceiling: float, repeats: int, quick: bool) -> tuple[dict, dict]:
+def run_model(name: str, ceiling: float, repeats: int, quick: bool, tiny: bool) -> tuple[dict, dict]:
     _, batch, length, input_size, num_classes = BENCH[name]
-    config = bench_config(name, batch)
+    if tiny:
+        batch, length, input_size = TINY_BATCH, TINY_LENGTH, min(input_size, TINY_INPUT_SIZE)
+    config = bench_config(name, batch, tiny)
     result = measure(config, input_size, num_classes, length, repeats)
     result["fraction_of_ceiling"] = result["flops_per_step"] / result["train_step_s"] / ceiling
     if config.model.name == "sgm":
@@ -91,13 +100,15 @@ def run_model(name: str, ceiling: float, repeats: int, quick: bool) -> tuple[dic
     # The measured shape is a point of both curves.
     curves = {"length": {length: result["train_examples_per_s"]}, "batch": {batch: result["train_examples_per_s"]}}
     scaling = SCALING
-    if quick:
-        scaling = QUICK_SCALING if result["train_step_s"] <= QUICK_SCALING_MAX_STEP_S else {"length": (), "batch": ()}
+    if tiny or (quick and result["train_step_s"] > QUICK_SCALING_MAX_STEP_S):
+        scaling = {"length": (), "batch": ()}
+    elif quick:
+        scaling = QUICK_SCALING
     for point in (p for p in scaling["length"] if p != length):
-        curves["length"][point] = measure(bench_config(name, batch), input_size, num_classes, point, repeats)[
+        curves["length"][point] = measure(bench_config(name, batch, tiny), input_size, num_classes, point, repeats)[
             "train_examples_per_s"]
     for point in (p for p in scaling["batch"] if p != batch):
-        curves["batch"][point] = measure(bench_config(name, point), input_size, num_classes, length, repeats)[
+        curves["batch"][point] = measure(bench_config(name, point, tiny), input_size, num_classes, length, repeats)[
             "train_examples_per_s"]
     return result, curves
 
@@ -117,8 +128,9 @@ def plot_scaling(scaling: dict, axis: str, path: str) -> None:
 
 
 def markdown(results: dict) -> str:
+    size = results["ceiling_size"]
     lines = [
-        f"Ceiling: float32 2048x2048 matmul at {results['ceiling_flops'] / 1e9:.1f} GFLOP/s on {results['device']}.",
+        f"Ceiling: float32 {size}x{size} matmul at {results['ceiling_flops'] / 1e9:.1f} GFLOP/s on {results['device']}.",
         "",
         "GFLOP/step counts every scan step (benchmarks/flops.py); XLA's count, a loop body once, beside it.",
         "",
@@ -142,7 +154,9 @@ def markdown(results: dict) -> str:
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True)
-    parser.add_argument("--quick", action="store_true")
+    budgets = parser.add_mutually_exclusive_group()
+    budgets.add_argument("--quick", action="store_true")
+    budgets.add_argument("--tiny", action="store_true", help="the :smoke configs at one tiny shape, once (seconds)")
     parser.add_argument("--models", default=",".join(BENCH))
     args = parser.parse_args()
     names = args.models.split(",")
@@ -150,13 +164,16 @@ def main():
     if unknown:
         parser.error(f"unknown model(s) {', '.join(unknown)}; expected among {', '.join(BENCH)}")
     os.makedirs(args.out, exist_ok=True)
-    repeats = 3 if args.quick else 10
+    repeats = 1 if args.tiny else 3 if args.quick else 10
+    metadata = run_metadata(args.tiny)
     start = time.perf_counter()
-    ceiling = matmul_ceiling()
-    results = {"ceiling_flops": ceiling, "device": jax.devices()[0].device_kind, "quick": args.quick, "models": {}}
+    ceiling_size = TINY_CEILING_SIZE if args.tiny else CEILING_SIZE
+    ceiling = matmul_ceiling(ceiling_size, repeats=1) if args.tiny else matmul_ceiling()
+    results = {"ceiling_flops": ceiling, "ceiling_size": ceiling_size, "device": jax.devices()[0].device_kind,
+               "quick": args.quick, "models": {}, "_run": metadata}
     scaling = {}
     for name in names:
-        results["models"][name], scaling[name] = run_model(name, ceiling, repeats, args.quick)
+        results["models"][name], scaling[name] = run_model(name, ceiling, repeats, args.quick, args.tiny)
         print(f"{name}: {results['models'][name]['train_examples_per_s']:.0f} train examples/s "
               f"({time.perf_counter() - start:.0f} s so far)", flush=True)
         results["seconds"] = time.perf_counter() - start

@@ -1,7 +1,7 @@
 """SGM and binary relevance throughput: training steps and label-set decoding (greedy vs beam 5).
 
     python benchmarks/sgm_speed.py --out DIR [--batch 64] [--length 200] [--vocab_size 50000]
-        [--sizes reference|config] [--repeats 5]
+        [--sizes reference|config] [--repeats 5] [--models sgm,sgm_ge,br] [--tiny]
 
 For SGM without and with the global embedding, and for BR, it times through the harness
 (`benchmarks/throughput.py`: compile separately, warm-up, `block_until_ready`, median of
@@ -12,9 +12,13 @@ uses the reference shape of docs/performance.md (3-layer 512 BiLSTM encoder, 3-l
 vocabulary 50k, 90 labels + 4 specials); `config` uses `configs/sgm_reuters.py`'s sizes. Writes
 
     DIR/results.json  {"<model>": {"train_step_s", "train_examples_per_s", "compile_s",
-                       "greedy_s", "greedy_examples_per_s", "beam_s", "beam_examples_per_s", ...}}
+                       "greedy_s", "greedy_examples_per_s", "beam_s", "beam_examples_per_s",
+                       "batch_size", "length", "vocab_size", "sizes", ...},
+                       "_run": {commit, date, machine, load: `provenance.run_metadata`}}
 
-with the PyTorch reference's step times (docs/performance.md) beside. Needs no data.
+with the PyTorch reference's step times (docs/performance.md) beside. `--tiny` times the configs'
+`:smoke` models (`sizes` "smoke") at batch 4, length 12, vocabulary 200, one repeat: a check
+that they run (seconds; the tests run it). Needs no data.
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ import time
 
 import jax
 import numpy as np
-from throughput import earlier_results, measure, median_seconds, write_results  # the script's folder is on sys.path
+from provenance import run_metadata  # the script's folder is on sys.path
+from throughput import earlier_results, measure, median_seconds, write_results
 
 from jcaps.data.vocab import EOS
 from jcaps.train.config import load
@@ -37,6 +42,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # steps) and per greedy decoding of 30 steps.
 REFERENCE = {"train_step_s": 10.2, "greedy_s": 3.72}
 NUM_LABELS = 90
+TINY = {"batch": 4, "length": 12, "vocab_size": 200, "repeats": 1, "sizes": "smoke"}
 
 
 def sized(config, sizes: str):
@@ -91,11 +97,16 @@ def main():
     parser.add_argument("--sizes", choices=("reference", "config"), default="config")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--models", default="sgm,sgm_ge,br")
+    parser.add_argument("--tiny", action="store_true", help="the :smoke models at tiny shapes, one repeat (seconds)")
     args = parser.parse_args()
+    if args.tiny:
+        vars(args).update(TINY)
     files = {"sgm": "sgm_reuters.py", "sgm_ge": "sgm_ge_reuters.py", "br": "br_reuters.py"}
     results = earlier_results(args.out)  # models measured by a call with other --models stay
+    results["_run"] = run_metadata(args.tiny)
     for name in args.models.split(","):
-        config = sized(load(os.path.join(ROOT, "configs", files[name])), args.sizes)
+        config_file = os.path.join(ROOT, "configs", files[name]) + (":smoke" if args.tiny else "")
+        config = sized(load(config_file), args.sizes)
         config.train.batch_size = args.batch
         train = measure(config, args.vocab_size, NUM_LABELS, args.length, args.repeats)
         row = {key: train[key] for key in ("train_step_s", "train_examples_per_s", "compile_s", "device")}

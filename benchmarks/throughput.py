@@ -1,12 +1,15 @@
 """Compile time and train/eval throughput of a model config on synthetic batches of its shapes.
 
     python benchmarks/throughput.py --config configs/NAME.py[:ARG] --out DIR \
-        [--vocab_size V] [--num_classes J] [--length L] [--repeats R]
+        [--vocab_size V] [--num_classes J] [--length L] [--batch B] [--repeats R] [--tiny]
 
 Writes DIR/results.json: {"config", "compile_s", "train_examples_per_s",
-"eval_examples_per_s", "train_step_s", "eval_step_s", ...}. Times are medians of R timed
+"eval_examples_per_s", "train_step_s", "eval_step_s", "batch_size", "length", ..., "_run":
+{commit, date, machine, load: `provenance.run_metadata`}}. Times are medians of R timed
 steps after warm-up, each synchronised with `block_until_ready`; compile time is measured
-separately (lower + compile of the train step). Needs no data: tokens are random ids.
+separately (lower + compile of the train step). `--tiny`: batch 4, length 16, vocabulary 200,
+one repeat (seconds, with a `:smoke` config; the tests run it). Needs no data: tokens are
+random ids.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 from flops import count_flops  # this script's folder is on sys.path
+from provenance import run_metadata
 
 from jcaps.data.datasets import is_series
 from jcaps.data.vocab import EOS, NUM_SPECIAL
@@ -31,6 +35,8 @@ from jcaps.train.config import load
 from jcaps.train.families import build_model, get_family
 from jcaps.train.state import DTYPES, create_train_state, parameter_count
 from jcaps.train.steps import eval_step, model_inputs, train_step
+
+TINY = {"batch": 4, "length": 16, "vocab_size": 200, "repeats": 1}
 
 
 def synthetic_inputs(rng: np.random.Generator, config, batch_size: int, length: int, input_size: int) -> dict:
@@ -179,9 +185,14 @@ def main():
     parser.add_argument("--num_classes", type=int, default=4)
     parser.add_argument("--length", type=int, default=0, help="sequence length (default: data.max_len)")
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--batch", type=int, default=0, help="batch size (default: train.batch_size)")
+    parser.add_argument("--tiny", action="store_true", help="tiny shapes, one repeat (seconds)")
     args = parser.parse_args()
+    if args.tiny:
+        vars(args).update(TINY)
     config = load(args.config)
-    results = {"config": args.config}
+    config.train.batch_size = args.batch or config.train.batch_size
+    results = {"config": args.config, "_run": run_metadata(args.tiny)}
     results.update(measure(config, args.vocab_size, args.num_classes, args.length or config.data.max_len, args.repeats))
     write_results(args.out, results)
     print(json.dumps(results, indent=2))

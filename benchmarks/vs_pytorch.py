@@ -1,7 +1,7 @@
 """jcaps' recurrent layers against PyTorch's stock modules, forward + backward, in one run.
 
     pip install -e ".[compare]"          # torch, for this script only
-    python benchmarks/vs_pytorch.py --out DIR [--repeats 5] [--shapes a,b] [--sizes reference|tiny]
+    python benchmarks/vs_pytorch.py --out DIR [--repeats 5] [--shapes a,b] [--sizes reference|tiny] [--tiny]
 
 Each shape builds the same layer stack both ways, with the same inputs, and times one forward
 pass plus the gradients of sum(outputs * g) (g a fixed random cotangent) with respect to every
@@ -34,11 +34,13 @@ side what `benchmarks/sgm_speed.py` times (`benchmarks/throughput.py`'s train ha
 compiled decoding); the PyTorch side is the same model built from stock modules
 (`benchmarks/torch_sgm.py`), fed the same batch, with jcaps' initial weights copied in, and
 eager like the authors' code. `--sizes tiny` runs every shape narrow and short (width 32, batch
-4, 12 steps; SGM vocabulary 500): a check that both sides run, seconds.
+4, 12 steps; SGM vocabulary 500): a check that both sides run, seconds; `--tiny` is that with one
+repeat (the tests run it).
 
 Writes DIR/results.json: {"<shape>": {"jcaps_s", "torch_s" (medians), "ratio" (jcaps / torch,
 the median pair), "ratio_min", "ratio_max", "jcaps_compile_s", "max_abs_output_difference",
-...}, "_run": {threads, versions}}; the SGM shapes add both parameter counts, and instead of
+...}, "_run": {threads, versions, sizes, and commit, date, machine, load:
+`provenance.run_metadata`}}; the SGM shapes add both parameter counts, and instead of
 the output difference the teacher-forced logits and losses of both sides on the same weights
 (train step) or the decoded label sets and steps of both (greedy). The outputs of both sides
 are computed from the same weights and compared, so a fast but wrong layer shows. Needs no
@@ -57,6 +59,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from provenance import run_metadata
 from sgm_speed import NUM_LABELS, ROOT, compiled_decoding, decoding_model, sized, source_tokens
 from throughput import (  # the script's folder is on sys.path
     earlier_results,
@@ -375,7 +378,10 @@ def main() -> None:
     known = (*SHAPES, *SGM_SHAPES, *MATMULS)
     parser.add_argument("--shapes", default=",".join(known), help="comma-separated names among " + ", ".join(known))
     parser.add_argument("--sizes", choices=tuple(SGM_SIZES), default="reference")
+    parser.add_argument("--tiny", action="store_true", help="--sizes tiny, one repeat (seconds)")
     args = parser.parse_args()
+    if args.tiny:
+        args.sizes, args.repeats = "tiny", 1
     names = args.shapes.split(",")
     unknown = sorted(set(names) - set(known))
     if unknown:
@@ -388,7 +394,8 @@ def main() -> None:
 
     results = earlier_results(args.out)  # shapes measured by a call with other --shapes stay
     results["_run"] = {"threads": os.cpu_count(), "torch": torch.__version__, "jax": jax.__version__,
-                       "backend": jax.default_backend(), "repeats": args.repeats, "sizes": args.sizes}
+                       "backend": jax.default_backend(), "repeats": args.repeats, "sizes": args.sizes,
+                       **run_metadata(args.tiny)}
     for name in names:
         if name in SGM_SHAPES:
             row = compare_sgm(name, SGM_SIZES[args.sizes], args.repeats)
