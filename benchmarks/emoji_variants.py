@@ -2,6 +2,7 @@
 
     python benchmarks/emoji_variants.py --data_dir ../shared/data/semeval2018_emoji --out DIR
         [--variants none,dot,...,none@1] [--seeds 0] [--jobs 2] [--resamples 1000] [--quick]
+    python benchmarks/emoji_variants.py --tiny --out DIR [--variants none] [--cache_dir C]
 
 Trains `configs/dilated_fcn_emoji.py:VARIANT` for each variant and seed (`--seeds`, or the seed
 after `@` in `--variants`, e.g. `none@1`) with the same budget (the
@@ -15,7 +16,8 @@ stopped. `--jobs 2` runs two trainings at once, each pinned to its own CPU core 
 Each finished run's model (the one selected on validation macro-F1) predicts every test tweet
 once (`RUN/test_predictions.npz`: label, predicted). Then
 
-    DIR/results.json   {"runs": {RUN: {...}}, "meta": {...}}
+    DIR/results.json   {"runs": {RUN: {...}}, "meta": {...}, "_run": {commit, date, machine,
+                       load when the command started: `provenance.run_metadata`}}
     DIR/results.md     the table, with the paper's ITAmoji numbers beside
 
 where each run has its variant, seed, test `macro_f1` and `accuracy` with 95 % bootstrap
@@ -24,7 +26,9 @@ macro-F1 and accuracy difference to `none` of the same seed (the same resampled 
 the steps and epochs trained, the step selected, `steps_per_s` (the median rate of its progress
 lines) and `seconds` (the wall times train.py printed, summed over the run's invocations; one
 that was killed printed none). Reads the data
-from `--data_dir` (the `text_labels` files us_trial / us_test).
+from `--data_dir` (the `text_labels` files us_trial / us_test). `--tiny` needs no data: it
+trains each variant's `smoke` run (a network 8 filters wide on generated texts, seconds a
+variant), a check that the study runs end to end (the tests run it).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ import sys
 import time
 
 import numpy as np
+from provenance import run_metadata  # this script's folder is on sys.path
 
 from jcaps.models.choices import DILATED_FCN_ATTENTIONS
 
@@ -103,7 +108,8 @@ def data_dir(args) -> str:
 
 
 def command(variant: str, seed: int, workdir: str, args) -> list[str]:
-    flags = [f"--config={CONFIG}:{variant}", f"--workdir={workdir}", f"--config.data.dir={data_dir(args)}",
+    config = f"{CONFIG}:{variant}" + (",smoke" if args.tiny else "")
+    flags = [f"--config={config}", f"--workdir={workdir}", f"--config.data.dir={data_dir(args)}",
              f"--config.train.seed={seed}", "--config.train.progress=lines"]
     if args.cache_dir:
         flags.append(f"--config.data.cache_dir={args.cache_dir}")
@@ -258,9 +264,15 @@ def report(runs: list[tuple[str, int]], args) -> dict:
     np.add.at(majority, (labels, np.full_like(labels, np.bincount(labels).argmax())), 1)
     meta = {"test_tweets": int(len(labels)), "classes": num_classes, "resamples": args.resamples,
             "majority_class_macro_f1": round(float(macro_f1_and_accuracy(majority)[0]), 4),
-            "budget": f"{args.steps} steps, first {args.test_size} test tweets" if args.quick else "config (7 epochs)",
+            "budget": budget(args),
             "date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(), "jobs": args.jobs}
     return {"runs": results, "meta": meta}
+
+
+def budget(args) -> str:
+    if args.tiny:
+        return "smoke runs, generated texts"
+    return f"{args.steps} steps, first {args.test_size} test tweets" if args.quick else "config (7 epochs)"
 
 
 def markdown_table(results: dict) -> str:
@@ -289,11 +301,13 @@ def markdown_table(results: dict) -> str:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data_dir", required=True, help="folder with us_trial.* and us_test.* (text_labels)")
+    parser.add_argument("--data_dir", default="", help="folder with us_trial.* and us_test.* (text_labels)")
     parser.add_argument("--out", required=True)
     parser.add_argument("--variants", default=",".join(DILATED_FCN_ATTENTIONS))
     parser.add_argument("--seeds", default="0", help="train.seed of each run, comma-separated")
-    parser.add_argument("--quick", action="store_true", help="train --steps steps per variant")
+    budgets = parser.add_mutually_exclusive_group()
+    budgets.add_argument("--quick", action="store_true", help="train --steps steps per variant")
+    budgets.add_argument("--tiny", action="store_true", help="smoke runs on generated texts, no --data_dir (seconds)")
     parser.add_argument("--steps", type=int, default=600)
     parser.add_argument("--test_size", type=int, default=10000, help="--quick: test tweets scored")
     parser.add_argument("--jobs", type=int, default=1, help="trainings at once (each pinned to a core)")
@@ -301,6 +315,9 @@ def main():
     parser.add_argument("--report_only", action="store_true", help="train nothing; report the finished runs")
     parser.add_argument("--cache_dir", default="", help="prepared-data cache (default ~/tensorflow_datasets)")
     args = parser.parse_args()
+    if not (args.data_dir or args.tiny):
+        parser.error("the following arguments are required: --data_dir")
+    load_average_before = os.getloadavg()[0]
     try:
         seeds = [int(s) for s in args.seeds.split(",") if s]
         requested = []
@@ -320,6 +337,7 @@ def main():
     everything = [(v, s) for s in sorted({0, *(s for _, s in requested), *_seeds_in(args.out)})
                   for v in DILATED_FCN_ATTENTIONS]
     results = report(everything, args)
+    results["_run"] = run_metadata(args.tiny, load_average_before)
     with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
         json.dump(results, f, indent=2)
     with open(os.path.join(args.out, "results.md"), "w", encoding="utf-8") as f:

@@ -1,7 +1,7 @@
 """Faithfulness of every explanation method of a trained workdir, with its cost.
 
     python benchmarks/faithfulness.py --workdir W --out DIR [--examples 500] [--split test]
-        [--methods ...] [--removal pad|unk] [--batch_size 32] [--ig_steps 50] [--ig_chunk 1]
+        [--methods ...] [--removal pad|unk] [--batch_size 32] [--ig_steps 50] [--ig_chunk 1] [--tiny]
 
 Explains the first `--examples` examples of the split with every method the model offers (as
 `python -m jcaps.interpret --faithfulness` does, whose files it also writes to DIR) and writes
@@ -12,10 +12,13 @@ per 100 explained predictions), plus, measured in the same run on the first batc
     "forward_s": one forward pass of the batch (median of 5, compiled),
     "integrated_gradients_s": integrated gradients of the same batch (median of 5),
     "integrated_gradients_over_forward": their ratio,
-    "run": {"workdir", "split", "examples", "batch_size", "ig_steps", "wall_s", "model"}
+    "run": {"workdir", "split", "examples", "batch_size", "ig_steps", "wall_s", "model"},
+    "_run": {commit, date, machine, load: `provenance.run_metadata`}
 
 and the same as a Markdown table in `DIR/results.md`. Reads the workdir's data (AG News, SemEval
-emoji, ... wherever its config points, e.g. ../shared/data).
+emoji, ... wherever its config points, e.g. ../shared/data). `--tiny` explains 8 examples in one
+batch with integrated gradients of 4 steps and random (unless `--methods` names others): a
+check that it runs, seconds on a `:smoke` workdir (the tests run it).
 """
 
 from __future__ import annotations
@@ -25,10 +28,15 @@ import json
 import os
 import time
 
+from provenance import run_metadata  # this script's folder is on sys.path
+
 from jcaps.interpret import explain
 from jcaps.interpret.explanations import explain_workdir
 from jcaps.interpret.faithfulness import METRICS
 from jcaps.train.workdir import load_trained
+
+TINY = {"examples": 8, "batch_size": 8, "ig_steps": 4}
+TINY_METHODS = ("integrated_gradients", "random")
 
 
 def markdown(results: dict) -> str:
@@ -65,11 +73,18 @@ def main():
     parser.add_argument("--ig_steps", type=int, default=50)
     parser.add_argument("--ig_chunk", type=int, default=explain.Options.ig_chunk)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--tiny", action="store_true", help="8 examples, 4 IG steps, two methods (seconds)")
     args = parser.parse_args()
+    if args.tiny:
+        vars(args).update(TINY)
 
+    metadata = run_metadata(args.tiny)
     started = time.perf_counter()
     trained = load_trained(args.workdir, with_data=True)
-    methods = tuple(args.methods.split(",")) if args.methods else explain.model_methods(trained.config.model)
+    if args.methods:
+        methods = tuple(args.methods.split(","))
+    else:
+        methods = TINY_METHODS if args.tiny else explain.model_methods(trained.config.model)
     options = explain.Options(ig_steps=args.ig_steps, ig_chunk=args.ig_chunk, removal=args.removal)
     results = explain_workdir(trained, args.split, args.out, methods=methods, limit=args.examples,
                               with_faithfulness=True, options=options, batch_size=args.batch_size, seed=args.seed)
@@ -84,6 +99,7 @@ def main():
         "examples": args.examples, "batch_size": args.batch_size, "ig_steps": args.ig_steps, "ig_chunk": args.ig_chunk,
         "removal": args.removal, "wall_s": round(time.perf_counter() - started, 1),
     }
+    results["_run"] = metadata
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
         json.dump(results, f, indent=1)

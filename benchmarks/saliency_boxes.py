@@ -1,7 +1,7 @@
 """The input-cell attention paper's saliency benchmark on its synthetic box data (docs/models.md §3).
 
     python benchmarks/saliency_boxes.py --out DIR [--boxes earlier,middle,...]
-        [--variants lstm,input_cell,...] [--quick]
+        [--variants lstm,input_cell,...] [--quick | --tiny]
 
 For every (box, variant) pair it trains `configs/input_cell_boxes.py:BOX,VARIANT` in
 `DIR/runs/BOX/VARIANT` (a finished run is reused, an interrupted one resumes), computes the
@@ -9,12 +9,16 @@ gradient saliency of each test series for its true class, min-max scales its abs
 and scores it against the box mask: weighted Jaccard (higher is better), Euclidean distance
 (lower is better) and ROC-AUC, averaged over the test set. It writes
 
-    DIR/results.json   {"<box>": {"<variant>": {"wjac", "euclidean", "auc", "accuracy"}}}
+    DIR/results.json   {"<box>": {"<variant>": {"wjac", "euclidean", "auc", "accuracy", "train_series",
+                        "test_series", "seconds"}}, "_run": {commit, date, machine, load:
+                        `provenance.run_metadata`}}
     DIR/results.md     the paper's Table 1 layout (WJac / Euc / accuracy %), the paper's rows beside
     DIR/figures/       input and saliency map of a few test series per (box, variant)
 
 `--quick` trains on 500 series for 15 epochs and scores 100 test series: minutes, for the
-README. Needs no files: the data is generated.
+README. `--tiny` trains the config's `smoke` run (20 x 20 maps, 128 series) for one epoch and
+scores 16 test series: a check that it runs (seconds; the tests run it). Needs no files: the
+data is generated.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import os
 import time
 
 import numpy as np
+from provenance import run_metadata  # this script's folder is on sys.path
 
 from jcaps.data.boxes import BOX_NAMES, generate_boxes
 from jcaps.interpret.saliency import box_metrics
@@ -47,13 +52,16 @@ PAPER = {  # Ismail et al. 2019, Table 1: WJac / Euclidean / accuracy %
                    "0.108 / 0.903 / 100", "0.106 / 0.905 / 100"),
 }
 FIGURES_PER_RUN = 3
+TINY_TEST_SERIES = 16
 
 
-def box_config(box: str, variant: str, quick: bool):
-    config = load(f"{CONFIG}:{box},{variant}")
+def box_config(box: str, variant: str, quick: bool, tiny: bool):
+    config = load(f"{CONFIG}:{box},{variant}" + (",smoke" if tiny else ""))
     if quick:
         config.data.box_train_size = 500
         config.train.num_epochs = 15
+    if tiny:
+        config.train.num_epochs = 1
     config.train.progress = "none"
     return config
 
@@ -81,7 +89,7 @@ def score_run(workdir: str, config, limit: int, figures_dir: str) -> dict:
             drawn += 1
     total = sum(n for _, n in metrics)
     result = {key: sum(m[key] * n for m, n in metrics) / total for key in ("wjac", "euclidean", "auc")}
-    result["accuracy"] = correct / count
+    result.update(accuracy=correct / count, train_series=data.box_train_size, test_series=count)
     return result
 
 
@@ -110,7 +118,9 @@ def main():
     parser.add_argument("--out", required=True)
     parser.add_argument("--boxes", default=",".join(BOX_NAMES))
     parser.add_argument("--variants", default="lstm,lstm_self_attention,input_cell")
-    parser.add_argument("--quick", action="store_true")
+    budgets = parser.add_mutually_exclusive_group()
+    budgets.add_argument("--quick", action="store_true")
+    budgets.add_argument("--tiny", action="store_true", help="the smoke run, one epoch, 16 test series (seconds)")
     args = parser.parse_args()
     boxes, variants = args.boxes.split(","), args.variants.split(",")
     for name in boxes:
@@ -125,15 +135,17 @@ def main():
     if os.path.isfile(results_path):
         with open(results_path, encoding="utf-8") as f:
             results = json.load(f)
+    results["_run"] = run_metadata(args.tiny)
+    limit = TINY_TEST_SERIES if args.tiny else 100 if args.quick else 0
     for box in boxes:
         for variant in variants:
-            config = box_config(box, variant, args.quick)
+            config = box_config(box, variant, args.quick, args.tiny)
             workdir = os.path.join(args.out, "runs", box, variant)
             figures = os.path.join(args.out, "figures", box, variant)
             os.makedirs(figures, exist_ok=True)
             start = time.perf_counter()
             train_and_evaluate(config, workdir)
-            result = score_run(workdir, config, 100 if args.quick else 0, figures)
+            result = score_run(workdir, config, limit, figures)
             result["seconds"] = round(time.perf_counter() - start, 1)
             results.setdefault(box, {})[variant] = result
             print(f"{box:>13} {variant:<20} wjac {result['wjac']:.3f} euclidean {result['euclidean']:.3f} "

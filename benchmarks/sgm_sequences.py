@@ -2,14 +2,16 @@
 and where it stops.
 
     python benchmarks/sgm_sequences.py --workdirs W [W ...] --split validation --out DIR
-        [--length_penalties 0 0.5 1] [--greedy] [--eos_thresholds 0.4 0.5] [--config.data.dir=D]
+        [--length_penalties 0 0.5 1] [--greedy] [--eos_thresholds 0.4 0.5] [--config.data.dir=D] [--tiny]
 
 For each trained SGM workdir (with or without the global embedding) and each decoding (beam
 search with each `--length_penalties` value, greedy decoding with `--greedy`, and greedy
 decoding that stops when P(EOS) reaches each of `--eos_thresholds`), it decodes
 the split and writes
 
-    DIR/results.json  {"<workdir>": {"<decoding>": {<multi-label metrics>, "errors": {...}}}}
+    DIR/results.json  {"split", "results": {"<workdir>": {"<decoding>": {<multi-label metrics>,
+                       "errors": {...}}}}, "_run": {commit, date, machine, load:
+                       `provenance.run_metadata`}}
 
 with the metrics `jcaps.evaluate` prints (micro / macro F1, labels generated per example
 against the true number, ...) and `jcaps.train.metrics.label_sequence_errors`: the error rate
@@ -17,6 +19,8 @@ of the label at each position of the generated sequence, of the labels generated
 one against after an all-true prefix, and how many true labels were lost because the decoder
 stopped (EOS) with every label so far true. Choose decoding settings on `validation`; read
 `test` only for the settings chosen. Reads the workdirs' data (`--config.data.dir` if it moved).
+`--tiny` decodes the first 32 examples of the split, beam search with length penalty 0 only: a
+check that it runs, seconds on a `:smoke` workdir (the tests run it).
 """
 
 from __future__ import annotations
@@ -27,10 +31,13 @@ import os
 
 import jax
 import numpy as np
+from provenance import run_metadata  # this script's folder is on sys.path
 
 from jcaps.data.vocab import EOS, NUM_SPECIAL
 from jcaps.train.metrics import label_sequence_errors, multilabel_metrics, multilabel_sums
 from jcaps.train.workdir import load_trained
+
+TINY_LIMIT = 32
 
 
 def decodings(length_penalties: list[float], greedy: bool, eos_thresholds: list[float]) -> dict[str, dict]:
@@ -43,14 +50,15 @@ def decodings(length_penalties: list[float], greedy: bool, eos_thresholds: list[
     return settings
 
 
-def decode_split(trained, split: str, overrides: dict) -> dict:
-    """Metrics and sequence errors of the `trained` SGM (`load_trained`, with its data) on `split`,
-    with its decoding keys set to `overrides` (the parameters are the same for every setting)."""
+def decode_split(trained, split: str, overrides: dict, limit: int = 0) -> dict:
+    """Metrics and sequence errors of the `trained` SGM (`load_trained`, with its data) on the
+    first `limit` examples of `split` (all when 0), with its decoding keys set to `overrides`
+    (the parameters are the same for every setting)."""
     model = trained.model.clone(**overrides)
     predict = jax.jit(lambda params, tokens: model.apply({"params": params}, tokens, method="predict"))
     batch_size = trained.config.train.eval_batch_size or trained.config.train.batch_size
     sequences, predicted, targets = [], [], []
-    for batch in trained.dataset.eval_batches(split, batch_size):
+    for batch in trained.dataset.eval_batches(split, batch_size, limit=limit):
         real = batch["weight"] > 0
         out = jax.device_get(predict(trained.params, batch["tokens"]))
         sequences.append(out["sequence"][real])
@@ -79,7 +87,11 @@ def main():
                         help="also greedy decoding that stops when P(EOS) reaches each of these")
     parser.add_argument("--config.data.dir", dest="data_dir", default=None)
     parser.add_argument("--out", required=True)
+    parser.add_argument("--tiny", action="store_true", help=f"the first {TINY_LIMIT} examples, one decoding (seconds)")
     args = parser.parse_args()
+    if args.tiny:
+        args.length_penalties, args.greedy, args.eos_thresholds = [0.0], False, []
+    metadata = run_metadata(args.tiny)
     results = {}
     for workdir in args.workdirs:
         results[workdir] = {}
@@ -87,7 +99,7 @@ def main():
         data_overrides = {"dir": args.data_dir} if args.data_dir else None
         trained = load_trained(workdir, with_data=True, data_overrides=data_overrides)
         for name, overrides in decodings(args.length_penalties, args.greedy, args.eos_thresholds).items():
-            result = decode_split(trained, args.split, overrides)
+            result = decode_split(trained, args.split, overrides, TINY_LIMIT if args.tiny else 0)
             results[workdir][name] = result
             errors = result["errors"]
             print(f"{workdir} {args.split} {name}: micro-F1 {result['micro_f1']:.4f} (P {result['micro_precision']:.3f}"
@@ -98,7 +110,7 @@ def main():
                   f" missed by stopping {errors['missed_by_stopping']} of {errors['missed']} missed", flush=True)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
-        json.dump({"split": args.split, "results": results}, f, indent=1)
+        json.dump({"split": args.split, "results": results, "_run": metadata}, f, indent=1)
 
 
 if __name__ == "__main__":
