@@ -49,17 +49,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
-import subprocess
-import time
 import types
 import warnings
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from provenance import run_metadata  # the script's folder is on sys.path
 from scipy.stats import spearmanr
-from throughput import write_results  # the script's folder is on sys.path
+from throughput import write_results
 from vs_pytorch import paired_seconds
 
 from jcaps.data.vocab import NUM_SPECIAL
@@ -188,18 +186,13 @@ def compare_model(name: str, args) -> dict:
     return row
 
 
-def run_info(args, load_before: float) -> dict:
+def versions() -> dict:
     import captum
     import sklearn
     import torch
 
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    return {"commit": commit, "date": time.strftime("%Y-%m-%d"), "machine": platform.machine(),
-            "cores": os.cpu_count(), "device": jax.devices()[0].device_kind,
-            "load_average_before": load_before, "idle": load_before < 0.5,
-            "torch_threads": torch.get_num_threads(), "tiny": args.tiny,
-            "versions": {"jax": jax.__version__, "torch": torch.__version__, "captum": captum.__version__,
-                         "sklearn": sklearn.__version__}}
+    return {"jax": jax.__version__, "torch": torch.__version__, "captum": captum.__version__,
+            "sklearn": sklearn.__version__}
 
 
 def main() -> None:
@@ -224,8 +217,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(os.cpu_count())
-    load_before = os.getloadavg()[0]
-    results = {"_run": run_info(args, load_before)}
+    results = {"_run": {**run_metadata(args.tiny), "torch_threads": torch.get_num_threads(), "versions": versions()}}
     for name in args.models:
         results[name] = compare_model(name, args)
         write_results(args.out, results)

@@ -244,6 +244,7 @@ def _summarise(collected: dict, stages: list, radius: float, samples: int, limit
             "pointing_game": mean(record["pointing_game"]),
             "top_k_hit": mean(record["top_k_hit"]),
             "rows": int(sum(len(p) for p in record["degenerate"])),
+            "localised_rows": int(sum(len(p) for p in record["pointing_game"])),
         }
     summary["settings"] = {"randomisation_flag": RANDOMISATION_FLAG, "degenerate_flag": DEGENERATE_FLAG,
                            "sensitivity_radius": radius, "sensitivity_samples": samples, "limit": limit}

@@ -1,6 +1,6 @@
 """The sanity checks of `jcaps.interpret.checks`: each statistic on hand-made attributions, then
-on a trained fastText workdir, whose generated data plants each class's keywords: integrated
-gradients, occlusion and KernelSHAP find them; the gradient, the same for every word of a mean,
+on trained fastText and iCapsNets Short workdirs, whose generated data plants each class's
+keywords: integrated gradients, occlusion and KernelSHAP find them; the gradient, the same for every word of a mean,
 is flagged by the randomisation and degeneracy checks."""
 
 from __future__ import annotations
@@ -62,12 +62,16 @@ def test_complexity_degeneracy_localisation_and_sensitivity_by_hand():
     np.testing.assert_allclose(checks.max_sensitivity(base, perturbed, np.array([[True, True, False]])), [0.6])
 
 
+def smoke_workdir(tmp_path_factory, config_file, name: str) -> str:
+    root = tmp_path_factory.mktemp("checks")
+    config = config_file(f"{name}_ag_news.py", "smoke", root / "cache")
+    loop.train_and_evaluate(config, str(root / name))
+    return str(root / name)
+
+
 @pytest.fixture(scope="module")
 def fasttext_workdir(tmp_path_factory, config_file):
-    root = tmp_path_factory.mktemp("checks")
-    config = config_file("fasttext_ag_news.py", "smoke", root / "cache")
-    loop.train_and_evaluate(config, str(root / "fasttext"))
-    return str(root / "fasttext")
+    return smoke_workdir(tmp_path_factory, config_file, "fasttext")
 
 
 def test_checks_on_planted_keywords(fasttext_workdir):
@@ -87,6 +91,18 @@ def test_checks_on_planted_keywords(fasttext_workdir):
     assert summary["settings"]["limit"] == 64
     table = checks.markdown(summary)
     assert table.count("\n") == len(methods) + 2 and "⚑" in table
+
+
+def test_icapsnet_short_localises_planted_keywords(tmp_path_factory, config_file):
+    trained = load_trained(smoke_workdir(tmp_path_factory, config_file, "icapsnet_short"), with_data=True)
+    methods = ("integrated_gradients", "occlusion", "kernel_shap", "random")
+    summary = checks.check_workdir(trained, "test", methods, limit=32, options=explain.Options(shap_samples=128),
+                                   batch_size=32, samples=1)
+    for method in methods[:-1]:
+        assert summary[method]["localised_rows"] >= 16, summary[method]  # correct predictions
+        assert summary[method]["pointing_game"] >= 0.95, (method, summary[method])
+        assert not summary[method]["randomisation_flagged"], (method, summary[method])
+    assert summary["random"]["pointing_game"] < 0.6
 
 
 def test_the_command_writes_checks_beside_faithfulness(fasttext_workdir, tmp_path):

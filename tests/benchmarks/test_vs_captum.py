@@ -11,7 +11,7 @@ pytest.importorskip("torch")
 pytest.importorskip("captum")
 pytest.importorskip("sklearn")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def test_tiny_run_agrees_with_captum(tmp_path):
