@@ -228,6 +228,7 @@ def training_record(workdir: str) -> dict:
         "seconds": seconds,
         "resumed": log.count("Resuming from step"),
         "attention_gain": config["model"].get("attention_gain", "one"),
+        "attention_residual": config["model"].get("attention_residual", False),
     }
 
 

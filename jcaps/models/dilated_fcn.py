@@ -27,6 +27,10 @@ then sees features 128 times smaller than without attention. `attention_gain` "u
 multiplies the block's output by C/G (or by the sequence's valid length over time), so that a
 uniform attention passes h on unchanged; "one" (the default) is the paper's block. The gain is
 a reparametrisation of the head (a linear map could absorb it), not a new function class.
+`attention_residual` adds the block's input to its output, a = h + Attention(h) (the
+Transformer's residual connection). Dot-product attention needs it to train: at the start its
+weights are near uniform over the positions, so y_t ~ W_o mean_s(W_v h_s) is the same vector at
+every position and the max over positions has nothing left to pick from; the residual keeps h_t.
 
 Causality: without attention, position logit z_t depends on the characters t - 3068 .. t only
 (receptive field 3 + 6 (2^9 - 1) = 3069, `jcaps.ops.convolution.receptive_field`). It stays so
@@ -98,6 +102,7 @@ class DilatedFCN(nn.Module):
         attention_axis: "channels" or "time", the softmax axis of simplified / local attention.
         attention_gain: "one" or "uniform", what multiplies the output of simplified / local
             attention (module docstring).
+        attention_residual: a = h + Attention(h) instead of Attention(h) (module docstring).
         dropout_rate: dropout on the features fed to the head (none when 0).
         dtype: activation dtype; parameters are float32.
     """
@@ -113,6 +118,7 @@ class DilatedFCN(nn.Module):
     attention: str = "none"
     attention_axis: str = "channels"
     attention_gain: str = "one"
+    attention_residual: bool = False
     dropout_rate: float = 0.0
     dtype: Any = jnp.float32
 
@@ -154,7 +160,8 @@ class DilatedFCN(nn.Module):
         features = dilated_residual_stack(x, self._residual_layers(), self.dilations, self.activation)
         outputs = {}
         if self.attention != "none":
-            features, outputs["attention"] = self._attention(features, mask)
+            attended, outputs["attention"] = self._attention(features, mask)
+            features = features + attended if self.attention_residual else attended
         if self.dropout_rate > 0:
             features = Dropout(self.dropout_rate, deterministic=not train)(features)
         head_kernel = self.param("head_kernel", _kernel_init, (self.filters, self.num_classes))

@@ -195,3 +195,19 @@ def test_uniform_gain_passes_a_uniform_attention_through(attention, axis):
 def test_unknown_gain_raises():
     with pytest.raises(ValueError, match="attention_gain must be one of"):
         DilatedFCN(10, J, attention="simplified", attention_gain="double")
+
+
+@pytest.mark.parametrize("attention", ["dot", "dot8"])
+def test_attention_residual_adds_the_block_to_its_input(attention):
+    """a = h + Attention(h): the head's input is the `none` network's plus the block's output,
+    so the position logits (linear head, zero bias) are the sum of the two networks' (the
+    attention with the same parameters, without the residual)."""
+    plain = _model("none", "channels", "none")
+    params = {**_random_params(plain, TOKENS), "head_bias": np.zeros(J, np.float32)}
+    attended = _model(attention, "channels", "none")
+    full = {**_random_params(attended, TOKENS, seed=1), **params}
+    residual = DilatedFCN(L + 1, J, attention=attention, attention_residual=True, **SMALL)
+    logits = {name: np.asarray(model.apply({"params": p}, TOKENS)["position_logits"])
+              for name, model, p in [("none", plain, params), ("block", attended, full), ("both", residual, full)]}
+    valid = TOKENS > 0
+    np.testing.assert_allclose(logits["both"][valid], (logits["none"] + logits["block"])[valid], rtol=1e-5, atol=1e-5)
