@@ -39,7 +39,9 @@ largest attribution), the sampling methods are estimates from different samples
 (`spearman`: mean rank correlation per example of the two sides' scores).
 
 Writes DIR/results.json: {"<model>": {"jcaps_parameters", "torch_parameters",
-"max_abs_score_difference", "methods": {"<method>": {"jcaps_s", "torch_s" (medians, all
+"max_abs_score_difference", "forward" (one forward pass of every batch, no gradient: "jcaps_s",
+"torch_s", "ratio", "ratio_min", "ratio_max", the bound of any method that is a number of
+forward passes), "methods": {"<method>": {"jcaps_s", "torch_s" (medians, all
 examples), "jcaps_s_per_100", "torch_s_per_100", "ratio", "ratio_min", "ratio_max",
 "max_relative_difference" | "spearman"}}}, "_run": {...}}. `--tiny` runs the smoke-sized models
 on 8 texts of 12 words with 16 samples: a check that both sides run (seconds). Needs no data.
@@ -163,6 +165,18 @@ def compare_model(name: str, args) -> dict:
         torch_scores = np.concatenate([module(e, t).numpy() for e, t in zip(vectors, token_batches)])
     jcaps_scores = np.asarray(jax.jit(lambda p, x: model.apply({"params": p}, x)["scores"])(params, tokens))
     row["max_abs_score_difference"] = float(np.max(np.abs(jcaps_scores - torch_scores)))
+    # The unit every method pays for: one forward pass of each batch (no gradient), timed in turn.
+    forward = jax.jit(lambda p, x: model.apply({"params": p}, x)["scores"])
+
+    def jcaps_forward():
+        return [forward(params, b["tokens"]).block_until_ready() for b in batches]
+
+    def torch_forward():
+        with torch.no_grad():
+            return [module(module.embed(t), t) for t in token_batches]
+
+    row["forward"] = paired_seconds(jcaps_forward, torch_forward, args.repeats, warmup=1)
+    print(f"{name} forward: ratio {row['forward']['ratio']:.2f}", flush=True)
     row["methods"] = {}
     for method in args.methods:
         attribute = captum_attribute(method, module, args.samples)

@@ -24,6 +24,9 @@ def test_tiny_run_agrees_with_captum(tmp_path):
         row = results[model]
         assert row["jcaps_parameters"] == row["torch_parameters"] > 0
         assert row["max_abs_score_difference"] < 1e-5
+        forward = row["forward"]
+        assert forward["jcaps_s"] > 0 and forward["torch_s"] > 0
+        assert forward["ratio_min"] <= forward["ratio"] <= forward["ratio_max"]
         assert set(row["methods"]) == {"integrated_gradients", "gradient_x_input", "occlusion", "kernel_shap", "lime"}
         for method, timing in row["methods"].items():
             assert timing["jcaps_s"] > 0 and timing["torch_s"] > 0
