@@ -390,14 +390,30 @@ class GlobalInterpretation:
             "overall": float(self._fullest_cells_mass(top).sum() / total) if total else None,
         }
 
+    def most_selected(self, class_names: Sequence[str]) -> dict[str, int]:
+        """{class: the capsule selected for most of its examples} for the classes predicted at
+        least once (ties: the lower capsule index)."""
+        return {name: int(np.argmax(row)) for name, row in zip(class_names, self.C) if row.sum() > 0}
+
+    def shared_capsules(self, class_names: Sequence[str]) -> list[dict]:
+        """[{"capsule": i, "classes": [...]}] for every capsule that is the most-selected one of
+        two or more classes: the collapse a top-cell share cannot show (each class can have all
+        its examples in one cell while every class has the same cell)."""
+        classes_of = collections.defaultdict(list)
+        for name, capsule in self.most_selected(class_names).items():
+            classes_of[capsule].append(name)
+        return [{"capsule": capsule, "classes": names} for capsule, names in sorted(classes_of.items())
+                if len(names) > 1]
+
     def class_capsule_information(self) -> dict:
         """MI(predicted class; selected capsule) / H(class) of the counts so far, with MI and
         H(class) in nats (see the module function `class_capsule_information`)."""
         return class_capsule_information(self.C)
 
     def to_json(self, class_names: Sequence[str], n_words: int = 10, top: int = 3) -> dict:
-        """JSON-ready summary: C, the non-empty cells with their top words, the sparsity and the
-        class-capsule information."""
+        """JSON-ready summary: C, the non-empty cells with their top words, the sparsity, the
+        class-capsule information, each class's most-selected capsule and the capsules shared
+        that way by two or more classes."""
         if len(class_names) != self.C.shape[0]:
             raise ValueError(f"{len(class_names)} class names for {self.C.shape[0]} classes.")
         cells = [
@@ -415,4 +431,6 @@ class GlobalInterpretation:
             "cells": cells,
             "sparsity": self.sparsity(class_names, top),
             "class_capsule_information": self.class_capsule_information(),
+            "most_selected": self.most_selected(class_names),
+            "shared_capsules": self.shared_capsules(class_names),
         }

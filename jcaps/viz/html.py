@@ -70,9 +70,17 @@ def capsule_global_html(global_summary: Mapping, heatmap_png_path: str | os.Path
         f"MI / H(class): {float(information['normalized']):.3f} (0: the capsule says nothing about the "
         "class; 1: it determines it).</p>"
     )
+    shared = global_summary.get("shared_capsules")
+    shared_html = "" if shared is None else (
+        "<p><strong>Shared capsules:</strong> "
+        + "; ".join(f"capsule {_escape(entry['capsule'])} is the most selected of "
+                    + ", ".join(_escape(name) for name in entry["classes"]) for entry in shared)
+        + " (the capsule does not tell these classes apart).</p>"
+        if shared else "<p>Shared capsules: none (every class has a most-selected capsule of its own).</p>"
+    )
     return (
         "<h2>Global: which capsules explain which classes</h2>"
-        f"{heatmap_html}{information_html}{_global_html(global_summary)}"
+        f"{heatmap_html}{information_html}{shared_html}{_global_html(global_summary)}"
     )
 
 

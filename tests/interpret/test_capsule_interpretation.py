@@ -211,6 +211,24 @@ def test_global_accumulator_by_hand():
         {"class": "pos", "capsule": 1, "count": 1, "top_words": [["bad", 1]]},
     ]
     assert summary["sparsity"] == {"top": 1, "per_class": {"neg": 2 / 3, "pos": 1.0}, "overall": 0.75}
+    assert summary["most_selected"] == {"neg": 2, "pos": 1}
+    assert summary["shared_capsules"] == []
+
+
+def test_shared_capsules_flag_classes_with_the_same_most_selected_capsule():
+    """Three of four classes put nearly all their examples in capsule 5: a top-cell share of
+    about 1 for every class, and the flag names the capsule and the classes that share it."""
+    acc = interp.GlobalInterpretation(num_classes=4, num_capsules=6)
+    predicted = [0] * 10 + [1] * 10 + [2] * 10 + [3] * 10
+    capsules = [5] * 9 + [0] + [5] * 10 + [2] * 10 + [5] * 8 + [1] * 2
+    acc.update(predicted, capsules, [[] for _ in predicted])
+    assert acc.most_selected(["w", "s", "b", "t"]) == {"w": 5, "s": 5, "b": 2, "t": 5}
+    assert acc.shared_capsules(["w", "s", "b", "t"]) == [{"capsule": 5, "classes": ["w", "s", "t"]}]
+    # A class never predicted has no most-selected capsule.
+    empty = interp.GlobalInterpretation(num_classes=2, num_capsules=2)
+    empty.update([1, 1], [0, 0], [[], []])
+    assert empty.most_selected(["a", "b"]) == {"b": 0}
+    assert empty.shared_capsules(["a", "b"]) == []
 
 
 def test_global_accumulator_unpredicted_class_and_mismatched_batch():

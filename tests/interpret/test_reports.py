@@ -81,6 +81,14 @@ def test_report_is_self_contained_escaped_and_has_a_method_selector(tmp_path):
     # Comprehensiveness over random's: 0.4 / 0.1.
     assert "4.00" in page and "0.0030" in page
     assert f"showing the first {MAX_SHOWN_TOKENS} of {MAX_SHOWN_TOKENS + 5} tokens" in page
+    assert "Shared capsules: none" in page
+
+
+def test_global_section_flags_a_capsule_two_classes_share():
+    acc = GlobalInterpretation(num_classes=2, num_capsules=3)
+    acc.update([0, 0, 1], [2, 2, 2], [[], [], []])
+    section = capsule_global_html(acc.to_json(CLASS_NAMES), None)
+    assert "capsule 2 is the most selected of World &amp; &lt;Politics&gt;, " + CLASS_NAMES[1] in section
 
 
 def test_report_without_faithfulness(tmp_path):
