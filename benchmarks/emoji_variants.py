@@ -39,16 +39,13 @@ import os
 import re
 import shutil
 import statistics
-import subprocess
-import sys
 import time
 
 import numpy as np
 from provenance import run_metadata  # this script's folder is on sys.path
+from studies import ROOT, final_test_metrics, train_pending
 
 from jcaps.models.choices import DILATED_FCN_ATTENTIONS
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 CONFIG = os.path.join(ROOT, "configs", "dilated_fcn_emoji.py")
 PAPER = {  # Anderson 2018 (ITAmoji, 25 emoji, Italian), Table 3: macro-F1, micro-F1
@@ -76,15 +73,6 @@ def run_name(variant: str, seed: int) -> str:
     return variant if seed == 0 else f"{variant}_seed{seed}"
 
 
-def final_test_metrics(workdir: str) -> dict | None:
-    path = os.path.join(workdir, "metrics.jsonl")
-    if not os.path.isfile(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        finals = [r for r in map(json.loads, f) if r.get("final") and r.get("split") == "test"]
-    return finals[-1] if finals else None
-
-
 def quick_data(args) -> str:
     """`DIR/quick_data`: the training files as they are, us_test cut to `--test_size` tweets."""
     folder = os.path.join(args.out, "quick_data")
@@ -107,7 +95,7 @@ def data_dir(args) -> str:
     return args.quick_dir if args.quick else args.data_dir
 
 
-def command(variant: str, seed: int, workdir: str, args) -> list[str]:
+def train_flags(variant: str, seed: int, workdir: str, args) -> list[str]:
     config = f"{CONFIG}:{variant}" + (",smoke" if args.tiny else "")
     flags = [f"--config={config}", f"--workdir={workdir}", f"--config.data.dir={data_dir(args)}",
              f"--config.train.seed={seed}", "--config.train.progress=lines"]
@@ -115,36 +103,7 @@ def command(variant: str, seed: int, workdir: str, args) -> list[str]:
         flags.append(f"--config.data.cache_dir={args.cache_dir}")
     if args.quick:
         flags += [f"--config.train.num_steps={args.steps}", f"--config.train.eval_every_steps={args.steps // 4}"]
-    return [sys.executable, os.path.join(ROOT, "train.py"), *flags]
-
-
-def run_all(runs: list[tuple[str, int]], args) -> None:
-    """Trains the runs that have no final test metrics yet, `args.jobs` at a time."""
-    pending = [(v, s) for v, s in runs if final_test_metrics(os.path.join(args.out, "runs", run_name(v, s))) is None]
-    running: list[tuple[str, subprocess.Popen, float, int]] = []
-    free_cores = list(range(args.jobs))
-    while pending or running:
-        while pending and free_cores:
-            (variant, seed), core = pending.pop(0), free_cores.pop(0)
-            workdir = os.path.join(args.out, "runs", run_name(variant, seed))
-            os.makedirs(workdir, exist_ok=True)
-            cmd = command(variant, seed, workdir, args)
-            if args.jobs > 1 and shutil.which("taskset"):
-                cmd = ["taskset", "-c", str(core), *cmd]
-            print(f"training {run_name(variant, seed)} (log: {workdir}/train.log)", flush=True)
-            with open(os.path.join(workdir, "train.log"), "a", encoding="utf-8") as log:  # the child keeps its copy
-                process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
-            running.append((workdir, process, time.perf_counter(), core))
-        time.sleep(2)
-        for item in list(running):
-            workdir, process, start, core = item
-            if process.poll() is None:
-                continue
-            running.remove(item)
-            free_cores.append(core)
-            if process.returncode != 0:
-                raise SystemExit(f"{workdir} failed (exit {process.returncode}); see {workdir}/train.log")
-            print(f"{os.path.basename(workdir)} done in {time.perf_counter() - start:.0f} s", flush=True)
+    return flags
 
 
 def test_predictions(workdir: str, args) -> dict[str, np.ndarray]:
@@ -333,7 +292,8 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     args.quick_dir = quick_data(args) if args.quick else ""
     if not args.report_only:
-        run_all(requested, args)
+        workdirs = [os.path.join(args.out, "runs", run_name(v, s)) for v, s in requested]
+        train_pending([(w, train_flags(v, s, w, args)) for w, (v, s) in zip(workdirs, requested)], args.jobs)
     # The report covers every finished run in DIR, those of earlier commands included.
     everything = [(v, s) for s in sorted({0, *(s for _, s in requested), *_seeds_in(args.out)})
                   for v in DILATED_FCN_ATTENTIONS]

@@ -1,6 +1,22 @@
-"""Why the global interpretation of a trained iCapsNets Short model selects the capsules it does.
+"""Why the global interpretation of a trained iCapsNets Short model selects the capsules it does,
+and how it varies over training seeds.
 
     python benchmarks/icapsnet_global.py --workdir W [--split test] [--limit N] [--out FILE.json] [--tiny]
+    python benchmarks/icapsnet_global.py --seeds 0,1,2,3,4 --out DIR [--data_dir D] [--jobs 2]
+        [--config configs/icapsnet_short_ag_news.py[:ARG]] [--set KEY=VALUE ...] [--tiny]
+
+Seeds: trains the config once per seed (`train.py`, `--config.train.seed=S`, in DIR/runs/seedS;
+`--set KEY=VALUE` passes `--config.KEY=VALUE` to every run, for a candidate setting;
+`--data_dir` the AG News folder, else the TFDS catalogue dataset; `--jobs 2` trains two seeds
+at once, one core each; an interrupted study resumes when the same command runs again), then
+analyses each run's selected model on the test split as below and writes DIR/results.json:
+{"runs": {"seedS": {"seed", "accuracy", "mi_over_h", "top3_share", "most_selected" {class:
+capsule}, "shared_capsules" [{"capsule", "classes"}], "steps", "train_seconds"}}, "summary":
+{"accuracy" | "mi_over_h": {"mean", "std", "min", "max"}}, "settings": {"config", "set"},
+"_run"}. `--tiny` trains the `:smoke` config for one epoch per seed instead (seconds; the tests
+run it).
+
+One workdir:
 
 Loads W (`jcaps.train.workdir.load_trained`, the parameters training reported as final), runs
 the model over the split and prints, with the predicted class j of each example:
@@ -34,13 +50,16 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import os
+import re
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from provenance import run_metadata  # this script's folder is on sys.path
+from studies import ROOT, final_test_metrics, train_pending
 
-from jcaps.interpret.capsules import class_capsule_information, is_punctuation
+from jcaps.interpret.capsules import class_capsule_information, is_punctuation, shared_capsules
 from jcaps.ops.capsules import (
     dynamic_routing,
     kmeans_routing,
@@ -290,15 +309,83 @@ def _print(report):
               f"MI/H {s['nmi']:.3f}")
 
 
+def seed_summary(workdir: str, seed: int) -> dict:
+    """The figures of one seed's run: test accuracy and the paper's selection (`analyse`)."""
+    report = analyse(workdir, "test")
+    selection = report["paper_selection"]
+    most_selected = {name: entry["capsule"] for name, entry in selection["most_selected"].items()}
+    with open(os.path.join(workdir, "train.log"), encoding="utf-8") as f:
+        log = f.read()
+    seconds = sum(int(h) * 3600 + int(m) * 60 + int(s) for h, m, s in re.findall(r"wall time (\d+):(\d\d):(\d\d)", log))
+    return {"seed": seed, "accuracy": report["accuracy"], "mi_over_h": selection["nmi"],
+            "top3_share": selection["top3_share"], "most_selected": most_selected,
+            "shared_capsules": shared_capsules(most_selected), "steps": final_test_metrics(workdir)["step"],
+            "train_seconds": seconds}
+
+
+def _spread(values: list[float]) -> dict:
+    return {"mean": float(np.mean(values)), "std": float(np.std(values)), "min": float(np.min(values)),
+            "max": float(np.max(values))}
+
+
+def seed_study(args) -> dict:
+    """Trains every seed of `args.seeds` that has not finished, then summarises them all."""
+    seeds = [int(seed) for seed in args.seeds.split(",") if seed]
+    config = args.config + (",smoke" if args.tiny and ":" in args.config else ":smoke" if args.tiny else "")
+    runs = []
+    for seed in seeds:
+        workdir = os.path.join(args.out, "runs", f"seed{seed}")
+        flags = [f"--config={config}", f"--workdir={workdir}", f"--config.train.seed={seed}",
+                 "--config.train.progress=lines", *(f"--config.{setting}" for setting in args.set)]
+        if args.data_dir:
+            flags.append(f"--config.data.dir={args.data_dir}")
+        if args.tiny:
+            flags.append("--config.train.num_epochs=1")
+        if args.cache_dir:
+            flags.append(f"--config.data.cache_dir={args.cache_dir}")
+        runs.append((workdir, flags))
+    train_pending(runs, args.jobs)
+    per_seed = {f"seed{seed}": seed_summary(workdir, seed) for seed, (workdir, _) in zip(seeds, runs)}
+    return {"runs": per_seed,
+            "summary": {key: _spread([run[key] for run in per_seed.values()]) for key in ("accuracy", "mi_over_h")},
+            "settings": {"config": config, "set": list(args.set)}}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--workdir", required=True)
+    target = parser.add_mutually_exclusive_group(required=True)
+    target.add_argument("--workdir", help="analyse this trained workdir")
+    target.add_argument("--seeds", help="train and analyse one run per seed, comma-separated (needs --out DIR)")
     parser.add_argument("--split", default="test")
     parser.add_argument("--limit", type=int, default=0)
-    parser.add_argument("--out", default=None)
-    parser.add_argument("--tiny", action="store_true", help=f"the first {TINY_LIMIT} examples (seconds)")
+    parser.add_argument("--out", default=None, help="--workdir: a JSON file; --seeds: the study's folder")
+    parser.add_argument("--config", default=os.path.join(ROOT, "configs", "icapsnet_short_ag_news.py"))
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="--seeds: a config override of every run (repeatable)")
+    parser.add_argument("--data_dir", default="", help="--seeds: the AG News folder (zhang_csv)")
+    parser.add_argument("--jobs", type=int, default=1, help="--seeds: trainings at once (each pinned to a core)")
+    parser.add_argument("--cache_dir", default="", help="--seeds: prepared-data cache")
+    parser.add_argument("--tiny", action="store_true",
+                        help=f"--workdir: the first {TINY_LIMIT} examples; --seeds: one-epoch smoke runs (seconds)")
     args = parser.parse_args()
     metadata = run_metadata(args.tiny)
+    if args.seeds:
+        if not args.out:
+            parser.error("--seeds needs --out DIR")
+        if any("=" not in setting for setting in args.set):
+            parser.error(f"--set takes KEY=VALUE, got {args.set}")
+        os.makedirs(args.out, exist_ok=True)
+        results = {**seed_study(args), "_run": metadata}
+        with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
+            json.dump(results, f, indent=1)
+        for name, run in results["runs"].items():
+            shared = "; ".join(f"capsule {e['capsule']}: {', '.join(e['classes'])}" for e in run["shared_capsules"])
+            print(f"{name}: accuracy {run['accuracy']:.4f}, MI/H {run['mi_over_h']:.3f}, "
+                  f"top-3 share {run['top3_share']:.3f}, shared capsules: {shared or 'none'}")
+        for key, spread in results["summary"].items():
+            print(f"{key}: mean {spread['mean']:.4f}, std {spread['std']:.4f}, range [{spread['min']:.4f}, "
+                  f"{spread['max']:.4f}]")
+        return
     report = analyse(args.workdir, args.split, TINY_LIMIT if args.tiny else args.limit)
     report["_run"] = metadata
     _print(report)

@@ -310,6 +310,22 @@ def class_capsule_information(C: np.ndarray) -> dict:
     }
 
 
+def most_selected_capsules(C: np.ndarray, class_names: Sequence[str]) -> dict[str, int]:
+    """{class: the capsule selected for most of its examples} from the counts C [J, I], for the
+    classes predicted at least once (ties: the lower capsule index)."""
+    return {name: int(np.argmax(row)) for name, row in zip(class_names, np.asarray(C)) if row.sum() > 0}
+
+
+def shared_capsules(most_selected: dict[str, int]) -> list[dict]:
+    """[{"capsule": i, "classes": [...]}] for every capsule that is the most-selected one of two
+    or more classes (`most_selected_capsules`): the collapse a top-cell share cannot show (each
+    class can have all its examples in one cell while every class has the same cell)."""
+    classes_of = collections.defaultdict(list)
+    for name, capsule in most_selected.items():
+        classes_of[capsule].append(name)
+    return [{"capsule": capsule, "classes": names} for capsule, names in sorted(classes_of.items()) if len(names) > 1]
+
+
 class GlobalInterpretation:
     """Host-side accumulator of the global interpretation over a split.
 
@@ -391,19 +407,12 @@ class GlobalInterpretation:
         }
 
     def most_selected(self, class_names: Sequence[str]) -> dict[str, int]:
-        """{class: the capsule selected for most of its examples} for the classes predicted at
-        least once (ties: the lower capsule index)."""
-        return {name: int(np.argmax(row)) for name, row in zip(class_names, self.C) if row.sum() > 0}
+        """`most_selected_capsules` of the counts so far."""
+        return most_selected_capsules(self.C, class_names)
 
     def shared_capsules(self, class_names: Sequence[str]) -> list[dict]:
-        """[{"capsule": i, "classes": [...]}] for every capsule that is the most-selected one of
-        two or more classes: the collapse a top-cell share cannot show (each class can have all
-        its examples in one cell while every class has the same cell)."""
-        classes_of = collections.defaultdict(list)
-        for name, capsule in self.most_selected(class_names).items():
-            classes_of[capsule].append(name)
-        return [{"capsule": capsule, "classes": names} for capsule, names in sorted(classes_of.items())
-                if len(names) > 1]
+        """`shared_capsules` of the counts so far."""
+        return shared_capsules(self.most_selected(class_names))
 
     def class_capsule_information(self) -> dict:
         """MI(predicted class; selected capsule) / H(class) of the counts so far, with MI and

@@ -1,0 +1,61 @@
+"""Training studies: many `train.py` runs of one command each, resumable, two at a time.
+
+A run is a workdir and the flags `train.py` gets. `train_pending` trains the runs that have no
+final test metrics yet, `jobs` at a time, each pinned to its own CPU core (Linux `taskset`), and
+appends each run's output to WORKDIR/train.log. A run that was killed resumes from its last
+checkpoint when its command runs again, so a study survives interruptions: run the same study
+command again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def final_test_metrics(workdir: str) -> dict | None:
+    """The last final test record of WORKDIR/metrics.jsonl, or None while the run is unfinished."""
+    path = os.path.join(workdir, "metrics.jsonl")
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        finals = [r for r in map(json.loads, f) if r.get("final") and r.get("split") == "test"]
+    return finals[-1] if finals else None
+
+
+def train_command(flags: list[str]) -> list[str]:
+    return [sys.executable, os.path.join(ROOT, "train.py"), *flags]
+
+
+def train_pending(runs: list[tuple[str, list[str]]], jobs: int) -> None:
+    """Trains each (workdir, train.py flags) without final test metrics, `jobs` at a time."""
+    pending = [(workdir, flags) for workdir, flags in runs if final_test_metrics(workdir) is None]
+    running: list[tuple[str, subprocess.Popen, float, int]] = []
+    free_cores = list(range(jobs))
+    while pending or running:
+        while pending and free_cores:
+            (workdir, flags), core = pending.pop(0), free_cores.pop(0)
+            os.makedirs(workdir, exist_ok=True)
+            cmd = train_command(flags)
+            if jobs > 1 and shutil.which("taskset"):
+                cmd = ["taskset", "-c", str(core), *cmd]
+            print(f"training {os.path.basename(workdir)} (log: {workdir}/train.log)", flush=True)
+            with open(os.path.join(workdir, "train.log"), "a", encoding="utf-8") as log:  # the child keeps its copy
+                process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+            running.append((workdir, process, time.perf_counter(), core))
+        time.sleep(2)
+        for item in list(running):
+            workdir, process, start, core = item
+            if process.poll() is None:
+                continue
+            running.remove(item)
+            free_cores.append(core)
+            if process.returncode != 0:
+                raise SystemExit(f"{workdir} failed (exit {process.returncode}); see {workdir}/train.log")
+            print(f"{os.path.basename(workdir)} done in {time.perf_counter() - start:.0f} s", flush=True)

@@ -1,0 +1,36 @@
+"""benchmarks/icapsnet_global.py --seeds at its tiny size: one-epoch smoke runs trained through
+train.py, resumed (not retrained) when the command runs again, and summarised per seed."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from tests.benchmarks.test_tiny_runs import assert_run_metadata, run_tiny
+
+
+def test_seed_study_trains_summarises_and_resumes(tmp_path):
+    args = ("--seeds", "2", "--out", str(tmp_path), "--set", "model.num_capsules=6",
+            "--cache_dir", str(tmp_path / "cache"))
+    run_tiny("icapsnet_global.py", *args)
+    with open(tmp_path / "results.json", encoding="utf-8") as f:
+        results = json.load(f)
+    assert_run_metadata(results["_run"])
+    assert results["settings"]["set"] == ["model.num_capsules=6"] and results["settings"]["config"].endswith(":smoke")
+    assert sorted(results["runs"]) == ["seed2"]
+    for name, run in results["runs"].items():
+        assert run["seed"] == int(name[len("seed"):])
+        assert 0 <= run["accuracy"] <= 1 and 0 <= run["mi_over_h"] <= 1 and 0 < run["top3_share"] <= 1
+        assert set(run["most_selected"].values()) <= set(range(6))  # the override reached the model
+        for entry in run["shared_capsules"]:
+            assert len(entry["classes"]) > 1 and all(run["most_selected"][c] == entry["capsule"] for c in entry["classes"])
+        assert run["steps"] > 0
+    summary = results["summary"]["accuracy"]
+    assert summary["min"] == summary["max"] == summary["mean"] == results["runs"]["seed2"]["accuracy"]
+    assert summary["std"] == 0
+
+    # A finished study is not trained again: the logs keep one training each.
+    logs = {name: (tmp_path / "runs" / name / "train.log").read_text() for name in results["runs"]}
+    run_tiny("icapsnet_global.py", *args)
+    assert {name: (tmp_path / "runs" / name / "train.log").read_text() for name in results["runs"]} == logs
+    assert os.path.isfile(tmp_path / "results.json")
