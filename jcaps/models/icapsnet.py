@@ -39,6 +39,7 @@ The margin loss and the interpretation procedures of §1 read this module's outp
 `jcaps.ops.losses` and `jcaps.interpret`.
 """
 
+import math
 from typing import Any
 
 import flax.linen as nn
@@ -116,6 +117,12 @@ class _ICapsNet(nn.Module):
       class_dim: d_c.
       routing_iterations: r.
       routing: "dynamic" (the paper) or "kmeans".
+      routing_logit_scale: lambda, the inverse temperature on the agreement of dynamic routing
+        (`dynamic_routing`; 1 in the paper).
+      routing_logit_scale_learned: learn lambda (stored as its log, starting at
+        `routing_logit_scale`).
+      routing_orphan: dynamic routing through the leaky softmax with an orphan class (Zhao et
+        al. 2018), which lets a capsule that agrees with no class route less.
       conv_activation: "none" (spec decision) or "relu", after the region convolution.
       attention_scale: multiply attention logits by 1/sqrt(d_q) (off: the paper has no scaling).
       squash_primary: squash the primary capsules (spec decision).
@@ -138,6 +145,9 @@ class _ICapsNet(nn.Module):
     class_dim: int = 16
     routing_iterations: int = 3
     routing: str = "dynamic"
+    routing_logit_scale: float = 1.0
+    routing_logit_scale_learned: bool = False
+    routing_orphan: bool = False
     conv_activation: str = "none"
     attention_scale: bool = False
     squash_primary: bool = True
@@ -153,6 +163,14 @@ class _ICapsNet(nn.Module):
             )
         if self.routing not in _ROUTINGS:
             raise ValueError(f"routing must be one of {_ROUTINGS}, got {self.routing!r}")
+        dynamic_only = {"routing_logit_scale": self.routing_logit_scale != 1.0,
+                        "routing_logit_scale_learned": self.routing_logit_scale_learned,
+                        "routing_orphan": self.routing_orphan}
+        if self.routing != "dynamic" and any(dynamic_only.values()):
+            knobs = ", ".join(name for name, set_ in dynamic_only.items() if set_)
+            raise ValueError(f"{knobs}: dynamic routing only, but routing is {self.routing!r}")
+        if self.routing_logit_scale <= 0:
+            raise ValueError(f"routing_logit_scale must be positive, got {self.routing_logit_scale}")
         if self.conv_activation not in _CONV_ACTIVATIONS:
             raise ValueError(f"conv_activation must be one of {_CONV_ACTIVATIONS}, got {self.conv_activation!r}")
         super().__post_init__()
@@ -185,6 +203,10 @@ class _ICapsNet(nn.Module):
             pairs + (self.class_dim, self.primary_dim),
         )
         self.class_bias = self.param("class_bias", nn.initializers.zeros, pairs + (self.class_dim,))
+        if self.routing_logit_scale_learned:
+            self.routing_log_scale = self.param(
+                "routing_log_scale", nn.initializers.constant(math.log(self.routing_logit_scale)), ()
+            )
 
     @property
     def _attention_scale(self) -> float:
@@ -228,7 +250,10 @@ class _ICapsNet(nn.Module):
             self.class_bias.astype(self.dtype),
         )
         if self.routing == "dynamic":
-            class_capsules, coupling = dynamic_routing(u_hat, self.routing_iterations)
+            scale = jnp.exp(self.routing_log_scale) if self.routing_logit_scale_learned else self.routing_logit_scale
+            class_capsules, coupling = dynamic_routing(
+                u_hat, self.routing_iterations, logit_scale=scale, orphan=self.routing_orphan
+            )
         else:
             class_capsules, coupling = kmeans_routing(u_hat, self.routing_iterations)
         return {

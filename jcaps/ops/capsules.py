@@ -166,6 +166,8 @@ def dynamic_routing(
     num_iterations: int,
     mask: jax.Array | None = None,
     eps: float = 1e-7,
+    logit_scale: float | jax.Array = 1.0,
+    orphan: bool = False,
 ) -> tuple[jax.Array, jax.Array]:
     """Routing-by-agreement (Sabour et al. 2017, Procedure 1).
 
@@ -173,7 +175,13 @@ def dynamic_routing(
         repeat r times:
             c[i, :] = softmax_j(b[i, :])
             v_j = squash(sum_i c[i, j] u_hat[i, j])
-            b[i, j] += <u_hat[i, j], v_j>          (skipped after the last v: it is never read)
+            b[i, j] += lambda <u_hat[i, j], v_j>   (skipped after the last v: it is never read)
+
+    lambda = `logit_scale` (1 in the paper) is an inverse temperature on the agreement: the
+    agreements of squashed capsules are small, so with lambda = 1 the coupling stays near its
+    uniform start. With `orphan`, the leaky softmax of Zhao et al. (2018, Sec. 2.2):
+    c[i, j] = exp(b[i, j]) / (1 + sum_j' exp(b[i, j'])), a softmax with an extra class of logit 0
+    that is dropped, so a capsule that agrees with no class routes less than 1 in all.
 
     The loop is a `lax.fori_loop` with a static trip count, so reverse-mode gradients flow
     through every iteration; it is unrolled, since r is small and XLA then fuses across
@@ -186,11 +194,13 @@ def dynamic_routing(
             capsules contribute nothing to `v` or to the agreement, receive zero gradient, and
             their rows of the returned `c` are 0.
         eps: squash epsilon.
+        logit_scale: lambda, a number or a 0-d array (a learned parameter: gradients reach it).
+        orphan: route through the leaky softmax (a dropped extra class of logit 0).
 
     Returns:
         v: [..., out_caps, dim] output capsules, norms in [0, 1).
         c: [..., in_caps, out_caps] the coupling coefficients that produced `v`; each valid row
-            sums to 1 over out_caps, padded rows are 0.
+            sums to 1 over out_caps (below 1 with `orphan`), padded rows are 0.
 
     Example:
         Two examples, the second with two padded input capsules:
@@ -213,15 +223,23 @@ def dynamic_routing(
     def route(c_t):
         return squash(_weighted_sum(c_t, u_t), eps=eps)
 
+    def coupling(logits):
+        if not orphan:
+            return jax.nn.softmax(logits, axis=-2)
+        # softmax over the J logits and a zero one, the zero's column dropped (stable form).
+        top = jnp.maximum(jnp.max(logits, axis=-2, keepdims=True), 0.0)
+        weights = jnp.exp(logits - top)
+        return weights / (jnp.exp(-top) + jnp.sum(weights, axis=-2, keepdims=True))
+
     def iterate(_, carry):
         logits, _, v = carry
-        logits = logits + _agreement(u_t, v)
-        c_t = jax.nn.softmax(logits, axis=-2)
+        logits = logits + logit_scale * _agreement(u_t, v)
+        c_t = coupling(logits)
         return logits, c_t, route(c_t)
 
-    # softmax of the zero start logits is 1/J; written out so that XLA does not constant-fold
-    # a softmax as large as c when compiling.
-    c_t = jnp.full(u_t.shape[:-1], 1.0 / u_t.shape[-3], u_t.dtype)
+    # The coupling of the zero start logits, 1/J (1/(J + 1) with the orphan); written out so
+    # that XLA does not constant-fold a softmax as large as c when compiling.
+    c_t = jnp.full(u_t.shape[:-1], 1.0 / (u_t.shape[-3] + orphan), u_t.dtype)
     _, c_t, v = jax.lax.fori_loop(
         0, num_iterations - 1, iterate, (jnp.zeros_like(c_t), c_t, route(c_t)), unroll=True
     )

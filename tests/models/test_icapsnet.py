@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from jcaps.models.icapsnet import ICapsNetLong, ICapsNetShort
-from jcaps.ops.capsules import dynamic_routing
+from jcaps.ops.capsules import dynamic_routing, shared_prediction_vectors
 
 TINY = {
     "vocab_size": 13,
@@ -309,3 +309,29 @@ def test_unknown_knob_values_are_rejected():
         ICapsNetLong(**TINY, routing="em")
     with pytest.raises(ValueError, match="conv_activation"):
         ICapsNetShort(**TINY, conv_activation="gelu")
+
+
+def test_routing_knobs_reach_dynamic_routing():
+    """The orphan class and the inverse temperature are the op's: the model's coupling equals
+    `dynamic_routing` with them on its own prediction vectors; a learned scale is one scalar
+    parameter, stored as its log, with a gradient."""
+    model = ICapsNetShort(**TINY, routing_logit_scale=4.0, routing_logit_scale_learned=True, routing_orphan=True)
+    params, out = _init_apply(model, SHORT_TOKENS)
+    np.testing.assert_allclose(params["params"]["routing_log_scale"], np.log(4.0), rtol=1e-6)
+    u_hat = shared_prediction_vectors(out["primary_capsules"], params["params"]["class_kernel"],
+                                      params["params"]["class_bias"])
+    _, expected = dynamic_routing(u_hat, 3, logit_scale=4.0, orphan=True)
+    np.testing.assert_allclose(out["coupling"], expected, rtol=1e-5, atol=1e-6)
+    assert np.all(np.sum(out["coupling"], -1) < 1)  # the orphan takes a share of every row
+
+    def score(log_scale):
+        tree = {"params": {**params["params"], "routing_log_scale": log_scale}}
+        return jnp.sum(model.apply(tree, SHORT_TOKENS)["scores"])
+
+    assert np.isfinite(jax.grad(score)(params["params"]["routing_log_scale"]))
+
+
+@pytest.mark.parametrize("knob", [{"routing_orphan": True}, {"routing_logit_scale": 2.0}])
+def test_routing_knobs_need_dynamic_routing(knob):
+    with pytest.raises(ValueError, match="dynamic routing only"):
+        ICapsNetShort(**TINY, routing="kmeans", **knob)

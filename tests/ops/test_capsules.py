@@ -1,4 +1,5 @@
 """Capsule ops against plain NumPy loops, plus masking, gradient and batching invariants."""
+import functools
 import itertools
 
 import chex
@@ -10,6 +11,9 @@ import pytest
 from jcaps.ops import capsules
 
 dynamic = jax.jit(capsules.dynamic_routing, static_argnames="num_iterations")
+# An inverse temperature of 3 on the agreement and the leaky softmax's orphan class.
+dynamic_scaled_orphan = jax.jit(functools.partial(capsules.dynamic_routing, logit_scale=3.0, orphan=True),
+                                static_argnames="num_iterations")
 kmeans = jax.jit(capsules.kmeans_routing, static_argnames=("num_iterations", "similarity"))
 
 
@@ -26,11 +30,12 @@ def np_softmax_rows(logits):
     return e / e.sum(axis=1, keepdims=True)
 
 
-def np_dynamic_routing(u_hat, r, valid):
+def np_dynamic_routing(u_hat, r, valid, scale=1.0, orphan=False):
     n_in, n_out, _ = u_hat.shape
     b = np.zeros((n_in, n_out))
     for _ in range(r):
-        c = np_softmax_rows(b)
+        # The orphan class: an extra zero logit in the softmax, its column dropped.
+        c = np_softmax_rows(np.concatenate([b, np.zeros((n_in, 1))], axis=1))[:, :-1] if orphan else np_softmax_rows(b)
         v = np.zeros(u_hat.shape[1:])
         for j in range(n_out):
             for i in range(n_in):
@@ -40,7 +45,7 @@ def np_dynamic_routing(u_hat, r, valid):
         for i in range(n_in):
             for j in range(n_out):
                 if valid[i]:
-                    b[i, j] += np.dot(u_hat[i, j], v[j])
+                    b[i, j] += scale * np.dot(u_hat[i, j], v[j])
     c[~valid] = 0.0
     return v, c
 
@@ -82,6 +87,10 @@ ROUTINGS = {
     "dynamic": (
         lambda u, r, mask=None: dynamic(u, num_iterations=r, mask=mask),
         lambda u, r, mask: np_batched(np_dynamic_routing, u, mask, r),
+    ),
+    "dynamic_scaled_orphan": (
+        lambda u, r, mask=None: dynamic_scaled_orphan(u, num_iterations=r, mask=mask),
+        lambda u, r, mask: np_batched(np_dynamic_routing, u, mask, r, 3.0, True),
     ),
     "kmeans_cosine": (
         lambda u, r, mask=None: kmeans(u, num_iterations=r, similarity="cosine", mask=mask),
@@ -233,7 +242,9 @@ def test_padding_changes_nothing_and_vmap_matches_batch(routing):
     v_zero, c_zero = fn(np.zeros_like(padded), 3, mask * (np.arange(3) > 0)[:, None])
     np.testing.assert_array_equal(v_zero, 0.0)
     np.testing.assert_array_equal(c_zero[0], 0.0)
-    np.testing.assert_allclose(np.sum(c_zero[1:], -1), mask[1:], atol=1e-6)
+    # Each valid row sums to 1, or to J / (J + 1) with the orphan class at zero agreement.
+    row_sum = 3 / 4 if routing == "dynamic_scaled_orphan" else 1.0
+    np.testing.assert_allclose(np.sum(c_zero[1:], -1), row_sum * mask[1:], atol=1e-6)
 
 
 @pytest.mark.parametrize("routing", ROUTINGS)
@@ -264,6 +275,22 @@ def test_routing_gradients(routing):
 
         zero_grad = value_and_grad(jnp.zeros(shape), mask * jnp.asarray([[0.0], [1.0]]))[1]
         assert np.all(np.isfinite(zero_grad))
+
+
+def test_learned_logit_scale_gets_its_finite_difference_gradient():
+    """A learned inverse temperature is a 0-d array argument: gradients reach it."""
+    rng = np.random.default_rng(6)
+    with jax.enable_x64(True):
+        u_hat = jnp.asarray(rng.normal(size=(5, 3, 4)))
+        projection = jnp.asarray(rng.normal(size=(5, 3)))
+
+        def objective(scale):
+            return jnp.sum(capsules.dynamic_routing(u_hat, 3, logit_scale=scale, orphan=True)[1] * projection)
+
+        grad = jax.grad(objective)(jnp.asarray(2.0))
+        h = 1e-6
+        np.testing.assert_allclose(grad, (objective(2.0 + h) - objective(2.0 - h)) / (2 * h), rtol=1e-6)
+        assert abs(float(grad)) > 1e-4  # the scale changes the coupling
 
 
 @pytest.mark.parametrize("bad", [0, -1])
