@@ -1,0 +1,506 @@
+"""Every results table of the documentation, rendered from the benchmarks' results.json files.
+
+    python benchmarks/tables.py            # rewrites the tables in README.md and docs/*.md
+    python benchmarks/tables.py --check    # exits 1, naming each table that differs, if any does
+    python benchmarks/tables.py --list     # the table names and the file each one reads
+
+A page marks where a table goes:
+
+    <!-- table: NAME -->
+    (what this script writes: the table, then the provenance of its numbers)
+    <!-- /table -->
+
+NAME is one of `TABLES`: a function that reads one file under benchmarks/results/ and returns
+Markdown. Under each table a line says where its numbers come from: the file, and the run's
+provenance as the benchmark recorded it under "_run" (benchmarks/provenance.py: commit, date,
+cores, device, and whether the machine was idle), or that it was not recorded, for files
+written before benchmarks recorded it. The paper's figures that some tables show beside jcaps'
+are read from the constants of the benchmark script that compares with them, never typed here.
+
+Reads JSON only (no JAX), so it runs in a second; CI runs `--check`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import math
+import os
+import re
+import sys
+from collections.abc import Callable
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "benchmarks", "results")
+PAGES = ["README.md", "docs"]
+MARKER = re.compile(r"(<!-- table: ([\w-]+) -->\n)(.*?)(<!-- /table -->)", re.S)
+
+# name -> (results file under benchmarks/results/, renderer of its loaded JSON)
+TABLES: dict[str, tuple[str, Callable[[dict], str]]] = {}
+
+
+def table(name: str, path: str):
+    def register(render: Callable[[dict], str]):
+        TABLES[name] = (path, render)
+        return render
+
+    return register
+
+
+def script_constant(script: str, name: str):
+    """The literal value of `NAME = ...` in benchmarks/SCRIPT, read without importing it."""
+    with open(os.path.join(ROOT, "benchmarks", script), encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise KeyError(f"benchmarks/{script} has no constant {name}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Formatting
+# ---------------------------------------------------------------------------------------------
+
+
+def rows(header: list[str], body: list[list]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    lines += ["| " + " | ".join("" if cell is None else str(cell) for cell in row) + " |" for row in body]
+    return "\n".join(lines)
+
+
+def number(value, digits: int = 3, signed: bool = False) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
+
+
+def with_interval(value, interval, digits: int = 3, signed: bool = False) -> str:
+    text = number(value, digits, signed)
+    if interval:
+        text += f" [{number(interval[0], digits, signed)}, {number(interval[1], digits, signed)}]"
+    return text
+
+
+def ratio(row: dict) -> str:
+    """The median paired ratio and its range, as vs_pytorch and vs_captum record them."""
+    return f"{row['ratio']:.2f} ({row['ratio_min']:.2f}–{row['ratio_max']:.2f})"
+
+
+def seconds(value: float) -> str:
+    return f"{value:.3f}" if value >= 0.01 else f"{value:.4f}"
+
+
+def provenance(path: str, results) -> str:
+    """The line under a table: the file, and the run's provenance as far as it was recorded."""
+    source = f"Source: `benchmarks/results/{path}`"
+    run = results.get("_run") if isinstance(results, dict) else None
+    if not run or "commit" not in run:
+        found = []
+        if run:
+            found = [f"{key} {value}" for key, value in run.items() if not isinstance(value, dict)]
+        meta = results.get("meta", {}) if isinstance(results, dict) else {}
+        found += [f"{key} {meta[key]}" for key in ("date", "cores", "jobs") if key in meta]
+        if found:
+            return (f"{source}; provenance partly recorded ({', '.join(found)}): the commit, and whether the "
+                    "machine was idle, not recorded.")
+        return f"{source}; provenance not recorded: the commit, and whether the machine was idle, are not known."
+
+    tree = " with uncommitted changes" if run.get("dirty") else ""
+    machine = "idle machine" if run.get("idle") else "busy machine"
+    load = run.get("load_average_before")
+    load_text = f", load {load:.2f} at the start" if isinstance(load, (int, float)) else ""
+    tiny = "; tiny sizes (a test run)" if run.get("tiny") else ""
+    return (f"{source}; commit {run['commit']}{tree}, {run['date']}, {run['cores']} cores, "
+            f"device {run['device']}, {machine}{load_text}{tiny}.")
+
+
+# ---------------------------------------------------------------------------------------------
+# The tables
+# ---------------------------------------------------------------------------------------------
+
+
+@table("emoji_variants", "emoji_variants/results.json")
+def emoji_variants(results: dict) -> str:
+    paper = script_constant("emoji_variants.py", "PAPER")
+    names = script_constant("emoji_variants.py", "PAPER_NAMES")
+    body = []
+    for name, r in results["runs"].items():
+        paper_macro, paper_micro = paper[r["variant"]]
+        minutes, secs = divmod(int(r["seconds"]), 60)
+        body.append([
+            names[r["variant"]], f"`{name}`", r["seed"], with_interval(r["macro_f1"], r["macro_f1_ci"]),
+            with_interval(r["accuracy"], r["accuracy_ci"]),
+            with_interval(r.get("macro_f1_minus_none"), r.get("macro_f1_minus_none_ci"), signed=True)
+            if "macro_f1_minus_none" in r else "",
+            with_interval(r.get("accuracy_minus_none"), r.get("accuracy_minus_none_ci"), signed=True)
+            if "accuracy_minus_none" in r else "",
+            f"{r['epochs']} ({r['selected_step']})", r["steps_per_s"], f"{minutes} min {secs:02d} s",
+            f"{paper_macro:.3f} / {paper_micro:.3f}",
+        ])
+    meta = results["meta"]
+    return (rows(["model", "run", "seed", "macro-F1 [95 % CI]", "accuracy [95 % CI]",
+                  "macro-F1 − none [paired 95 % CI]", "accuracy − none [paired 95 % CI]", "epochs (selected step)",
+                  "steps/s", "wall time", "ITAmoji macro-F1 / micro-F1"], body)
+            + f"\n\nTested on {meta['test_tweets']:,} `us_test` tweets, {meta['classes']} emoji (budget: "
+            f"{meta['budget']}); intervals from {meta['resamples']:,} bootstrap resamples of the test tweets, paired "
+            f"for the differences to `none`; the majority class scores macro-F1 {meta['majority_class_macro_f1']:.3f}. "
+            "ITAmoji: the paper's Table 3 (25 emoji, Italian tweets). Single-label, so micro-F1 equals accuracy.")
+
+
+VS_CAPTUM_MODELS = {"fasttext": "fastText", "icapsnet_short": "iCapsNets Short", "cccapsnet": "CCCapsNet"}
+
+
+@table("vs_captum", "vs_captum/results.json")
+def vs_captum(results: dict) -> str:
+    body = []
+    for key, model in VS_CAPTUM_MODELS.items():
+        entry = results.get(key)
+        if entry is None:
+            continue
+        methods = dict(entry["methods"])
+        if "forward" in entry:
+            methods = {"forward pass (no gradient)": entry["forward"], **methods}
+        for method, r in methods.items():
+            if "max_relative_difference" in r:
+                agreement = f"max relative difference {r['max_relative_difference']:.1e}"
+            elif "spearman" in r:
+                agreement = f"Spearman ρ {r['spearman']:.4f}"
+            else:
+                agreement = ""
+            per_100 = ("jcaps_s_per_100" in r and f"{r['jcaps_s_per_100']:.3f}", "torch_s_per_100" in r
+                       and f"{r['torch_s_per_100']:.3f}")
+            body.append([model, method if " " in method else f"`{method}`", per_100[0] or seconds(r["jcaps_s"]),
+                         per_100[1] or seconds(r["torch_s"]), ratio(r), agreement])
+    first = results[next(k for k in VS_CAPTUM_MODELS if k in results)]
+    sizes = (f"{first['examples']} examples of {first['length']} tokens, batch {first['batch']}, "
+             f"{first['samples']} samples for KernelSHAP and LIME")
+    versions = results["_run"].get("versions", {})
+    version_text = ", ".join(f"{k} {v}" for k, v in versions.items())
+    return (rows(["model", "method", "jcaps s / 100", "Captum s / 100", "jcaps / Captum, median paired ratio "
+                  "[min–max]", "agreement"], body)
+            + f"\n\n{sizes}; each model's jcaps and PyTorch twins hold the same weights (parameters: "
+            + ", ".join(f"{VS_CAPTUM_MODELS[k]} {results[k]['jcaps_parameters']:,}" for k in VS_CAPTUM_MODELS
+                        if k in results)
+            + f"). Timed call by call in turn; {version_text}.")
+
+
+def _layer_shape(r: dict) -> str:
+    if "cell" in r:
+        cell = {"lstm": "LSTM", "gru": "GRU", "lstm_cell": "LSTM cells"}[r["cell"]]
+        direction = "Bi" if r.get("bidirectional") else ""
+        return (f"{r['layers']}-layer {direction}{cell} {r['hidden']}, input {r['input_size']}, batch {r['batch']}, "
+                f"{r['steps']} steps")
+    if "rows" in r:
+        return f"one matmul [{r['rows']}, {r['contracted']}] × [{r['contracted']}, {r['columns']}]"
+    if "jcaps_parameters" in r:
+        return (f"SGM train step, {r['jcaps_parameters'] / 1e6:.1f} M parameters, batch {r['batch']}, "
+                f"source {r['length']}, {r['label_steps']} label steps")
+    return ", ".join(f"{k} {v}" for k, v in r.items() if isinstance(v, int) and k in ("batch", "length", "steps"))
+
+
+@table("vs_pytorch", "vs_pytorch/results.json")
+def vs_pytorch(results: dict) -> str:
+    body = []
+    for key, r in results.items():
+        if key.startswith("_") or not isinstance(r, dict) or "ratio" not in r:
+            continue
+        shape = _layer_shape(r) if key != "sgm_greedy" else (
+            f"SGM greedy decoding, {r['max_steps']} steps, batch {r['batch']}, source {r['length']}")
+        body.append([shape, f"`{key}`", seconds(r["jcaps_s"]), seconds(r["torch_s"]), ratio(r)])
+    return rows(["layer stack or step, shape", "results key", "jcaps s", "PyTorch s",
+                 "jcaps / PyTorch, median paired ratio (range)"], body)
+
+
+FAITHFULNESS_METRICS = ("comprehensiveness", "sufficiency", "deletion_auc", "insertion_auc")
+
+
+def faithfulness(results: dict) -> str:
+    methods = [k for k, v in results.items() if isinstance(v, dict) and "comprehensiveness" in v]
+    random = results.get("random", {}).get("comprehensiveness")
+    body = []
+    for method in methods:
+        r = results[method]
+        cells = [with_interval(r[m], r.get("ci95", {}).get(m)) for m in FAITHFULNESS_METRICS]
+        over_random = f"{r['comprehensiveness'] / random:.1f}" if random else "–"
+        completeness = r.get("completeness_error", {}).get("median")
+        body.append([method.replace("_", " "), *cells, over_random, f"{r['seconds_per_100']:.2f}",
+                     f"{completeness:.1g}" if completeness is not None else ""])
+    text = rows(["method", "comprehensiveness ↑", "sufficiency ↓", "deletion AUC ↓", "insertion AUC ↑",
+                 "comprehensiveness ÷ random", "s / 100", "IG completeness error (median)"], body)
+    first = results[methods[0]]
+    text += (f"\n\n{first['rows']} test examples, tokens removed by {first['removal'].upper()}; intervals: 95 % "
+             "bootstrap.")
+    if "forward_s" in results:
+        text += (f" One forward pass of a batch: {results['forward_s'] * 1000:.1f} ms; integrated gradients of the "
+                 f"same batch: {results['integrated_gradients_s']:.2f} s, "
+                 f"{results['integrated_gradients_over_forward']:.1f} forward passes.")
+    return text
+
+
+for _name in ("icapsnet_short", "cccapsnet", "dilated_fcn"):
+    table(f"faithfulness_{_name}", f"faithfulness_{_name}/results.json")(faithfulness)
+
+
+@table("run_all_quick", "run_all_quick/results.json")
+def run_all_quick(results: dict) -> str:
+    body = []
+    for name, r in results["models"].items():
+        body.append([
+            f"`{name}`", f"{r['batch_size']} × {r['length']}", f"{r['compile_s']:.1f}",
+            f"{r['train_examples_per_s']:.0f}", f"{r['eval_examples_per_s']:.0f}",
+            f"{r['greedy_examples_per_s']:.0f}" if "greedy_examples_per_s" in r else "–",
+            f"{r['beam_examples_per_s']:.0f}" if "beam_examples_per_s" in r else "–",
+            f"{r['flops_per_step'] / 1e9:.3f}", f"{r['xla_flops_per_step'] / 1e9:.3f}",
+            f"{r['flops_per_step'] / r['train_step_s'] / 1e9:.1f}", f"{100 * r['fraction_of_ceiling']:.1f} %",
+            f"{r['peak_bytes'] / 2**20:.0f}",
+        ])
+    return (rows(["model", "batch × length", "compile s", "train ex/s", "eval ex/s", "greedy ex/s", "beam ex/s",
+                  "GFLOP/step", "XLA GFLOP/step", "achieved GFLOP/s", "of ceiling", "peak MiB"], body)
+            + f"\n\nCeiling: a float32 2048 × 2048 matmul at {results['ceiling_flops'] / 1e9:.1f} GFLOP/s on "
+            f"{results['device']}, measured in the same run; the whole run took {results['seconds'] / 60:.1f} min. "
+            "GFLOP/step counts every scan step (benchmarks/flops.py); XLA's own count, which sees a loop body once, "
+            "beside it.")
+
+
+@table("saliency_boxes_quick", "saliency_boxes_quick/results.json")
+def saliency_boxes_quick(results: dict) -> str:
+    paper = script_constant("saliency_boxes.py", "PAPER")
+    paper_boxes = script_constant("saliency_boxes.py", "TABLE_BOXES")
+    boxes = [box for box in results if not box.startswith("_") and isinstance(results[box], dict)]
+    variants = [v for v in ("lstm", "lstm_self_attention", "input_cell") if any(v in results[b] for b in boxes)]
+    body = []
+    for variant in variants:
+        body.append([f"{variant} (jcaps)"] + [
+            f"{c['wjac']:.3f} / {c['euclidean']:.3f} / {100 * c['accuracy']:.1f}" if (c := results[b].get(variant)) else ""
+            for b in boxes])
+        if variant in paper:
+            cells = dict(zip(paper_boxes, paper[variant]))
+            body.append([f"{variant} (paper)"] + [cells.get(b, "") for b in boxes])
+    return (rows(["model"] + boxes, body)
+            + "\n\nCells: weighted Jaccard ↑ / Euclidean distance ↓ / test accuracy % of the gradient saliency of the "
+            "true class against the box mask; the paper's Table 1 beside, where it has the cell.")
+
+
+def _by_length(results: dict) -> list[tuple[str, dict]]:
+    return sorted(((k, v) for k, v in results.items() if not k.startswith("_")), key=lambda kv: int(kv[0]))
+
+
+@table("cccapsnet_speed", "cccapsnet_speed.json")
+def cccapsnet_speed(results: dict) -> str:
+    body = [[length, f"{r['batch_size']}", f"{r['model_train_step_s']:.3f}", f"{r['encoder_step_s']:.3f}",
+             r.get("reference_step_s", "–"), r.get("target_step_s", "–"),
+             str(r["encoder_input_shape"]) if "encoder_input_shape" in r else "not recorded"]
+            for length, r in _by_length(results)]
+    return rows(["length", "batch", "train step s", "BiGRU encoder s (forward + backward)",
+                 "PyTorch reference s (idle)", "target s", "encoder input shape"], body)
+
+
+@table("input_cell_speed", "input_cell_speed.json")
+def input_cell_speed(results: dict) -> str:
+    body = []
+    for length, r in _by_length(results):
+        quadratic = (f"{r['quadratic_s']:.3f}" if r.get("quadratic_s") is not None
+                     else r.get("quadratic_skipped", "not run"))
+        body.append([length, f"{r['linear_s']:.3f}", quadratic,
+                     f"{r['ratio']:.1f}" if r.get("ratio") else "–", f"{r['linear_peak_bytes'] / 1e9:.2f}",
+                     f"{r['quadratic_peak_bytes'] / 1e9:.1f}",
+                     f"{r['max_abs_diff']:.0e}" if r.get("max_abs_diff") is not None else "–"])
+    return rows(["T", "O(T) pool s", "O(T²) softmax s", "speed-up", "O(T) peak GB", "O(T²) peak GB",
+                 "largest difference"], body) + "\n\nBatch 50, 100 features, forward + backward."
+
+
+@table("dilated_fcn_speed", "dilated_fcn_speed/results.json")
+def dilated_fcn_speed(results: dict) -> str:
+    body = [[length, f"{r['train_chars_per_s']:,.0f}", f"{r['eval_chars_per_s']:,.0f}", f"{r['train_step_s']:.2f}",
+             f"{r['compile_s']:.1f}", f"{r['peak_bytes'] / 1e6:,.0f}"] for length, r in _by_length(results)]
+    first = _by_length(results)[0][1]
+    return (rows(["length", "train characters/s", "eval characters/s", "train step s", "compile s", "peak MB"], body)
+            + f"\n\nBatch {first['batch_size']}, attention `{first.get('attention', 'none')}`, "
+            f"{first['parameters']:,} parameters.")
+
+
+def _sgm_speed(results: dict) -> str:
+    body = []
+    for model, r in results.items():
+        if model.startswith("_"):
+            continue
+        reference = r.get("reference", {})
+        body.append([
+            {"sgm": "SGM", "sgm_ge": "SGM + GE", "br": "BR"}.get(model, model), f"{r['train_step_s']:.2f}",
+            f"{reference['train_step_s']:.2f}" if "train_step_s" in reference else "–",
+            f"{r['greedy_s']:.2f} ({r['greedy_examples_per_s']:.0f}/s)" if "greedy_s" in r else "–",
+            f"{reference['greedy_s']:.2f}" if "greedy_s" in reference else "–",
+            f"{r['beam_s']:.2f} ({r['beam_examples_per_s']:.0f}/s)" if "beam_s" in r else "–",
+        ])
+    first = next(v for k, v in results.items() if not k.startswith("_"))
+    return (rows(["model", "train step s", "PyTorch reference s", "greedy decoding s (examples/s)",
+                  "PyTorch greedy s", "beam search s (examples/s)"], body)
+            + f"\n\nBatch {first['batch_size']}, source length {first['length']}, vocabulary "
+            f"{first['vocab_size']:,}, sizes `{first['sizes']}`; random weights, so decoding runs to its "
+            f"{first.get('max_steps', 30)} steps.")
+
+
+table("sgm_speed", "sgm_speed/results.json")(_sgm_speed)
+table("sgm_speed_reference", "sgm_speed_reference/results.json")(_sgm_speed)
+
+
+@table("routing_speed", "routing_speed.json")
+def routing_speed(results) -> str:
+    entries = results["rows"] if isinstance(results, dict) else results
+    body = [[r["routing"], r["I"], r["J"], r["pass"].replace("_", " + "), f"{r['jax_s'] * 1e3:.2f}",
+             f"{r['numpy_s'] * 1e3:.2f}", f"{r['ratio']:.1f}"] for r in entries]
+    return rows(["routing", "I", "J", "pass", "jit-compiled JAX ms", "NumPy ms", "NumPy ÷ JAX"], body)
+
+
+@table("dropout_mask", "dropout_mask/results.json")
+def dropout_mask(results: dict) -> str:
+    body = [[key, f"{r['bernoulli_s']:.3f}", f"{r['jcaps_s']:.3f}", f"{r['ratio']:.2f}",
+             f"{r['bernoulli_grad_s']:.3f}", f"{r['jcaps_grad_s']:.3f}"]
+            for key, r in results.items() if not key.startswith("_")]
+    return rows(["shape @ rate", "jax.random.bernoulli mask s", "jcaps dropout s", "jcaps ÷ bernoulli",
+                 "bernoulli, with gradient s", "jcaps, with gradient s"], body)
+
+
+@table("checkpoint_integrity", "checkpoint_integrity/results.json")
+def checkpoint_integrity(r: dict) -> str:
+    body = [["save", f"{r['orbax_save_s']:.2f}", f"{r['jcaps_save_s']:.2f}", f"{r['save_overhead']:.2f}"],
+            ["restore", f"{r['orbax_restore_s']:.2f}", f"{r['jcaps_restore_s']:.2f}", f"{r['restore_overhead']:.2f}"]]
+    return (rows(["", "orbax s", "jcaps s (with SHA-256 checksums)", "jcaps ÷ orbax"], body)
+            + f"\n\nSGM's train state at the `{r['sizes']}` sizes: {r['parameters'] / 1e6:.1f} M parameters, "
+            f"{r['state_mb']:.0f} MB of files; median of {r['repeats']} repeats. Before saves were waited for, a save "
+            f"returned after {r['async_return_s']:.2f} s while orbax wrote in the background.")
+
+
+@table("throughput_icapsnet_short", "throughput_icapsnet_short_ag_news.json")
+def throughput_icapsnet_short(r: dict) -> str:
+    return rows(["config", "batch × length", "parameters", "compile s", "train examples/s", "eval examples/s"],
+                [[f"`{r['config']}`", f"{r['batch_size']} × {r['length']}", f"{r['parameters']:,}",
+                  f"{r['compile_s']:.1f}", f"{r['train_examples_per_s']:.0f}", f"{r['eval_examples_per_s']:.0f}"]])
+
+
+def _sequence_model(workdir: str) -> str:
+    return "SGM + GE" if "sgm_ge" in os.path.basename(workdir) else "SGM"
+
+
+def _position_errors(results: dict) -> str:
+    """Error rates by position in the generated label sequence, pooled over the seeds' runs."""
+    pooled: dict[str, dict[str, list[int]]] = {}
+    for workdir, decodings in results["results"].items():
+        errors = next(iter(decodings.values()))["errors"]
+        model = pooled.setdefault(_sequence_model(workdir), {})
+        for key, values in errors.items():
+            if isinstance(values, list):
+                model[key] = [a + b for a, b in zip(model.get(key, [0] * len(values)), values)]
+    groups = [("1", slice(0, 1)), ("2", slice(1, 2)), ("3", slice(2, 3)), ("4", slice(3, 4)),
+              ("5 and later", slice(4, None)), ("all", slice(0, None))]
+
+    def cell(errors: dict, kind: str, part: slice) -> str:
+        count, wrong = sum(errors[f"{kind}count"][part]), sum(errors[f"{kind}wrong"][part])
+        return f"{wrong / count:.3f} ({count:,})" if count else "–"
+
+    models = sorted(pooled)
+    header = ["position in the generated sequence"]
+    for model in models:
+        header += [f"{model}: all labels", "after an all-true prefix", "after a wrong label"]
+    body = [[label] + [cell(pooled[m], kind, part) for m in models
+                       for kind in ("position_", "after_correct_", "after_wrong_")] for label, part in groups]
+    runs = {m: sum(_sequence_model(w) == m for w in results["results"]) for m in models}
+    return (rows(header, body) + "\n\nError rate of the labels generated at each position (the number of labels in "
+            f"brackets), on the {results['split']} split, pooled over "
+            + ", ".join(f"{n} runs of {m}" for m, n in runs.items()) + ".")
+
+
+table("debian_tags_errors", "debian_tags/test_sequences.json")(_position_errors)
+table("debian_tags_errors_3_epochs", "debian_tags/test_sequences_3_epochs.json")(_position_errors)
+
+DECODINGS = {"beam_lp0": "beam 5, summed log probability", "beam_lp0.5": "beam 5, log probability / length ** 0.5",
+             "beam_lp1": "beam 5, / length ** 1", "beam_lp2": "beam 5, / length ** 2", "greedy": "greedy (argmax)"}
+
+
+@table("debian_tags_decodings", "debian_tags/validation_seed0_decodings.json")
+def debian_tags_decodings(results: dict) -> str:
+    body = []
+    for workdir, decodings in results["results"].items():
+        for name, r in decodings.items():
+            label = DECODINGS.get(name) or re.sub(r"greedy_eos([\d.]+)", r"greedy, stop when P(EOS) >= \1", name)
+            errors = r["errors"]
+            body.append([f"`{os.path.basename(workdir)}`", label, f"{r['labels_per_example']:.2f}",
+                         f"{r['micro_precision']:.3f}", f"{r['micro_recall']:.3f}", f"{r['micro_f1']:.3f}",
+                         f"{errors['missed']:,} / {errors['missed_by_stopping']:,}"])
+    true = next(iter(next(iter(results["results"].values())).values()))["true_labels_per_example"]
+    return (rows(["run", "decoding", f"labels a package (true {true:.2f})", "micro precision", "micro recall",
+                  "micro-F1", "true labels missed / of them after an all-true prefix that stopped"], body)
+            + f"\n\nOn the {results['split']} split.")
+
+
+# ---------------------------------------------------------------------------------------------
+# Pages
+# ---------------------------------------------------------------------------------------------
+
+
+def render(name: str) -> str:
+    """Table NAME with its provenance line, as it stands between its markers."""
+    if name not in TABLES:
+        raise KeyError(f"no table {name!r}; the tables: {', '.join(sorted(TABLES))}")
+    path, renderer = TABLES[name]
+    with open(os.path.join(RESULTS, path), encoding="utf-8") as f:
+        results = json.load(f)
+    return f"{renderer(results)}\n\n{provenance(path, results)}\n"
+
+
+def pages(root: str = ROOT) -> list[str]:
+    found = []
+    for entry in PAGES:
+        path = os.path.join(root, entry)
+        if os.path.isdir(path):
+            found += [os.path.join(path, n) for n in sorted(os.listdir(path)) if n.endswith(".md")]
+        elif os.path.isfile(path):
+            found.append(path)
+    return found
+
+
+def rewrite(text: str) -> tuple[str, list[str]]:
+    """`text` with every marked table rendered anew, and the names of those that changed."""
+    changed = []
+
+    def replace(match: re.Match) -> str:
+        fresh = render(match.group(2))
+        if match.group(3) != fresh:
+            changed.append(match.group(2))
+        return match.group(1) + fresh + match.group(4)
+
+    return MARKER.sub(replace, text), changed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a table differs from its file")
+    parser.add_argument("--list", action="store_true", help="print each table's name and the file it reads")
+    parser.add_argument("--root", default=ROOT, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.list:
+        for name, (path, _) in sorted(TABLES.items()):
+            print(f"{name}\tbenchmarks/results/{path}")
+        return 0
+    stale = []
+    for page in pages(args.root):
+        with open(page, encoding="utf-8") as f:
+            text = f.read()
+        fresh, changed = rewrite(text)
+        relative = os.path.relpath(page, args.root)
+        stale += [f"{relative}: table {name}" for name in changed]
+        if changed and not args.check:
+            with open(page, "w", encoding="utf-8") as f:
+                f.write(fresh)
+    for line in stale:
+        print(f"{line} {'differs from its results file' if args.check else 'rewritten'}",
+              file=sys.stderr if args.check else sys.stdout)
+    if args.check and stale:
+        print("run `python benchmarks/tables.py` to render them again", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
