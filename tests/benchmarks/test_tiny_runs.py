@@ -5,7 +5,10 @@ ones asked for.
 
 The scripts that read a trained workdir share `:smoke` workdirs trained here for one epoch.
 `vs_pytorch.py` runs where PyTorch is installed; `vs_captum.py` has its own test
-(tests/test_vs_captum.py); `device_check.sh` needs a GPU.
+(tests/test_vs_captum.py); `device_check.sh` needs a GPU. Two scripts run elsewhere, where their
+results are checked against more: `checkpoint_integrity.py --tiny` in
+tests/train/test_checkpoint_faults.py, `sgm_sequences.py` against `evaluate` in
+tests/train/test_text_model_configs.py.
 """
 
 from __future__ import annotations
@@ -167,13 +170,6 @@ def test_sgm_speed(tmp_path):
                     "beam_s", "beam_examples_per_s")
 
 
-def test_checkpoint_integrity(tmp_path):
-    results = tiny_results("checkpoint_integrity.py", tmp_path)
-    assert (results["sizes"], results["vocab_size"], results["repeats"]) == ("tiny", 200, 1)
-    assert_positive(results, "async_return_s", "orbax_save_s", "jcaps_save_s", "orbax_restore_s", "jcaps_restore_s",
-                    "state_mb", "save_overhead", "restore_overhead", "parameters")
-
-
 def test_vs_pytorch(tmp_path):
     pytest.importorskip("torch")
     # One shape of each kind: a recurrent stack, SGM's decoding, a matmul.
@@ -243,11 +239,3 @@ def test_icapsnet_global(tmp_path, smoke_workdir):
     assert sorted(report["routing_iterations"]) == ["1", "2", "3", "4", "5"]
     assert 0 <= report["accuracy"] <= 1
 
-
-def test_sgm_sequences(tmp_path, smoke_workdir):
-    workdir = smoke_workdir("sgm_reuters")
-    results = tiny_results("sgm_sequences.py", tmp_path, "--workdirs", workdir, "--split", "test")
-    assert results["split"] == "test" and set(results["results"]) == {workdir}
-    [(decoding, result)] = results["results"][workdir].items()
-    assert decoding == "beam_lp0" and result["count"] == 32
-    assert 0 <= result["micro_f1"] <= 1 and sum(result["errors"]["position_count"]) > 0

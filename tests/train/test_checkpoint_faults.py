@@ -411,5 +411,7 @@ def test_the_integrity_benchmark_runs_at_a_tiny_size(tmp_path):
     for key in ("async_return_s", "orbax_save_s", "jcaps_save_s", "orbax_restore_s", "jcaps_restore_s"):
         assert results[key] > 0, key
     assert results["state_mb"] > 0 and results["parameters"] > 0 and results["sizes"] == "tiny"
+    assert (results["vocab_size"], results["repeats"]) == (200, 1)
+    assert results["_run"]["tiny"] is True and results["_run"]["commit"]  # the run's provenance
     assert results["save_overhead"] == pytest.approx(results["jcaps_save_s"] / results["orbax_save_s"])
     assert [name for name in os.listdir(tmp_path)] == ["results.json"]  # the scratch folder is removed

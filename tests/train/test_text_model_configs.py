@@ -194,7 +194,9 @@ def test_sgm_sequences_script_agrees_with_evaluate(multilabel_runs, tmp_path):
     )
     assert out.returncode == 0, out.stderr[-2000:]
     with open(tmp_path / "results.json", encoding="utf-8") as f:
-        [result] = json.load(f)["results"][workdir].values()
+        written = json.load(f)
+    [result] = written["results"][workdir].values()
+    assert written["split"] == "test" and written["_run"]["commit"]  # the run's provenance
     expected = evaluate(workdir, "test", model_overrides={"decoding": "beam", "length_penalty": 0.0})
     for key in ("micro_f1", "macro_f1", "labels_per_example", "example_f1", "count"):
         assert result[key] == pytest.approx(expected[key], abs=1e-6)
