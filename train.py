@@ -1,6 +1,6 @@
 """Train a jcaps model: `python train.py --config configs/NAME.py --workdir DIR [--config.KEY=VALUE ...]`.
 
-Resumes automatically when DIR holds checkpoints of the same config; see README.md. A DIR
+Resumes automatically when DIR holds checkpoints of the same config; see docs/training.md. A DIR
 trained to the end is left as it is (`--reevaluate` evaluates its final model again).
 
 Several processes (one per host, or several on one machine) train one model together when

@@ -42,7 +42,7 @@ the model over the split and prints, with the predicted class j of each example:
 `--out` also writes the numbers as JSON, with "_run": {commit, date, machine, load:
 `provenance.run_metadata`}. No training; about 20 s on 2 CPU cores for the AG News test split.
 `--tiny` reads the first 16 examples of the split: a check that it runs, seconds on a `:smoke`
-workdir (the tests run it). The README's iCapsNets interpretation paragraph quotes its output.
+workdir (the tests run it). docs/icapsnets.md quotes its output in its analysis of the global interpretation.
 """
 
 from __future__ import annotations

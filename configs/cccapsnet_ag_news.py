@@ -33,7 +33,7 @@ regularisation beyond GRU dropout) overfits the 10k-row local train split: train
 words seen once dropped (`min_count` 2), balanced class weights (the split is 34/15/16/36 %,
 the test set 25 % a class), learning rates 2e-3 for the GRU and the classifier and 1e-2 for
 the embedding on a warmup-cosine schedule, 8 epochs, texts truncated to 128 tokens, batches
-grouped by length. Measured with it on the local AG News (README results): CWC-Capsule test
+grouped by length. Measured with it on the local AG News (docs/cccapsnet.md, results): CWC-Capsule test
 0.864 in 14 min 25 s. With the embedding at the GRU's 2e-3 it was 0.8405 (0.839 with random
 batches), at 3e-2 0.859.
 `train.*` and `data.*` overrides restore the reference recipe (values marked [ref] below).

@@ -12,7 +12,7 @@ Offline smoke run on generated data:
 
 Documents are split into sentences (`sentences` tokenizer) and padded on both axes; docs/models.md
 §1 defaults: at most 30 sentences of at most 50 words. Expected runtime and accuracy: see the
-README results table.
+results table of docs/icapsnets.md.
 """
 
 import os

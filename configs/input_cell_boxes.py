@@ -27,7 +27,7 @@ def get_config(arg: str = "earlier"):
     config.model.num_hops = 20  # [ref] r
     config.model.attention_dim = 50  # [ref] d_a
     config.model.dropout_rate = 0.1  # [ref]
-    config.model.rnn_impl = "scan"  # or 'cudnn' on a GPU (README, "Configs")
+    config.model.rnn_impl = "scan"  # or 'cudnn' on a GPU (docs/training.md, "Configs")
 
     data = config.data
     data.format = "boxes"

@@ -31,7 +31,7 @@ micro-F1:
 - [decision] 6 epochs (1,962 steps): the 3-epoch recipe's validation micro-F1 was still rising
   (seed 0: 0.643 after 3 epochs; a 6-epoch run read 0.655 / 0.653 / 0.663 / 0.666 at its
   epochs 3 to 6, and six 6-epoch runs selected epoch 4, 5 or 6). Seed 0's 6-epoch test score
-  was in view when this was chosen (README). At 6 epochs the length penalty still ties on
+  was in view when this was chosen (docs/sgm.md). At 6 epochs the length penalty still ties on
   validation: 0.666 / 0.665 / 0.665 at 0.5 / 0.75 / 1, greedy 0.660. About 23 minutes on the
   2-core machine alone, 35 to 40 with a second run beside it.
 """

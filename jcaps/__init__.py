@@ -6,7 +6,8 @@ an LSTM whose input-cell attention keeps its saliency from vanishing over time, 
 causal convolution network with seven attention variants, and SGM, which generates a text's
 label set one label at a time; fastText and binary relevance are the baselines. The equations
 of every model, with the defaults and the decisions where jcaps departs from a paper, are in
-`docs/models.md`; the README has the commands, the data formats and the results.
+`docs/models.md` and its pages, one per paper, with their results; `docs/training.md` and
+`docs/data.md` have the commands and the data formats.
 
 ## Layers
 
@@ -37,7 +38,7 @@ Each layer imports only the layers below it (checked by `lint-imports` in CI):
 
 ## Where to start
 
-- Train and use a model: the README's quick start (`python train.py --config
+- Train and use a model: `docs/getting-started.md`, as the README's quick start (`python train.py --config
   configs/fasttext_ag_news.py:smoke --workdir /tmp/ft_smoke`).
 - Use the ops in your own JAX code: `jcaps.ops` names every public op (`from jcaps import ops`;
   for example `jcaps.ops.capsules.dynamic_routing`, `jcaps.ops.attention.causal_softmax_pool`,

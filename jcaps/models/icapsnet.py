@@ -129,7 +129,7 @@ class _ICapsNet(nn.Module):
       shared_transform: one W_j per class for every primary capsule (Eq. 8, the paper's choice),
         or one W_ij per (capsule, class) pair (Eq. 7, Sabour et al.): the shared form lets every
         capsule serve every class, so the capsule that routing ranks first for the predicted
-        class need not depend on the class (README, iCapsNets interpretation).
+        class need not depend on the class (docs/icapsnets.md, "The global interpretation, analysed").
       dropout_rate: dropout on word embeddings during training.
       dtype: activation dtype; parameters are float32.
     """

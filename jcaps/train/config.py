@@ -50,7 +50,7 @@ RESUMABLE_KEYS = (
 
 
 def base_config() -> ml_collections.ConfigDict:
-    """The shared keys with their defaults (README, "Configs")."""
+    """The shared keys with their defaults (docs/training.md, "Configs")."""
     config = ml_collections.ConfigDict()
 
     config.model = ml_collections.ConfigDict()

@@ -85,7 +85,7 @@ def label_set_config(model_name: str, data_keys: dict, *, num_epochs: int, smoke
         encoder_dim=128,
         num_layers=1,
         dropout_rate=0.3,
-        rnn_impl="scan",  # or 'cudnn' on a GPU (README, "Configs")
+        rnn_impl="scan",  # or 'cudnn' on a GPU (docs/training.md, "Configs")
     )
     config.data.update(
         name="",
@@ -187,7 +187,7 @@ def input_cell_lstm_config(arg: str, *, data_format: str, num_epochs: int, valid
     model.num_hops = 20  # [ref]
     model.attention_dim = 50  # [ref]
     model.dropout_rate = 0.1  # [ref]
-    model.rnn_impl = "scan"  # or 'cudnn' on a GPU (README, "Configs")
+    model.rnn_impl = "scan"  # or 'cudnn' on a GPU (docs/training.md, "Configs")
     data = config.data
     data.format = data_format
     data.normalize = "feature"
