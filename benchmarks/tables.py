@@ -165,7 +165,8 @@ def vs_captum(results: dict) -> str:
             if "max_relative_difference" in r:
                 agreement = f"max relative difference {r['max_relative_difference']:.1e}"
             elif "spearman" in r:
-                agreement = f"Spearman ρ {r['spearman']:.4f}"
+                agreement = f"Spearman ρ {r['spearman']:.4f}" + (
+                    f" (two jcaps draws: {r['jcaps_reseeded_spearman']:.4f})" if "jcaps_reseeded_spearman" in r else "")
             else:
                 agreement = ""
             per_100 = ("jcaps_s_per_100" in r and f"{r['jcaps_s_per_100']:.3f}", "torch_s_per_100" in r
