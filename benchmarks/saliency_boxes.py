@@ -32,7 +32,7 @@ import numpy as np
 from provenance import run_metadata  # this script's folder is on sys.path
 
 from jcaps.data.boxes import BOX_NAMES, generate_boxes
-from jcaps.interpret.saliency import box_metrics
+from jcaps.interpret.checks import box_metrics
 from jcaps.interpret.series_report import attribution_maps, predictions
 from jcaps.models.choices import INPUT_CELL_LSTM_VARIANTS
 from jcaps.train.config import load

@@ -1,18 +1,28 @@
-"""Per-token attributions of a text classifier, as pure functions of its input vectors.
+"""Attributions of a classifier's inputs, as pure functions of them.
 
-Each function takes a batched score function of the input vectors, `score_fn(e) -> [B, C]`
-with e [B, T, D] (every jcaps text model gives one: `model.apply(v, tokens, embeddings=e)`,
-`tokens` closed over for the mask), the vectors e of the batch, the explained output c per
-example, and the mask of real tokens [B, T]; it returns signed per-token scores [B, T] that are
-0 at padding. The output explained is the model's raw score for c (a logit, a capsule length,
-or what the caller's `score_fn` returns: a sigmoid probability, a log-probability).
+Every function takes a batched score function `score_fn(x) -> [B, C]` of the inputs, the inputs
+x of the batch and the explained output c per example (one int for every example, or [B]). The
+output explained is the model's raw score for c (a logit, a capsule length, or what the caller's
+`score_fn` returns: a sigmoid probability, a log-probability), or, with `output="probability"`,
+its softmax.
 
-  * gradient:             ||d f_c / d e_t||_2                       (Simonyan et al. 2014)
-  * gradient_x_input:     sum_d e_td * d f_c / d e_td                (Shrikumar et al. 2016)
-  * integrated_gradients: sum_d of IG(e)_td, the path integral from the baseline e' (zeros) to
-                          e; sum_t IG_t ~ f_c(e) - f_c(e') (completeness; `completeness_error`)
+The gradient methods take any inputs x [B, ...] and return attributions shaped like x:
+  * saliency:             |d out_c / d x|                           (Simonyan et al. 2014)
+  * integrated_gradients: (x - x') * mean_k d out_c / d x at x' + a_k (x - x'), the path
+                          integral from the baseline x' (zeros by default) to x by the midpoint
+                          Riemann rule, a_k = (k + 1/2) / K; signed, an example's attributions
+                          sum to about out_c(x) - out_c(x') (completeness; `completeness_error`)
                           (Sundararajan et al. 2017)
-  * smoothgrad:           ||mean_m |d f_c / d e (e + eps_m)| ||_2 over D (Smilkov et al. 2017)
+  * smoothgrad:           the mean of |d out_c / d x| over noisy copies x + N(0, sigma^2), sigma a
+                          fraction of each example's value range max(x) - min(x)
+                          (Smilkov et al. 2017)
+On the vectors of positions, x = e [B, T, D] with the mask of real positions [B, T] (a text
+model's word vectors, `model.apply(v, tokens, embeddings=e)`, `tokens` closed over for the mask),
+integrated gradients and SmoothGrad given the mask return one score per position, [B, T] and 0
+at padding: the sum over D of integrated gradients, the L2 norm over D of SmoothGrad. The other
+methods work on positions only, e [B, T, D] and the mask [B, T] -> [B, T]:
+  * gradient:             ||d f_c / d e_t||_2
+  * gradient_x_input:     sum_d e_td * d f_c / d e_td                (Shrikumar et al. 2016)
   * occlusion:            f_c(e) - f_c(e with e_t := e'_t), every t of the batch in one `vmap`
                           (leave one token out; Zeiler & Fergus 2014)
   * kernel_shap:          Shapley values estimated by KernelSHAP: coalitions z of the real
@@ -32,15 +42,24 @@ or what the caller's `score_fn` returns: a sigmoid probability, a log-probabilit
   * random:               uniform random scores at the real tokens: the baseline ranking that
                           every faithfulness score is compared with
 
-Integrated gradients and SmoothGrad are those of `jcaps.interpret.saliency` (one implementation
-for series and text), reduced over the vector dimension here. The three sampling methods treat
-each real token as a player that is present (its vector) or absent (the baseline's vector,
-zeros by default), explain the same raw score f_c, and take their sample count and a key. Functions are jit-compatible with
-`score_fn` and the keyword options static. `score_fn` must treat examples independently and
-accept any whole number k of copies of the batch stacked as [k * B, T, D] (k blocks of B rows):
-integrated gradients evaluates several interpolation points at once, and `completeness_error`
-the input and the baseline together, so a function that closes over per-example arrays (the
-token ids) tiles them k times.
+The three sampling methods treat each real token as a player that is present (its vector) or
+absent (the baseline's vector, zeros by default), explain the same raw score f_c, and take their
+sample count and a key.
+
+Functions are jit-compatible with `score_fn` and the keyword options static. `score_fn` must
+treat examples independently (no batch norm in training mode, no batch-wide statistics): then
+the gradient of the sum over the batch of the selected outputs is every example's own gradient,
+so one backward pass serves the whole batch instead of one per example (`vmap` of `grad`). It
+must also accept any whole number k of copies of the batch stacked as [k * B, ...] (k blocks of B
+rows): integrated gradients evaluates several interpolation points at once, and
+`completeness_error` the input and the baseline together, so a function that closes over
+per-example arrays (the token ids, a mask) tiles them k times.
+
+References:
+  Simonyan, Vedaldi, Zisserman. Deep Inside Convolutional Networks: Visualising Image
+  Classification Models and Saliency Maps. ICLR workshop 2014.
+  Sundararajan, Taly, Yan. Axiomatic Attribution for Deep Networks. ICML 2017.
+  Smilkov, Thorat, Kim, Viegas, Wattenberg. SmoothGrad: removing noise by adding noise. 2017.
 """
 
 from __future__ import annotations
@@ -50,20 +69,74 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
-from jcaps.interpret import saliency
-
 ScoreFn = Callable[[jax.Array], jax.Array]
+OUTPUTS = ("probability", "logit")
 GRADIENT_METHODS = ("gradient", "gradient_x_input", "integrated_gradients", "smoothgrad")
 SAMPLING_METHODS = ("kernel_shap", "shapley_sampling", "lime")
 METHODS = GRADIENT_METHODS + ("occlusion",) + SAMPLING_METHODS + ("random",)
 
 
-def _targets(target: int | jax.Array, embeddings: jax.Array) -> jax.Array:
-    return jnp.broadcast_to(jnp.asarray(target, jnp.int32), embeddings.shape[:1])
+def _check_output(output: str) -> None:
+    if output not in OUTPUTS:
+        raise ValueError(f"output must be one of {OUTPUTS}, got {output!r}.")
+
+
+def _targets(target: int | jax.Array, x: jax.Array) -> jax.Array:
+    """[B] int32 outputs from one output for every example or one per example."""
+    return jnp.broadcast_to(jnp.asarray(target, jnp.int32), x.shape[:1])
+
+
+def _baseline(x: jax.Array, baseline: jax.Array | None) -> jax.Array:
+    """x' shaped like x: zeros when None."""
+    if baseline is None:
+        return jnp.zeros_like(x)
+    return jnp.broadcast_to(baseline, x.shape).astype(x.dtype)
 
 
 def _masked(scores: jax.Array, mask: jax.Array) -> jax.Array:
     return jnp.where(mask, scores, 0.0).astype(jnp.float32)
+
+
+# ---------------------------------------------------------------------------------------------
+# Gradient methods
+# ---------------------------------------------------------------------------------------------
+
+
+def input_gradients(score_fn: ScoreFn, x: jax.Array, targets: jax.Array, output: str) -> jax.Array:
+    """d out_c / d x of every example in one backward pass.
+
+    Args:
+      score_fn: [B, ...] -> [B, C] scores, examples independent.
+      x: [B, ...] float inputs.
+      targets: [B] int outputs c.
+      output: "probability" (softmax of the scores) or "logit" (the scores).
+
+    Returns:
+      [B, ...] signed gradients, shaped like x.
+    """
+
+    def selected_output_sum(inputs: jax.Array) -> jax.Array:
+        logits = score_fn(inputs)
+        values = jax.nn.softmax(logits, axis=-1) if output == "probability" else logits
+        return jnp.sum(jnp.take_along_axis(values, targets[:, None], axis=1))
+
+    return jax.grad(selected_output_sum)(x)
+
+
+def saliency(score_fn: ScoreFn, x: jax.Array, target: int | jax.Array, *, output: str = "probability") -> jax.Array:
+    """Vanilla saliency |d out_c / d x| (Simonyan et al. 2014).
+
+    Args:
+      score_fn: [B, ...] -> [B, C] logits; must treat examples independently.
+      x: [B, ...] float inputs.
+      target: the class c, an int for every example or an int array [B].
+      output: differentiate the softmax probability ("probability") or the logit ("logit").
+
+    Returns:
+      [B, ...] non-negative saliency, shaped like x.
+    """
+    _check_output(output)
+    return jnp.abs(input_gradients(score_fn, x, _targets(target, x), output))
 
 
 def gradient(score_fn: ScoreFn, embeddings: jax.Array, target: int | jax.Array, mask: jax.Array) -> jax.Array:
@@ -78,60 +151,115 @@ def gradient(score_fn: ScoreFn, embeddings: jax.Array, target: int | jax.Array, 
     Returns:
       [B, T] non-negative scores, 0 at padding.
     """
-    grads = saliency.input_gradients(score_fn, embeddings, _targets(target, embeddings), "logit")
+    grads = input_gradients(score_fn, embeddings, _targets(target, embeddings), "logit")
     return _masked(jnp.linalg.norm(grads.astype(jnp.float32), axis=-1), mask)
 
 
 def gradient_x_input(score_fn: ScoreFn, embeddings: jax.Array, target: int | jax.Array, mask: jax.Array) -> jax.Array:
     """sum_d e_td d f_c / d e_td per token (signed); the first-order share of f_c of each token."""
-    grads = saliency.input_gradients(score_fn, embeddings, _targets(target, embeddings), "logit")
+    grads = input_gradients(score_fn, embeddings, _targets(target, embeddings), "logit")
     return _masked(jnp.sum(grads * embeddings, axis=-1), mask)
 
 
 def integrated_gradients(
     score_fn: ScoreFn,
-    embeddings: jax.Array,
+    x: jax.Array,
     target: int | jax.Array,
-    mask: jax.Array,
+    mask: jax.Array | None = None,
     *,
     baseline: jax.Array | None = None,
     n_steps: int = 50,
-    chunk_size: int | None = 10,
+    chunk_size: int | None = None,
+    output: str = "logit",
     linear_map: Callable[[jax.Array], jax.Array] | None = None,
 ) -> jax.Array:
-    """Integrated gradients summed over each token's vector (signed).
+    """Integrated gradients (Sundararajan et al. 2017) by the midpoint Riemann rule.
 
-    A model whose first layer is affine, f(e) = g(L(e)), can pass L as `linear_map` and g as
-    `score_fn`: the straight path from e' to e maps to the straight path from L(e') to L(e), so
-    the mean gradient along it is taken in z = L(e) and brought back once through L's transpose,
-    grad_e f = L^T grad_z g. The attributions are the same; each of the K steps then costs the
+        IG(x) = (x - x') * (1/K) sum_{k<K} g(x' + a_k (x - x')),   a_k = (k + 1/2) / K,
+
+    with g = d out_c / d x and K = `n_steps` (`mean_path_gradient`).
+
+    A model whose first layer is affine, f(x) = g(L(x)), can pass L as `linear_map` and g as
+    `score_fn`: the straight path from x' to x maps to the straight path from L(x') to L(x), so
+    the mean gradient along it is taken in z = L(x) and brought back once through L's transpose,
+    grad_x f = L^T grad_z g. The attributions are the same; each of the K steps then costs the
     layers after L only.
 
     Args:
-      score_fn, embeddings, target, mask: as `gradient` (`score_fn` of z when `linear_map`).
-      baseline: e' broadcastable to e; zeros when None.
-      n_steps: interpolation points (midpoint rule).
-      chunk_size: the most points evaluated at once (memory ~ chunk_size * B); None: all.
-      linear_map: L, an affine map of e [B, T, D] (examples independent), or None.
+      score_fn: [B, ...] -> [B, C] scores (of z when `linear_map`); must treat examples
+        independently and accept any batch size: it is called on [S * B, ...] stacks of S steps,
+        step-major (row s * B + b is step s of example b), so per-example side inputs such as a
+        mask tile S times.
+      x: [B, ...] float inputs; with `mask`, the vectors e [B, T, D] of T positions.
+      target: the output c, an int for every example or an int array [B].
+      mask: [B, T] bool, True at real positions: sum each position's D attributions into its
+        score; None: the attributions shaped like x.
+      baseline: x', broadcastable to x; zeros when None.
+      n_steps: K, the number of interpolation points.
+      chunk_size: the most steps evaluated at once (memory ~ chunk_size * B); None: all K.
+      output: differentiate the logit ("logit") or the softmax probability ("probability").
+      linear_map: L, an affine map of x (examples independent), or None.
 
     Returns:
-      [B, T] scores, 0 at padding; their sum over t approximates f_c(e) - f_c(e').
+      [B, ...] signed attributions shaped like x, or with `mask` [B, T] scores, 0 at padding;
+      their sum approximates out_c(x) - out_c(x').
     """
-    targets = _targets(target, embeddings)
-    baseline = jnp.zeros_like(embeddings) if baseline is None else jnp.broadcast_to(baseline, embeddings.shape)
-    baseline = baseline.astype(embeddings.dtype)
+    baseline = _baseline(x, baseline)
+    path = {"n_steps": n_steps, "chunk_size": chunk_size, "output": output}
     if linear_map is None:
-        attributions = saliency.integrated_gradients(
-            score_fn, embeddings, targets, baseline=baseline, n_steps=n_steps, chunk_size=chunk_size, output="logit"
-        )
+        mean_gradient = mean_path_gradient(score_fn, x, target, baseline=baseline, **path)
     else:
-        mean_gradient = saliency.mean_path_gradient(
-            score_fn, linear_map(embeddings), targets, baseline=linear_map(baseline), n_steps=n_steps,
-            chunk_size=chunk_size, output="logit",
-        )
-        _, transpose = jax.vjp(linear_map, embeddings)
-        attributions = (embeddings - baseline) * transpose(mean_gradient)[0]
-    return _masked(jnp.sum(attributions, axis=-1), mask)
+        mean_in_z = mean_path_gradient(score_fn, linear_map(x), target, baseline=linear_map(baseline), **path)
+        _, transpose = jax.vjp(linear_map, x)
+        mean_gradient = transpose(mean_in_z)[0]
+    attributions = (x - baseline) * mean_gradient
+    return attributions if mask is None else _masked(jnp.sum(attributions, axis=-1), mask)
+
+
+def mean_path_gradient(
+    score_fn: ScoreFn,
+    x: jax.Array,
+    target: int | jax.Array,
+    *,
+    baseline: jax.Array | None = None,
+    n_steps: int = 50,
+    chunk_size: int | None = None,
+    output: str = "logit",
+) -> jax.Array:
+    """(1/K) sum_{k<K} g(x' + a_k (x - x')), the mean gradient along the straight path that
+    `integrated_gradients` multiplies by x - x' (same arguments, same chunking).
+
+    Returns:
+      [B, ...] signed mean gradients, shaped like x.
+    """
+    _check_output(output)
+    if n_steps < 1:
+        raise ValueError(f"n_steps must be positive, got {n_steps}.")
+    if chunk_size is not None and chunk_size < 1:
+        raise ValueError(f"chunk_size must be positive or None, got {chunk_size}.")
+    baseline = _baseline(x, baseline)
+    difference = x - baseline
+    targets = _targets(target, x)
+
+    n_chunks = 1 if chunk_size is None else -(-n_steps // chunk_size)
+    steps_per_chunk = -(-n_steps // n_chunks)
+    step_index = jnp.arange(n_chunks * steps_per_chunk).reshape(n_chunks, steps_per_chunk)
+    is_step = step_index < n_steps
+    # Padded steps reuse the last real alpha, not an arbitrary one: their gradient is then finite
+    # whenever the real ones are, and masking them out cannot turn an inf into a NaN.
+    alphas = ((jnp.minimum(step_index, n_steps - 1).astype(jnp.float32) + 0.5) / n_steps).astype(x.dtype)
+    point_shape = (steps_per_chunk,) + (1,) * x.ndim
+    chunk_targets = jnp.tile(targets, steps_per_chunk)
+
+    def add_chunk(gradient_sum: jax.Array, chunk: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, None]:
+        chunk_alphas, chunk_is_step = chunk
+        points = baseline[None] + chunk_alphas.reshape(point_shape) * difference[None]  # [S, B, ...]
+        gradients = input_gradients(score_fn, points.reshape((-1,) + x.shape[1:]), chunk_targets, output)
+        gradients = jnp.where(chunk_is_step.reshape(point_shape), gradients.reshape(points.shape), 0)
+        return gradient_sum + jnp.sum(gradients, axis=0), None
+
+    gradient_sum, _ = jax.lax.scan(add_chunk, jnp.zeros_like(x), (alphas, is_step))
+    return gradient_sum / n_steps
 
 
 def completeness_error(
@@ -145,8 +273,7 @@ def completeness_error(
     """|sum_t a_t - (f_c(e) - f_c(e'))| / |f_c(e) - f_c(e')| per example [B]: how far integrated
     gradients' attributions a [B, T] are from accounting for the whole change of the output."""
     targets = _targets(target, embeddings)
-    baseline = jnp.zeros_like(embeddings) if baseline is None else jnp.broadcast_to(baseline, embeddings.shape)
-    both = score_fn(jnp.concatenate([embeddings, baseline.astype(embeddings.dtype)]))
+    both = score_fn(jnp.concatenate([embeddings, _baseline(embeddings, baseline)]))
     selected = jnp.take_along_axis(both.astype(jnp.float32), jnp.tile(targets, 2)[:, None], axis=1)[:, 0]
     change = selected[: embeddings.shape[0]] - selected[embeddings.shape[0]:]
     return jnp.abs(jnp.sum(attributions, axis=-1) - change) / jnp.maximum(jnp.abs(change), 1e-12)
@@ -154,20 +281,53 @@ def completeness_error(
 
 def smoothgrad(
     score_fn: ScoreFn,
-    embeddings: jax.Array,
+    x: jax.Array,
     target: int | jax.Array,
-    mask: jax.Array,
     key: jax.Array,
+    mask: jax.Array | None = None,
     *,
     n_samples: int = 25,
     stddev: float = 0.15,
+    output: str = "probability",
 ) -> jax.Array:
-    """The L2 norm over each token's vector of SmoothGrad's mean |gradient| (non-negative).
-    `stddev` is a fraction of each example's range of vector values."""
-    maps = saliency.smoothgrad(
-        score_fn, embeddings, _targets(target, embeddings), key, n_samples=n_samples, stddev=stddev, output="logit"
-    )
-    return _masked(jnp.linalg.norm(maps.astype(jnp.float32), axis=-1), mask)
+    """SmoothGrad (Smilkov et al. 2017): saliency averaged over noisy copies of the input.
+
+        SG(x) = (1/M) sum_{m<M} |g(x + eps_m)|,   eps_m ~ N(0, (stddev * (max(x) - min(x)))^2),
+
+    with g = d out_c / d x, M = `n_samples`, and max / min taken over each example's own values,
+    so `stddev` is a fraction of the example's value range as in the paper. The samples run one
+    after another under a `lax.scan`: memory is that of one saliency pass.
+
+    Args:
+      score_fn: [B, ...] -> [B, C] logits; must treat examples independently.
+      x: [B, ...] float inputs; with `mask`, the vectors e [B, T, D] of T positions.
+      target: the class c, an int for every example or an int array [B].
+      key: PRNG key for the noise.
+      mask: [B, T] bool, True at real positions: score each position by the L2 norm of its D
+        values; None: the saliency shaped like x.
+      n_samples: M, the number of noisy copies.
+      stddev: noise standard deviation as a fraction of each example's value range.
+      output: differentiate the softmax probability ("probability") or the logit ("logit").
+
+    Returns:
+      [B, ...] non-negative smoothed saliency shaped like x, or with `mask` [B, T] scores, 0 at
+      padding.
+    """
+    _check_output(output)
+    if n_samples < 1:
+        raise ValueError(f"n_samples must be positive, got {n_samples}.")
+    targets = _targets(target, x)
+    flat = x.reshape(x.shape[0], -1)
+    value_range = jnp.max(flat, axis=1) - jnp.min(flat, axis=1)
+    noise_scale = (stddev * value_range).reshape((x.shape[0],) + (1,) * (x.ndim - 1))
+
+    def add_sample(saliency_sum: jax.Array, sample_key: jax.Array) -> tuple[jax.Array, None]:
+        noisy = x + noise_scale * jax.random.normal(sample_key, x.shape, x.dtype)
+        return saliency_sum + jnp.abs(input_gradients(score_fn, noisy, targets, output)), None
+
+    saliency_sum, _ = jax.lax.scan(add_sample, jnp.zeros_like(x), jax.random.split(key, n_samples))
+    maps = saliency_sum / n_samples
+    return maps if mask is None else _masked(jnp.linalg.norm(maps.astype(jnp.float32), axis=-1), mask)
 
 
 def occlusion(
@@ -187,8 +347,7 @@ def occlusion(
       [B, T] scores, 0 at padding.
     """
     targets = _targets(target, embeddings)
-    baseline = jnp.zeros_like(embeddings) if baseline is None else jnp.broadcast_to(baseline, embeddings.shape)
-    baseline = baseline.astype(embeddings.dtype)
+    baseline = _baseline(embeddings, baseline)
     positions = jnp.arange(embeddings.shape[1])
 
     def selected(e: jax.Array) -> jax.Array:
@@ -204,12 +363,6 @@ def occlusion(
 # ---------------------------------------------------------------------------------------------
 # Sampling methods: tokens as players of a coalitional game.
 # ---------------------------------------------------------------------------------------------
-
-
-def _baseline(embeddings: jax.Array, baseline: jax.Array | None) -> jax.Array:
-    if baseline is None:
-        return jnp.zeros_like(embeddings)
-    return jnp.broadcast_to(baseline, embeddings.shape).astype(embeddings.dtype)
 
 
 def coalition_values(

@@ -23,8 +23,17 @@ Per method, over the explained predictions:
     the keywords of each class, `jcaps.data.synthetic.KEYWORDS`): the pointing game (the
     top-ranked position is evidence of the explained class) and the top-k hit rate (the share
     of the k top-ranked positions that are evidence, k the number of evidence positions).
+  * box localisation (Ismail et al. 2019), for the maps [B, T, N] of a series model on the box
+    data, whose class signal lives inside known boxes: with R the box mask (1 inside) and S the
+    |map| min-max scaled to [0, 1] per example, the weighted Jaccard sum min(R, S) / sum max(R, S)
+    (1 when S = R, higher is better), the Euclidean distance ||R - S||_2 / ||R||_2 (0 when S = R,
+    1 when S = 0) and the ROC-AUC of S as a score for R (the Mann-Whitney U statistic, ties
+    counted as 1/2); `box_metrics` averages them over a batch.
 
 The array functions are NumPy; `check_workdir` runs them on a trained workdir.
+
+Reference (box data and metrics): Ismail, Gunady, Pessoa, Corrada Bravo, Feizi. Input-Cell
+Attention Reduces Vanishing Saliency of Recurrent Neural Networks. NeurIPS 2019, Sec. 5.
 """
 
 from __future__ import annotations
@@ -43,19 +52,6 @@ DEGENERATE_FLAG = 0.5
 _NOT_OF_VECTORS = ("random", "capsules", "attention")
 
 
-def _ranks(values: np.ndarray) -> np.ndarray:
-    """Average ranks (ties share the mean of their ranks) of a 1-D array."""
-    order = np.argsort(values, kind="stable")
-    ranks = np.empty(len(values))
-    sorted_values = values[order]
-    start = 0
-    for end in range(1, len(values) + 1):
-        if end == len(values) or sorted_values[end] != sorted_values[start]:
-            ranks[order[start:end]] = (start + end - 1) / 2
-            start = end
-    return ranks
-
-
 def spearman(a: np.ndarray, b: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """[R] Spearman's rank correlation of each row of a and b [R, P] over its real positions.
     Two constant rows correlate 1 (neither ranks anything: nothing changed); one constant row
@@ -69,7 +65,7 @@ def spearman(a: np.ndarray, b: np.ndarray, mask: np.ndarray) -> np.ndarray:
         if flat_x or flat_y:
             out[r] = 1.0 if flat_x and flat_y else 0.0
             continue
-        out[r] = np.corrcoef(_ranks(x), _ranks(y))[0, 1]
+        out[r] = np.corrcoef(*_average_ranks(np.stack([x, y])))[0, 1]
     return out
 
 
@@ -113,6 +109,133 @@ def localisation(scores: np.ndarray, mask: np.ndarray, evidence: np.ndarray) -> 
         pointing.append(bool(evidence[r][ranked[0]]))
         hits.append(float(evidence[r][ranked[:k]].mean()))
     return {"pointing_game": np.array(pointing, bool), "top_k_hit": np.array(hits)}
+
+
+# ---------------------------------------------------------------------------------------------
+# Box localisation (Ismail et al. 2019)
+# ---------------------------------------------------------------------------------------------
+
+
+def _flat_scaled_maps_and_boxes(maps: np.ndarray, boxes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Min-max scaled |maps| S and box masks R, flattened per example.
+
+    Args:
+      maps: [B, T, N] saliency maps (any sign).
+      boxes: [T, N] or [B, T, N], 1 inside the boxes and 0 elsewhere.
+
+    Returns:
+      scaled: [B, T * N] float64 in [0, 1]; all zeros for a constant |map|.
+      boxes: [B, T * N] float64.
+    """
+    magnitudes = np.abs(np.asarray(maps, dtype=np.float64))
+    boxes = np.asarray(boxes, dtype=np.float64)
+    if boxes.shape not in (magnitudes.shape, magnitudes.shape[1:]):
+        raise ValueError(f"boxes must be shaped {magnitudes.shape[1:]} or {magnitudes.shape}, got {boxes.shape}.")
+    boxes = np.broadcast_to(boxes, magnitudes.shape).reshape(magnitudes.shape[0], -1)
+    magnitudes = magnitudes.reshape(boxes.shape)
+    if not np.all(boxes.any(axis=1)):
+        raise ValueError("every example needs a non-empty box mask.")
+    low = magnitudes.min(axis=1, keepdims=True)
+    value_range = magnitudes.max(axis=1, keepdims=True) - low
+    # A constant map carries no location: it scales to zeros rather than 0 / 0.
+    scaled = np.where(value_range > 0, (magnitudes - low) / np.where(value_range > 0, value_range, 1), 0.0)
+    return scaled, boxes
+
+
+def weighted_jaccard(maps: np.ndarray, boxes: np.ndarray) -> np.ndarray:
+    """Weighted Jaccard similarity sum min(R, S) / sum max(R, S) per example.
+
+    Args:
+      maps: [B, T, N] saliency maps; S is |map| min-max scaled per example.
+      boxes: R, [T, N] or [B, T, N], 1 inside the boxes and 0 elsewhere; never all zero.
+
+    Returns:
+      [B] float64 in [0, 1]; 1 when S = R.
+    """
+    scaled, boxes = _flat_scaled_maps_and_boxes(maps, boxes)
+    return np.minimum(boxes, scaled).sum(axis=1) / np.maximum(boxes, scaled).sum(axis=1)
+
+
+def euclidean_distance(maps: np.ndarray, boxes: np.ndarray) -> np.ndarray:
+    """Relative Euclidean distance ||R - S||_2 / ||R||_2 per example.
+
+    Args:
+      maps: [B, T, N] saliency maps; S is |map| min-max scaled per example.
+      boxes: R, [T, N] or [B, T, N], 1 inside the boxes and 0 elsewhere; never all zero.
+
+    Returns:
+      [B] float64, non-negative; 0 when S = R and 1 when S = 0.
+    """
+    scaled, boxes = _flat_scaled_maps_and_boxes(maps, boxes)
+    return np.linalg.norm(boxes - scaled, axis=1) / np.linalg.norm(boxes, axis=1)
+
+
+def _average_ranks(scores: np.ndarray) -> np.ndarray:
+    """1-based ranks of each row's entries, tied entries sharing the mean of their ranks.
+
+    Args:
+      scores: [B, D].
+
+    Returns:
+      [B, D] float64 ranks.
+    """
+    order = np.argsort(scores, axis=1, kind="stable")
+    ordered = np.take_along_axis(scores, order, axis=1)
+    position = np.broadcast_to(np.arange(scores.shape[1]), scores.shape)
+    differs_from_next = ordered[:, 1:] != ordered[:, :-1]
+    first_of_group = np.concatenate([np.ones_like(differs_from_next[:, :1]), differs_from_next], axis=1)
+    last_of_group = np.concatenate([differs_from_next, np.ones_like(differs_from_next[:, :1])], axis=1)
+    # The first (last) position of each sorted entry's tie group: a running max from the left
+    # over group starts, a running min from the right over group ends.
+    group_start = np.maximum.accumulate(np.where(first_of_group, position, 0), axis=1)
+    group_end = np.minimum.accumulate(np.where(last_of_group, position, scores.shape[1])[:, ::-1], axis=1)[:, ::-1]
+    ranks = np.empty(scores.shape, dtype=np.float64)
+    np.put_along_axis(ranks, order, (group_start + group_end) / 2 + 1, axis=1)
+    return ranks
+
+
+def roc_auc(maps: np.ndarray, boxes: np.ndarray) -> np.ndarray:
+    """ROC-AUC of S as a score for the cells inside the boxes, per example.
+
+    The Mann-Whitney form: the probability that a random cell inside the boxes scores above a
+    random cell outside, ties counting 1/2, from the average ranks of the scores (O(D log D) for
+    D = T * N cells, where pairwise comparison would take D^2).
+
+    Args:
+      maps: [B, T, N] saliency maps; S is |map| min-max scaled per example.
+      boxes: R, [T, N] or [B, T, N], 1 (nonzero) inside the boxes and 0 elsewhere; every example
+        needs cells both inside and outside.
+
+    Returns:
+      [B] float64 in [0, 1]; 1 when every box cell outscores every other cell, 0.5 for a
+      constant map.
+    """
+    scaled, boxes = _flat_scaled_maps_and_boxes(maps, boxes)
+    inside = boxes != 0
+    n_inside = inside.sum(axis=1)
+    n_outside = inside.shape[1] - n_inside
+    if not np.all(n_outside > 0):
+        raise ValueError("roc_auc needs cells outside the boxes in every example.")
+    rank_sum_inside = np.where(inside, _average_ranks(scaled), 0.0).sum(axis=1)
+    u_statistic = rank_sum_inside - n_inside * (n_inside + 1) / 2
+    return u_statistic / (n_inside * n_outside)
+
+
+def box_metrics(maps: np.ndarray, boxes: np.ndarray) -> dict[str, float]:
+    """The three box metrics averaged over the batch.
+
+    Args:
+      maps: [B, T, N] saliency maps.
+      boxes: [T, N] or [B, T, N] box masks, 1 inside the boxes.
+
+    Returns:
+      {"wjac": weighted Jaccard, "euclidean": relative Euclidean distance, "auc": ROC-AUC}.
+    """
+    return {
+        "wjac": float(np.mean(weighted_jaccard(maps, boxes))),
+        "euclidean": float(np.mean(euclidean_distance(maps, boxes))),
+        "auc": float(np.mean(roc_auc(maps, boxes))),
+    }
 
 
 def max_sensitivity(base: np.ndarray, perturbed: list[np.ndarray], mask: np.ndarray) -> np.ndarray:

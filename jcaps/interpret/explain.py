@@ -252,7 +252,8 @@ def _scores(task: _Task, method: str, params, x, side, targets, key, options: Op
     if method == "gradient_x_input":
         return attribution.gradient_x_input(score_fn, vectors, targets, mask), None
     if method == "smoothgrad":
-        return attribution.smoothgrad(score_fn, vectors, targets, mask, key, n_samples=options.smoothgrad_samples), None
+        return attribution.smoothgrad(score_fn, vectors, targets, key, mask, n_samples=options.smoothgrad_samples,
+                                      output="logit"), None
     if method == "occlusion":
         return attribution.occlusion(score_fn, vectors, targets, mask), None
     if method in attribution.SAMPLING_METHODS:

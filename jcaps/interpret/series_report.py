@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jcaps.errors import UserError
-from jcaps.interpret import saliency as saliency_lib
+from jcaps.interpret import attribution
 from jcaps.train.workdir import TrainedModel
 from jcaps.viz.figures import plot_saliency_maps
 
@@ -34,10 +34,10 @@ def _maps(model, params, series, mask, target, key, method: str):
         return model.apply({"params": params}, x, stacked_mask, train=False)["scores"]
 
     if method == "saliency":
-        return saliency_lib.saliency(score_fn, series, target)
+        return attribution.saliency(score_fn, series, target)
     if method == "integrated_gradients":
-        return jnp.abs(saliency_lib.integrated_gradients(score_fn, series, target, chunk_size=10))
-    return saliency_lib.smoothgrad(score_fn, series, target, key)
+        return jnp.abs(attribution.integrated_gradients(score_fn, series, target, chunk_size=10))
+    return attribution.smoothgrad(score_fn, series, target, key)
 
 
 def attribution_maps(trained: TrainedModel, batch: dict, method: str = "saliency", seed: int = 0) -> np.ndarray:

@@ -37,7 +37,8 @@ def gradient_methods(score_fn, target):
         "gradient_x_input": attribution.gradient_x_input(score_fn, EMBEDDINGS, target, MASK),
         "integrated_gradients": attribution.integrated_gradients(score_fn, EMBEDDINGS, target, MASK, n_steps=16,
                                                                  chunk_size=5),
-        "smoothgrad": attribution.smoothgrad(score_fn, EMBEDDINGS, target, MASK, jax.random.key(0), n_samples=8),
+        "smoothgrad": attribution.smoothgrad(score_fn, EMBEDDINGS, target, jax.random.key(0), MASK, n_samples=8,
+                                             output="logit"),
         "occlusion": attribution.occlusion(score_fn, EMBEDDINGS, target, MASK),
     }
 

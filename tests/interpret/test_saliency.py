@@ -6,7 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jcaps.interpret import saliency as sal
+from jcaps.interpret import attribution as sal
+from jcaps.interpret import checks
 
 # Every test runs the attributions jitted, as callers do: score_fn and the options are static.
 # Eager dispatch of their scans would also be several times slower.
@@ -167,43 +168,43 @@ BOX = np.array([[0, 1, 1], [0, 0, 1]], dtype=np.float32)
 
 def test_map_equal_to_box_is_perfect():
     maps = np.stack([BOX, -3 * BOX])  # scale and sign are removed by |.| and min-max scaling
-    np.testing.assert_allclose(sal.weighted_jaccard(maps, BOX), [1, 1])
-    np.testing.assert_allclose(sal.euclidean_distance(maps, BOX), [0, 0])
-    np.testing.assert_allclose(sal.roc_auc(maps, BOX), [1, 1])
+    np.testing.assert_allclose(checks.weighted_jaccard(maps, BOX), [1, 1])
+    np.testing.assert_allclose(checks.euclidean_distance(maps, BOX), [0, 0])
+    np.testing.assert_allclose(checks.roc_auc(maps, BOX), [1, 1])
 
 
 def test_constant_map_scales_to_zero():
     maps = np.stack([np.zeros_like(BOX), np.full_like(BOX, 2.5)])
-    np.testing.assert_array_equal(sal.weighted_jaccard(maps, BOX), [0, 0])
-    np.testing.assert_allclose(sal.euclidean_distance(maps, BOX), [1, 1])
-    np.testing.assert_allclose(sal.roc_auc(maps, BOX), [0.5, 0.5])
+    np.testing.assert_array_equal(checks.weighted_jaccard(maps, BOX), [0, 0])
+    np.testing.assert_allclose(checks.euclidean_distance(maps, BOX), [1, 1])
+    np.testing.assert_allclose(checks.roc_auc(maps, BOX), [0.5, 0.5])
 
 
 def test_inverted_map():
     maps = (1 - BOX)[None]
-    np.testing.assert_array_equal(sal.weighted_jaccard(maps, BOX), [0])
+    np.testing.assert_array_equal(checks.weighted_jaccard(maps, BOX), [0])
     # R - S is 1 in every cell: sqrt(6) / sqrt(3).
-    np.testing.assert_allclose(sal.euclidean_distance(maps, BOX), [np.sqrt(2)])
-    np.testing.assert_array_equal(sal.roc_auc(maps, BOX), [0])
+    np.testing.assert_allclose(checks.euclidean_distance(maps, BOX), [np.sqrt(2)])
+    np.testing.assert_array_equal(checks.roc_auc(maps, BOX), [0])
 
 
 def test_metrics_by_hand():
     # |map| = [0, 2, 4, 1, 3, 2] scales to S = [0, .5, 1, .25, .75, .5]; R = [0, 1, 1, 0, 0, 1].
     maps = np.array([[[0, -2, 4], [1, 3, 2]]], dtype=np.float32)
     # min(R, S) sums to 0 + .5 + 1 + 0 + 0 + .5 = 2; max(R, S) to 0 + 1 + 1 + .25 + .75 + 1 = 4.
-    np.testing.assert_allclose(sal.weighted_jaccard(maps, BOX), [0.5])
+    np.testing.assert_allclose(checks.weighted_jaccard(maps, BOX), [0.5])
     # (R - S)^2 = [0, .25, 0, .0625, .5625, .25] sums to 1.125; ||R||^2 = 3.
-    np.testing.assert_allclose(sal.euclidean_distance(maps, BOX), [np.sqrt(1.125 / 3)])
+    np.testing.assert_allclose(checks.euclidean_distance(maps, BOX), [np.sqrt(1.125 / 3)])
     # Inside {.5, 1, .5} against outside {0, .25, .75}: .5 beats 2, 1 beats 3, .5 beats 2; 7 of 9.
-    np.testing.assert_allclose(sal.roc_auc(maps, BOX), [7 / 9])
-    np.testing.assert_allclose(list(sal.box_metrics(maps, BOX).values()), [0.5, np.sqrt(1.125 / 3), 7 / 9])
+    np.testing.assert_allclose(checks.roc_auc(maps, BOX), [7 / 9])
+    np.testing.assert_allclose(list(checks.box_metrics(maps, BOX).values()), [0.5, np.sqrt(1.125 / 3), 7 / 9])
 
 
 def test_auc_counts_ties_as_half():
     # S = [0, .5, 1, .5, .75, .25]: inside {.5, 1, .25}, outside {0, .5, .75}.
     # .5 beats 0, ties .5, loses to .75 (1.5); 1 beats all (3); .25 beats 0 (1): 5.5 of 9.
     maps = np.array([[[0, 2, 4], [2, 3, 1]]], dtype=np.float32)
-    np.testing.assert_allclose(sal.roc_auc(maps, BOX), [5.5 / 9])
+    np.testing.assert_allclose(checks.roc_auc(maps, BOX), [5.5 / 9])
 
 
 def test_auc_matches_pairwise_count():
@@ -216,14 +217,14 @@ def test_auc_matches_pairwise_count():
     for scores, inside in zip(scaled, boxes.reshape(4, -1).astype(bool), strict=True):
         comparison = scores[inside][:, None] - scores[~inside][None, :]
         expected.append(((comparison > 0) + 0.5 * (comparison == 0)).mean())
-    np.testing.assert_allclose(sal.roc_auc(maps, boxes), expected)
+    np.testing.assert_allclose(checks.roc_auc(maps, boxes), expected)
 
 
 def test_per_example_boxes_and_batch_average():
     maps = np.stack([BOX, 1 - BOX])
     boxes = np.stack([BOX, 1 - BOX])
-    np.testing.assert_allclose(sal.roc_auc(maps, boxes), [1, 1])
-    metrics = sal.box_metrics(maps, np.stack([BOX, BOX]))
+    np.testing.assert_allclose(checks.roc_auc(maps, boxes), [1, 1])
+    metrics = checks.box_metrics(maps, np.stack([BOX, BOX]))
     assert all(isinstance(value, float) for value in metrics.values())
     # Example 0 is perfect (1, 0, 1), example 1 inverted (0, sqrt(2), 0).
     np.testing.assert_allclose([metrics["wjac"], metrics["euclidean"], metrics["auc"]], [0.5, np.sqrt(2) / 2, 0.5])
@@ -231,8 +232,8 @@ def test_per_example_boxes_and_batch_average():
 
 def test_metrics_reject_bad_boxes():
     with pytest.raises(ValueError, match="shaped"):
-        sal.weighted_jaccard(BOX[None], BOX[:, :2])
+        checks.weighted_jaccard(BOX[None], BOX[:, :2])
     with pytest.raises(ValueError, match="non-empty"):
-        sal.euclidean_distance(BOX[None], np.zeros_like(BOX))
+        checks.euclidean_distance(BOX[None], np.zeros_like(BOX))
     with pytest.raises(ValueError, match="outside"):
-        sal.roc_auc(BOX[None], np.ones_like(BOX))
+        checks.roc_auc(BOX[None], np.ones_like(BOX))
