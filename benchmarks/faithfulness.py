@@ -31,7 +31,7 @@ import time
 from provenance import run_metadata  # this script's folder is on sys.path
 
 from jcaps.interpret import explain
-from jcaps.interpret.explanations import explain_workdir
+from jcaps.interpret.explain import explain_workdir
 from jcaps.interpret.faithfulness import METRICS
 from jcaps.train.workdir import load_trained
 

@@ -2,7 +2,7 @@
 [--config.data.dir=D]`.
 
 Explains the predictions of any trained workdir, every model name, and writes to `--out`
-(default WORKDIR/interpretation), see `jcaps.interpret.explanations`:
+(default WORKDIR/interpretation), see `jcaps.interpret.explain`:
   - `attributions.jsonl`: per example its tokens, prediction and every method's per-token scores;
   - `faithfulness.json` (with `--faithfulness`): comprehensiveness, sufficiency, deletion and
     insertion AUC of each method and of a random ranking, with 95 % bootstrap intervals;
@@ -22,7 +22,6 @@ from absl import flags
 from jcaps import cli
 from jcaps.errors import UserError
 from jcaps.interpret import attribution, checks, explain
-from jcaps.interpret.explanations import explain_workdir
 from jcaps.interpret.report import interpret_workdir
 from jcaps.interpret.series_report import saliency_report
 from jcaps.train.workdir import load_trained, read_config
@@ -116,7 +115,7 @@ def main(argv):
         summary_of_checks = checks.check_workdir(trained, FLAGS.split, methods, limit=limit, options=options,
                                                  batch_size=FLAGS.batch_size, seed=FLAGS.seed)
         extra_html += checks.html_table(summary_of_checks)
-    faithfulness = explain_workdir(
+    faithfulness = explain.explain_workdir(
         trained, FLAGS.split, out, methods=methods, limit=limit, with_faithfulness=FLAGS.faithfulness,
         options=options, batch_size=FLAGS.batch_size, report_examples=FLAGS.report_examples, seed=FLAGS.seed,
         extra_html=extra_html,

@@ -44,7 +44,7 @@ import re
 import jax
 import numpy as np
 
-from jcaps.interpret.explain import Explainer, Options
+from jcaps.interpret.explain import Explainer, Options, position_words, true_labels
 
 RANDOMISATION_FLAG = 0.5
 DEGENERATE_FLAG = 0.5
@@ -302,8 +302,6 @@ def check_workdir(trained, split: str, methods: tuple[str, ...], *, limit: int, 
                   batch_size: int = 32, seed: int = 0, radius: float = 0.05, samples: int = 4) -> dict:
     """Every check of `methods` on the first `limit` examples of `split` (module docstring):
     {method: {check: mean, ...}, "settings": {...}}."""
-    from jcaps.interpret.explanations import true_labels, position_words
-
     explainer = Explainer(trained, options, seed=seed)
     stages = cascade(trained, seed + 1)
     rng = np.random.default_rng(seed)

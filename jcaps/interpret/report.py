@@ -6,7 +6,7 @@ the vmapped local interpretation (`jcaps.interpret.capsules`) — and writes to 
     capsules, their K-grams and the per-word scores;
   - `global.json`: the class × capsule frequency matrix C and the top words of each cell;
   - `C.png`: the heatmap of C with class and capsule labels (`report.html`, written by
-    `jcaps.interpret.explanations`, shows it with C's cells beside every method's explanations).
+    `jcaps.interpret.explain`, shows it with C's cells beside every method's explanations).
 The global assignment of an example is its local interpretation's first capsule and first
 position (top-1 by coupling, then top-1 by attention), so it is not computed twice.
 """

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from jcaps.interpret import explain
-from jcaps.interpret.explanations import explain_workdir
+from jcaps.interpret.explain import explain_workdir
 from jcaps.interpret.faithfulness import METRICS
 from jcaps.train import loop
 from jcaps.train.workdir import load_trained
