@@ -70,7 +70,7 @@ def _check_flags(model_config) -> tuple[str, ...]:
             raise UserError(f"--{name} must be at least 1, not {value}")
     offered = explain.offered_methods(model_config)
     methods = tuple(FLAGS.methods) if FLAGS.methods else explain.model_methods(model_config)
-    known = set(attribution.METHODS) | {"capsules", "attention"}
+    known = set(attribution.METHODS) | set(explain.NATIVE_METHODS)
     for method in methods:
         if method not in known:
             raise UserError(f"--methods: unknown method {method!r}", hint=f"methods: {', '.join(sorted(known))}")
@@ -92,7 +92,7 @@ def main(argv):
         raise UserError(f"--split: no split {FLAGS.split!r}; the dataset has {', '.join(trained.dataset.splits)}")
 
     extra_html, closing = "", []
-    if config.model.name in explain.CAPSULE_MODELS:
+    if explain.native_method(config.model) == "capsules":
         summary = interpret_workdir(trained, FLAGS.split, out, FLAGS.limit or 0, FLAGS.k1, FLAGS.k2,
                                     keep_punctuation=FLAGS.keep_punctuation)
         extra_html = capsule_global_html(summary, os.path.join(out, "C.png"))

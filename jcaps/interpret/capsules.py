@@ -269,6 +269,19 @@ batched_global_assignment = _batched(global_assignment, ("kernel_size",))
 batched_global_assignment_long = _batched(global_assignment_long, ("kernel_size",))
 
 
+def batched_local_interpretation_of(
+    outputs: dict, targets: jax.Array, mask: jax.Array, **sizes
+) -> dict[str, jax.Array]:
+    """The batched local interpretation of an iCapsNets model's `outputs` (alpha, coupling and,
+    for Long, the sentence attention rho) for the classes `targets` [B], mask [B, N] (Long:
+    [B, M, N]) True at real words; `sizes`: k1, k2, kernel_size."""
+    if "rho" in outputs:
+        return batched_local_interpretation_long(
+            outputs["alpha"], outputs["rho"], outputs["coupling"], targets, mask, **sizes
+        )
+    return batched_local_interpretation(outputs["alpha"], outputs["coupling"], targets, mask, **sizes)
+
+
 def is_punctuation(word: str) -> bool:
     """True for a non-empty token made only of Unicode punctuation (categories P*: `,` `(` `-`
     `'` `%` `&` `#` ...). Symbols (`$`, `+`), digits and letters are not punctuation."""

@@ -5,7 +5,9 @@ A row r of an explained batch is one prediction: an example and the output c exp
 predicted class (single-label models), each predicted label (binary relevance: its sigmoid), or
 each generated label (SGM: the log-probability of that label at the step that emitted it,
 teacher-forced on the generated sequence). Positions are an example's tokens (iCapsNets Long:
-its M x N words, sentence by sentence) or a series' time steps.
+its M x N words, sentence by sentence) or a series' time steps. What a row is, which vectors
+stand at its positions and what the model's own explanation is are its family's `Explanation`
+(`jcaps.train.families`): this module reads them, and knows no model by name.
 
 Methods (the names used by `python -m jcaps.interpret --methods` and as keys everywhere):
   gradient, gradient_x_input, integrated_gradients, smoothgrad, occlusion
@@ -53,45 +55,40 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jcaps.data.vocab import NUM_SPECIAL, PAD, UNK
+from jcaps.data.vocab import NUM_SPECIAL
 from jcaps.interpret import attribution
 from jcaps.interpret import capsules as capsule_interpretation
 from jcaps.interpret.faithfulness import METRICS, bootstrap_interval, faithfulness
+from jcaps.train.families import TOKEN_REMOVALS, Explanation, apply_rows, get_family
 from jcaps.viz.html import write_explanation_report
 
-REMOVALS = ("pad", "unk")
-CAPSULE_MODELS = ("icapsnet_short", "icapsnet_long")
-SERIES_ATTENTION_VARIANTS = ("input_cell", "lstm_self_attention")
+# What `Options.removal` may name: how a removed token is replaced (a series step becomes zeros).
+REMOVALS = tuple(name for name, _ in TOKEN_REMOVALS)
+# The models' own explanations (`Explanation.native`), and what the report says each is.
+NATIVE_NOTES = {
+    "capsules": "capsules: the words covered by the K-grams of the capsules most coupled to the prediction.",
+    "attention": "attention: the model's own attention over the positions.",
+}
+NATIVE_METHODS = tuple(NATIVE_NOTES)
 SCORE_DECIMALS = 5
 
 
 def native_method(model_config) -> str | None:
     """The model's own position-level explanation ('capsules', 'attention') or None."""
-    name = model_config.name
-    if name in CAPSULE_MODELS:
-        return "capsules"
-    if name == "sgm":
-        return "attention"
-    if name == "dilated_fcn":
-        attention = model_config.get("attention", "none")
-        over_time = attention.startswith("dot") or model_config.get("attention_axis", "channels") == "time"
-        return "attention" if attention != "none" and over_time else None
-    if name == "input_cell_lstm" and model_config.get("variant", "input_cell") in SERIES_ATTENTION_VARIANTS:
-        return "attention"
-    return None
+    explanation = get_family(model_config.name).explanation
+    if explanation.has_native is not None and not explanation.has_native(model_config):
+        return None
+    return explanation.native
 
 
 def native_note(model_config) -> str:
     """What the model's own explanation is, or why it has none (the report shows it)."""
     native = native_method(model_config)
-    if native == "capsules":
-        return "capsules: the words covered by the K-grams of the capsules most coupled to the prediction."
-    if native == "attention":
-        return "attention: the model's own attention over the positions."
+    if native:
+        return NATIVE_NOTES[native]
+    reason = get_family(model_config.name).explanation.no_native_reason
     return (f"A {model_config.name} model has no position-level explanation of its own"
-            + (": it averages its words." if model_config.name == "fasttext" else
-               ": its capsules route pooled BiGRU features, not positions." if model_config.name == "cccapsnet" else
-               ".")
+            + (f": {reason}." if reason else ".")
             + " Its tokens are explained by the gradient methods and occlusion only.")
 
 
@@ -130,142 +127,112 @@ class Options:
     k2: int = 2
 
 
+def removal(explanation: Explanation, options: Options) -> tuple[str, float]:
+    """(name, value) of what a removed position becomes: `options.removal` where the model's
+    positions offer it (tokens: PAD or UNK), else their only one (a series step: zeros)."""
+    offered = dict(explanation.removals)
+    name = options.removal if options.removal in offered else explanation.removals[0][0]
+    return name, offered[name]
+
+
+def _stacked(array: jax.Array | None, k: int) -> jax.Array | None:
+    """k copies of the rows [R, ...] stacked as [k * R, ...] (None stays None)."""
+    return None if array is None else jnp.tile(array, (k,) + (1,) * (array.ndim - 1))
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
-class _Task:
-    """The pure functions one model family needs; hashed by identity, so jit treats it as static."""
+class _ExplainedModel:
+    """A trained model's pure functions over rows, from its family's `Explanation`; hashed by
+    identity, so jit treats it as static.
+
+    x [R, ...] are the explained inputs of the rows (token ids, or a series), side [R, ...] the
+    module's second input or None (a series' mask; SGM: the generated label sequence)."""
 
     model: object
     family: object
     model_config: object
-    kind: str  # single | br | sgm | series
 
-    # --- shapes: x [R, *S] the inputs of a row (token ids, or a series), side [R, ...] --------
+    @property
+    def explanation(self) -> Explanation:
+        return self.family.explanation
 
-    def positions(self, x: jax.Array) -> jax.Array:
+    @property
+    def generates(self) -> bool:
+        """Whether the model generates its labels (a family without probabilities): its rows are
+        the generated labels, explained at the step that emitted each."""
+        return self.family.probabilities is None
+
+    def mask(self, x: jax.Array, side: jax.Array | None) -> jax.Array:
         """[R, P] True at real positions."""
-        if self.kind == "series":
-            raise AssertionError("series rows carry their mask as the side input")
-        return (x > 0).reshape(x.shape[0], -1)
-
-    def apply(self, params, x, side, **kwargs):
-        if self.kind in ("series", "sgm"):  # the side input is the mask, or the label sequence
-            return self.model.apply({"params": params}, x, side, train=False, **kwargs)
-        return self.model.apply({"params": params}, x, train=False, **kwargs)
+        return self.explanation.positions(x, side)[1]
 
     def vectors(self, params, x, side) -> jax.Array:
         """[R, P, D] the vectors attributions differentiate against."""
-        if self.kind == "series":
-            return x.astype(jnp.float32)
-        words = self.apply(params, x, side)["embeddings"]
-        return words.reshape(x.shape[0], -1, words.shape[-1])
+        return self.explanation.vectors(self.model, params, x, side)
 
     def outputs(self, params, x, side, vectors=None) -> jax.Array:
         """[R', C] the explained outputs; `vectors` [R', P, D] with R' a multiple k of R (x and
         side are tiled k times)."""
         k = 1 if vectors is None else vectors.shape[0] // x.shape[0]
-        x_k = jnp.tile(x, (k,) + (1,) * (x.ndim - 1))
-        side_k = None if side is None else jnp.tile(side, (k,) + (1,) * (side.ndim - 1))
-        if self.kind == "series":
-            values = x_k if vectors is None else vectors.reshape(x_k.shape)
-            return self.model.apply({"params": params}, values, side_k, train=False)["scores"]
-        kwargs = {} if vectors is None else {"embeddings": vectors.reshape(x_k.shape + vectors.shape[-1:])}
-        outputs = self.apply(params, x_k, side_k, **kwargs)
-        if self.kind == "br":
-            return jax.nn.sigmoid(outputs["scores"].astype(jnp.float32))
-        if self.kind == "sgm":
-            log_probs = jax.nn.log_softmax(outputs["logits"].astype(jnp.float32), axis=-1)
-            return jnp.take_along_axis(log_probs, side_k[..., None].astype(jnp.int32), axis=-1)[..., 0]
-        return outputs["scores"]
+        x_k, side_k = _stacked(x, k), _stacked(side, k)
+        if vectors is None:
+            outputs = apply_rows(self.model, params, x_k, side_k)
+        else:
+            outputs = self.explanation.apply_to_vectors(self.model, params, x_k, side_k, vectors)
+        return self.explanation.explained_outputs(outputs, side_k)
 
-    def affine_prefix(self, params, x):
-        """(L, g) with outputs(e) = g(L(e)) and L affine in the vectors e, or None: iCapsNets
-        without a conv activation start with the region convolution."""
-        if self.model_config.name not in CAPSULE_MODELS or self.model_config.get("conv_activation") != "none":
+    def affine_prefix(self, params, x, side):
+        """(L, g) with outputs(e) = g(L(e)) and L affine in the vectors e, or None: the family's
+        `affine_prefix` on these rows (iCapsNets without a conv activation start with the region
+        convolution)."""
+        if self.explanation.affine_prefix is None:
             return None
+        split = self.explanation.affine_prefix(self.model, params, self.model_config)
+        if split is None:
+            return None
+        linear, after = split
 
-        def region_conv(e):
-            return self.model.apply({"params": params}, x, e.reshape(x.shape + e.shape[-1:]), method="region_conv_of")
-
-        def after(z):
+        def score_fn(z):
             k = z.shape[0] // x.shape[0]
-            x_k = jnp.tile(x, (k,) + (1,) * (x.ndim - 1))
-            return self.model.apply({"params": params}, x_k, train=False, regions=z)["scores"]
+            return self.explanation.explained_outputs(after(_stacked(x, k), z), _stacked(side, k))
 
-        return region_conv, after
+        return functools.partial(linear, x), score_fn
 
     def probabilities(self, params, x, side) -> jax.Array:
         """[R, C] the probability of each explainable output (faithfulness reads these)."""
-        if self.kind == "sgm":
-            return jnp.exp(self.outputs(params, x, side))
-        if self.kind == "br":
-            return self.outputs(params, x, side)
-        outputs = (
-            self.model.apply({"params": params}, x, side, train=False)
-            if self.kind == "series"
-            else self.model.apply({"params": params}, x, train=False)
-        )
+        outputs = apply_rows(self.model, params, x, side)
+        if self.explanation.probabilities is not None:
+            return self.explanation.probabilities(outputs, side)
         return self.family.probabilities(outputs)
 
-    def native(self, params, x, side, targets, options: Options) -> jax.Array:
-        """[R, P] the model's own explanation of each row's output."""
-        outputs = self.apply(params, x, side)
-        if self.kind == "series":
-            mask = side
-            if "attention_scores" in outputs:  # input-cell: the attention A_T of the last step
-                scores = jnp.where(mask[..., None], outputs["attention_scores"], -jnp.inf)
-                return jnp.mean(jax.nn.softmax(scores, axis=1), axis=-1)
-            return jnp.mean(outputs["attention"], axis=1)  # [R, r, T] structured self-attention
-        if self.kind == "sgm":  # [R, S, L]: the source attention of the emitting step
-            return jnp.take_along_axis(outputs["attention"], targets[:, None, None], axis=1)[:, 0]
-        if self.model_config.name in CAPSULE_MODELS:
-            mask = x > 0
-            sizes = dict(k1=options.k1, k2=options.k2, kernel_size=self.model_config.kernel_size)
-            if self.model_config.name == "icapsnet_long":
-                local = capsule_interpretation.batched_local_interpretation_long(
-                    outputs["alpha"], outputs["rho"], outputs["coupling"], targets, mask, **sizes
-                )
-            else:
-                local = capsule_interpretation.batched_local_interpretation(
-                    outputs["alpha"], outputs["coupling"], targets, mask, **sizes
-                )
-            return local["word_scores"].reshape(x.shape[0], -1).astype(jnp.float32)
-        weights = outputs["attention"]
-        if weights.ndim == 4:  # dot-product: [R, H, L, L] (query, key): what each key receives
-            valid = (x > 0).astype(weights.dtype)
-            received = jnp.einsum("rhqk,rq->rk", weights, valid)
-            return received / jnp.maximum(weights.shape[1] * jnp.sum(valid, axis=-1, keepdims=True), 1.0)
-        return jnp.mean(weights, axis=-1)  # simplified / local over time: [R, L, F]
+    def native(self, method: str, params, x, side, targets, options: Options) -> jax.Array:
+        """[R, P] the model's own explanation (`method`: capsules or attention) of each row's output."""
+        outputs = apply_rows(self.model, params, x, side)
+        if method == "attention":
+            return self.explanation.attention(outputs, x, side, targets)
+        local = capsule_interpretation.batched_local_interpretation_of(
+            outputs, targets, x > 0, k1=options.k1, k2=options.k2, kernel_size=self.model_config.kernel_size
+        )
+        return local["word_scores"].reshape(x.shape[0], -1).astype(jnp.float32)
 
 
-def _task(trained) -> _Task:
-    config = trained.config
-    if "series" in trained.family.inputs:
-        kind = "series"
-    elif config.model.name == "sgm":
-        kind = "sgm"
-    elif trained.family.predict_labels is not None:
-        kind = "br"
-    else:
-        kind = "single"
-    return _Task(trained.model, trained.family, config.model, kind)
-
-
-@functools.partial(jax.jit, static_argnames=("task", "method", "options"))
-def _scores(task: _Task, method: str, params, x, side, targets, key, options: Options, shift=None):
+@functools.partial(jax.jit, static_argnames=("explained_model", "method", "options"))
+def _scores(explained_model: _ExplainedModel, method: str, params, x, side, targets, key, options: Options, shift=None):
     """[R, P] scores of one method (0 at padding) and, for integrated gradients, [R] errors.
     `shift` [R, P, D]: explain the input vectors plus it (the methods that differentiate or
     perturb the vectors; the model's own explanation and random do not take one)."""
-    mask = side if task.kind == "series" else task.positions(x)
+    mask = explained_model.mask(x, side)
     if method == "random":
         return attribution.random_scores(key, mask), None
-    if method in ("capsules", "attention"):
-        return jnp.where(mask, task.native(params, x, side, targets, options), 0.0).astype(jnp.float32), None
-    vectors = task.vectors(params, x, side)
+    if method in NATIVE_METHODS:
+        native = explained_model.native(method, params, x, side, targets, options)
+        return jnp.where(mask, native, 0.0).astype(jnp.float32), None
+    vectors = explained_model.vectors(params, x, side)
     if shift is not None:
         vectors = vectors + shift.astype(vectors.dtype)
 
     def score_fn(e):
-        return task.outputs(params, x, side, e)
+        return explained_model.outputs(params, x, side, e)
 
     if method == "gradient":
         return attribution.gradient(score_fn, vectors, targets, mask), None
@@ -282,7 +249,7 @@ def _scores(task: _Task, method: str, params, x, side, targets, key, options: Op
                   "lime": {"n_samples": options.lime_samples}}[method]
         estimate = getattr(attribution, method)
         return estimate(score_fn, vectors, targets, mask, key, chunk_size=options.sampling_chunk, **budget), None
-    split = task.affine_prefix(params, x)
+    split = explained_model.affine_prefix(params, x, side)
     scores = attribution.integrated_gradients(
         split[1] if split else score_fn, vectors, targets, mask, n_steps=options.ig_steps,
         chunk_size=options.ig_chunk, linear_map=split[0] if split else None,
@@ -290,36 +257,28 @@ def _scores(task: _Task, method: str, params, x, side, targets, key, options: Op
     return scores, attribution.completeness_error(score_fn, vectors, targets, scores)
 
 
-@functools.partial(jax.jit, static_argnames=("task", "options"))
-def _faithfulness(task: _Task, params, x, side, targets, scores, options: Options):
-    if task.kind == "series":
-        mask, replacement = side, 0.0
-    else:
-        mask, replacement = task.positions(x), (PAD if options.removal == "pad" else UNK)
+@functools.partial(jax.jit, static_argnames=("explained_model", "options"))
+def _faithfulness(explained_model: _ExplainedModel, params, x, side, targets, scores, options: Options):
+    by_position, mask = explained_model.explanation.positions(x, side)
 
     def probability_fn(flat):
-        return task.probabilities(params, flat.reshape(x.shape), side)
+        return explained_model.probabilities(params, flat.reshape(x.shape), side)
 
-    flat = x.reshape((x.shape[0], -1) + (x.shape[2:] if task.kind == "series" else ()))
-    return faithfulness(probability_fn, flat, mask, targets, scores, replacement=replacement)
+    _, replacement = removal(explained_model.explanation, options)
+    return faithfulness(probability_fn, by_position, mask, targets, scores, replacement=replacement)
 
 
-@functools.partial(jax.jit, static_argnames=("task",))
-def _forward(task: _Task, params, x, side):
+@functools.partial(jax.jit, static_argnames=("explained_model",))
+def _forward(explained_model: _ExplainedModel, params, x, side):
     """The explained outputs of the rows [R, C]: what one forward pass costs."""
-    return task.outputs(params, x, side)
+    return explained_model.outputs(params, x, side)
 
 
-@functools.partial(jax.jit, static_argnames=("task",))
-def _predict(task: _Task, params, x, side):
-    if task.kind == "sgm":
-        return task.model.apply({"params": params}, x, method="predict")
-    if task.kind == "series":
-        return {"probabilities": task.probabilities(params, x, side)}
-    outputs = task.apply(params, x, side)
-    if task.kind == "br":
-        return {"probabilities": jax.nn.sigmoid(outputs["scores"].astype(jnp.float32))}
-    return {"probabilities": task.family.probabilities(outputs), "predicted": jnp.argmax(outputs["scores"], axis=-1)}
+@functools.partial(jax.jit, static_argnames=("explained_model",))
+def _predict(explained_model: _ExplainedModel, params, x, side):
+    if explained_model.generates:
+        return explained_model.model.apply({"params": params}, x, method="predict")
+    return {"probabilities": explained_model.family.probabilities(apply_rows(explained_model.model, params, x, side))}
 
 
 @dataclasses.dataclass
@@ -379,25 +338,27 @@ class Explainer:
     def __init__(self, trained, options: Options = Options(), seed: int = 0):
         self.trained = trained
         self.options = options
-        self.task = _task(trained)
+        self.explained_model = _ExplainedModel(trained.model, trained.family, trained.config.model)
         self.methods = offered_methods(trained.config.model)
         self.names = trained.dataset.labels.names
         self._key = jax.random.key(seed)
 
     def _inputs(self, batch: dict):
-        if self.task.kind == "series":
-            return jnp.asarray(batch["series"]), jnp.asarray(batch["mask"])
-        return jnp.asarray(batch["tokens"]), None
+        """x and side of the batch: its arrays the family names, but the label sequence of a model
+        that generates its labels (`_rows` gives each row its generated sequence)."""
+        names = self.trained.family.inputs
+        side = jnp.asarray(batch[names[1]]) if len(names) > 1 and not self.explained_model.generates else None
+        return jnp.asarray(batch[names[0]]), side
 
-    def _rows(self, batch: dict, x, side) -> tuple[list, list, list, list, list]:
+    def _rows(self, batch: dict, x, side) -> tuple[list, list, list]:
         """Each explained prediction as (batch row, target, name, probability), the side input
         of its row (SGM: the generated sequence), and every batch row's predictions."""
         real = np.flatnonzero(np.asarray(batch["weight"]) > 0)
-        predicted = jax.device_get(_predict(self.task, self.trained.params, x, side))
+        predicted = jax.device_get(_predict(self.explained_model, self.trained.params, x, side))
         rows, sides, predictions = [], [], [[] for _ in range(len(batch["weight"]))]
-        if self.task.kind == "sgm":
+        if self.explained_model.generates:
             sequences, lengths = predicted["sequence"], predicted["length"]
-            step_log_probs = _forward(self.task, self.trained.params, x, jnp.asarray(sequences))
+            step_log_probs = _forward(self.explained_model, self.trained.params, x, jnp.asarray(sequences))
             step_probabilities = jax.device_get(jnp.exp(step_log_probs))
             for b in real:
                 for step in range(int(lengths[b])):
@@ -408,16 +369,9 @@ class Explainer:
             return rows, sides, predictions
         probabilities = predicted["probabilities"]
         for b in real:
-            if self.task.kind == "br":
-                threshold = self.trained.config.model.threshold
-                chosen = [j for j in np.argsort(-probabilities[b]) if probabilities[b, j] >= threshold]
-            else:
-                chosen = [int(np.argmax(probabilities[b]))]
-            for j in chosen:
-                rows.append((b, int(j), self.names[int(j)], float(probabilities[b, j])))
-                predictions[b].append(self.names[int(j)])
-        if self.task.kind == "series":
-            sides = [np.asarray(side[b]) for b, *_ in rows]
+            for j in self.explained_model.explanation.chosen_outputs(probabilities[b], self.trained.config.model):
+                rows.append((b, j, self.names[j], float(probabilities[b, j])))
+                predictions[b].append(self.names[j])
         return rows, sides, predictions
 
     def _check_methods(self, methods: tuple[str, ...]) -> None:
@@ -433,19 +387,21 @@ class Explainer:
         rows, sides, predictions = self._rows(batch, x, side)
         count = len(rows)
         if count == 0:  # nothing predicted (a multi-label model may predict no label)
-            return self._nothing(x, methods, with_faithfulness, predictions)
+            return self._nothing(x, side, methods, with_faithfulness, predictions)
         take, row_x, row_side, targets = self._row_inputs(batch, x, side, rows, sides)
         scores, completeness, faithful, seconds = {}, None, {}, {}
         for method in methods:
             self._key, key = jax.random.split(self._key)
             start = time.perf_counter()
-            values, error = _scores(self.task, method, self.trained.params, row_x, row_side, targets, key, self.options)
+            values, error = _scores(self.explained_model, method, self.trained.params, row_x, row_side, targets, key,
+                                    self.options)
             scores[method] = np.asarray(values)[:count]
             seconds[method] = time.perf_counter() - start
             if error is not None:
                 completeness = np.asarray(error)[:count]
             if with_faithfulness:
-                metrics = _faithfulness(self.task, self.trained.params, row_x, row_side, targets, values, self.options)
+                metrics = _faithfulness(self.explained_model, self.trained.params, row_x, row_side, targets, values,
+                                        self.options)
                 faithful[method] = {k: np.asarray(v)[:count] for k, v in metrics.items()}
         return ExplainedBatch(
             example=take[:count],
@@ -461,7 +417,7 @@ class Explainer:
         )
 
     def _mask(self, row_x, row_side) -> np.ndarray:
-        return np.asarray(row_side if self.task.kind == "series" else self.task.positions(row_x))
+        return np.asarray(self.explained_model.mask(row_x, row_side))
 
     def rows(self, batch: dict) -> "ExplainedRows | None":
         """The predictions of `batch` to explain, as `rows_scores` takes them (None: none)."""
@@ -475,7 +431,7 @@ class Explainer:
 
     def vectors(self, rows: "ExplainedRows") -> np.ndarray:
         """[R, P, D] the input vectors the methods explain, of every (padded) row."""
-        return np.asarray(self.task.vectors(self.trained.params, rows.x, rows.side))
+        return np.asarray(self.explained_model.vectors(self.trained.params, rows.x, rows.side))
 
     def rows_scores(self, rows: "ExplainedRows", method: str, params=None, shift=None) -> np.ndarray:
         """[R, P] scores of `method` for `rows`, with other parameters (the same targets) or with
@@ -483,7 +439,7 @@ class Explainer:
         self._check_methods((method,))
         self._key, key = jax.random.split(self._key)
         params = self.trained.params if params is None else params
-        values, _ = _scores(self.task, method, params, rows.x, rows.side, rows.targets, key, self.options,
+        values, _ = _scores(self.explained_model, method, params, rows.x, rows.side, rows.targets, key, self.options,
                             None if shift is None else jnp.asarray(shift))
         return np.asarray(values)[: len(rows.example)]
 
@@ -511,10 +467,10 @@ class Explainer:
             raise ValueError("the batch has no prediction to explain")
         _, row_x, row_side, targets = self._row_inputs(batch, x, side, rows, sides)
         if method is None:
-            run = functools.partial(_forward, self.task, self.trained.params, row_x, row_side)
+            run = functools.partial(_forward, self.explained_model, self.trained.params, row_x, row_side)
         else:
-            run = functools.partial(_scores, self.task, method, self.trained.params, row_x, row_side, targets,
-                                    self._key, self.options)
+            run = functools.partial(_scores, self.explained_model, method, self.trained.params, row_x, row_side,
+                                    targets, self._key, self.options)
         jax.block_until_ready(run())
         times = []
         for _ in range(repeats):
@@ -523,8 +479,8 @@ class Explainer:
             times.append(time.perf_counter() - start)
         return float(np.median(times))
 
-    def _nothing(self, x, methods, with_faithfulness, predictions) -> ExplainedBatch:
-        positions = int(np.prod(x.shape[1:2] if self.task.kind == "series" else x.shape[1:]))
+    def _nothing(self, x, side, methods, with_faithfulness, predictions) -> ExplainedBatch:
+        positions = self.explained_model.mask(x, side).shape[1]
         empty = np.zeros((0,), np.float32)
         return ExplainedBatch(
             example=np.zeros((0,), np.int64),
@@ -642,7 +598,7 @@ def explain_workdir(
                 "ci95": {metric: bootstrap_interval(v, seed=seed) for metric, v in values.items()},
                 "seconds_per_100": _per_100(seconds[method], rows_total),
                 "rows": int(rows_total),
-                "removal": options.removal if is_text else "zeros",
+                "removal": removal(trained.family.explanation, options)[0],
             }
         if errors.size and "integrated_gradients" in summary:
             summary["integrated_gradients"]["completeness_error"] = {

@@ -22,7 +22,7 @@ import numpy as np
 
 from jcaps.errors import UserError
 from jcaps.interpret import capsules as capsule_interpretation
-from jcaps.interpret.explain import CAPSULE_MODELS
+from jcaps.interpret.explain import native_method
 from jcaps.train.workdir import TrainedModel
 from jcaps.viz.figures import plot_capsule_heatmap
 
@@ -30,23 +30,15 @@ from jcaps.viz.figures import plot_capsule_heatmap
 def _interpretation_fn(trained: TrainedModel, k1: int, k2: int):
     """batch tokens → predictions, probabilities and the local interpretation (jitted)."""
     kernel_size = trained.config.model.kernel_size
-    nested = trained.dataset.nested
 
     @jax.jit
     def interpret(tokens):
         outputs = trained.apply(tokens)
         probabilities = trained.family.probabilities(outputs)
         predicted = jnp.argmax(outputs["scores"], axis=-1)
-        mask = tokens > 0
-        sizes = dict(k1=k1, k2=k2, kernel_size=kernel_size)
-        if nested:
-            local = capsule_interpretation.batched_local_interpretation_long(
-                outputs["alpha"], outputs["rho"], outputs["coupling"], predicted, mask, **sizes
-            )
-        else:
-            local = capsule_interpretation.batched_local_interpretation(
-                outputs["alpha"], outputs["coupling"], predicted, mask, **sizes
-            )
+        local = capsule_interpretation.batched_local_interpretation_of(
+            outputs, predicted, tokens > 0, k1=k1, k2=k2, kernel_size=kernel_size
+        )
         return {"predicted": predicted, "probabilities": probabilities, **local}
 
     return interpret
@@ -87,7 +79,7 @@ def interpret_workdir(
     """Writes the three interpretation files of a trained iCapsNets model (`load_trained(...,
     with_data=True)`) on `split` to `out`; returns the global summary. `keep_punctuation`: list
     punctuation-only tokens among the most frequent words of each cell."""
-    if trained.config.model.name not in CAPSULE_MODELS:
+    if native_method(trained.config.model) != "capsules":
         raise UserError(f"interpretation needs an iCapsNets workdir, not {trained.config.model.name!r}")
     if split not in trained.dataset.splits:
         raise UserError(f"--split: no split {split!r}; the dataset has {', '.join(trained.dataset.splits)}")
