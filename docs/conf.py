@@ -7,6 +7,7 @@ docstrings (autodoc + autosummary, Google style through napoleon), equations thr
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -37,6 +38,9 @@ exclude_patterns = ["_build", "pdoc", "README.md"]
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
 myst_heading_anchors = 3
 
+# The API pages are generated anew on every build (docs/_api, not tracked), so that a module
+# renamed or removed leaves no page behind.
+shutil.rmtree(os.path.join(ROOT, "docs", "_api"), ignore_errors=True)
 autosummary_generate = True
 autodoc_default_options = {"members": True, "undoc-members": False, "show-inheritance": False}
 autodoc_member_order = "bysource"
