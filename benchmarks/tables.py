@@ -239,7 +239,7 @@ def faithfulness(results: dict) -> str:
     return text
 
 
-for _name in ("icapsnet_short", "cccapsnet", "dilated_fcn"):
+for _name in ("icapsnet_short", "cccapsnet", "cccapsnet_sampling", "dilated_fcn"):
     table(f"faithfulness_{_name}", f"faithfulness_{_name}/results.json")(faithfulness)
 
 
