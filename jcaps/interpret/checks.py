@@ -306,7 +306,8 @@ def check_workdir(trained, split: str, methods: tuple[str, ...], *, limit: int, 
     stages = cascade(trained, seed + 1)
     rng = np.random.default_rng(seed)
     collected = {m: {"spearman": {label: [] for label, _ in stages}, "sensitivity": [], "entropy": [],
-                     "sparseness": [], "degenerate": [], "pointing_game": [], "top_k_hit": []} for m in methods}
+                     "sparseness": [], "degenerate": [], "pointing_game": [], "top_k_hit": [],
+                     "localised_class": []} for m in methods}
     is_text = "tokens" in trained.family.inputs
     for batch in trained.dataset.eval_batches(split, batch_size, limit=limit):
         rows = explainer.rows(batch)
@@ -341,7 +342,19 @@ def check_workdir(trained, split: str, methods: tuple[str, ...], *, limit: int, 
             if evidence is not None:
                 for key, values in localisation(base, rows.mask, evidence).items():
                     record[key].append(values)
+                # The explained class of each localised row (those with evidence, in order).
+                record["localised_class"].append(np.array(
+                    [rows.target_name[r] for r in range(len(base)) if evidence[r][rows.mask[r]].any()], object))
     return _summarise(collected, stages, radius, samples, limit)
+
+
+def pointing_per_class(pointing: list[np.ndarray], classes: list[np.ndarray]) -> dict[str, float]:
+    """{class: share of its localised rows whose top-ranked position is evidence}, from the
+    per-batch pointing-game values and the explained class of each of those rows."""
+    if not pointing:
+        return {}
+    hits, names = np.concatenate(pointing), np.concatenate(classes)
+    return {str(name): round(float(np.mean(hits[names == name])), 4) for name in sorted(set(names.tolist()))}
 
 
 def _summarise(collected: dict, stages: list, radius: float, samples: int, limit: int) -> dict:
@@ -366,6 +379,9 @@ def _summarise(collected: dict, stages: list, radius: float, samples: int, limit
             "top_k_hit": mean(record["top_k_hit"]),
             "rows": int(sum(len(p) for p in record["degenerate"])),
             "localised_rows": int(sum(len(p) for p in record["pointing_game"])),
+            # A model can be right about a class without its evidence (e.g. by the absence of the
+            # other classes' keywords): a per-class pointing game shows it where the mean hides it.
+            "pointing_game_per_class": pointing_per_class(record["pointing_game"], record["localised_class"]),
         }
     summary["settings"] = {"randomisation_flag": RANDOMISATION_FLAG, "degenerate_flag": DEGENERATE_FLAG,
                            "sensitivity_radius": radius, "sensitivity_samples": samples, "limit": limit}

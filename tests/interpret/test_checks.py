@@ -102,7 +102,17 @@ def test_icapsnet_short_localises_planted_keywords(tmp_path_factory, config_file
         assert summary[method]["localised_rows"] >= 16, summary[method]  # correct predictions
         assert summary[method]["pointing_game"] >= 0.95, (method, summary[method])
         assert not summary[method]["randomisation_flagged"], (method, summary[method])
+        per_class = summary[method]["pointing_game_per_class"]
+        assert set(per_class) <= set(trained.dataset.labels.names) and len(per_class) >= 3, per_class
+        assert min(per_class.values()) >= 0.8, (method, per_class)
     assert summary["random"]["pointing_game"] < 0.6
+
+
+def test_pointing_per_class_separates_a_class_the_model_finds_without_evidence():
+    pointing = [np.array([True, True, False]), np.array([True, False, False, True])]
+    classes = [np.array(["a", "b", "c"], object), np.array(["a", "c", "c", "b"], object)]
+    assert checks.pointing_per_class(pointing, classes) == {"a": 1.0, "b": 1.0, "c": 0.0}
+    assert checks.pointing_per_class([], []) == {}
 
 
 def test_the_command_writes_checks_beside_faithfulness(fasttext_workdir, tmp_path):
