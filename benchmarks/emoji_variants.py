@@ -43,7 +43,7 @@ import time
 
 import numpy as np
 from provenance import run_metadata  # this script's folder is on sys.path
-from studies import ROOT, final_test_metrics, train_pending
+from studies import ROOT, final_test_metrics, train_pending, wall_seconds
 
 from jcaps.models.choices import DILATED_FCN_ATTENTIONS
 
@@ -176,7 +176,7 @@ def training_record(workdir: str) -> dict:
     with open(os.path.join(workdir, "train.log"), encoding="utf-8") as f:
         log = f.read()
     rates = [float(r) for r in re.findall(r"\| ([0-9.]+) steps/s \|", log)[1:]]
-    seconds = sum(int(h) * 3600 + int(m) * 60 + int(s) for h, m, s in re.findall(r"wall time (\d+):(\d\d):(\d\d)", log))
+    seconds = wall_seconds(log)
     steps = int(final["step"])
     steps_per_epoch = re.search(r"\((\d+) per epoch\)", log)
     return {

@@ -51,13 +51,12 @@ import argparse
 import collections
 import json
 import os
-import re
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from provenance import run_metadata  # this script's folder is on sys.path
-from studies import ROOT, final_test_metrics, train_pending
+from studies import ROOT, final_test_metrics, train_pending, wall_seconds
 
 from jcaps.interpret.capsules import class_capsule_information, is_punctuation, shared_capsules
 from jcaps.ops.capsules import (
@@ -316,7 +315,7 @@ def seed_summary(workdir: str, seed: int) -> dict:
     most_selected = {name: entry["capsule"] for name, entry in selection["most_selected"].items()}
     with open(os.path.join(workdir, "train.log"), encoding="utf-8") as f:
         log = f.read()
-    seconds = sum(int(h) * 3600 + int(m) * 60 + int(s) for h, m, s in re.findall(r"wall time (\d+):(\d\d):(\d\d)", log))
+    seconds = wall_seconds(log)
     return {"seed": seed, "accuracy": report["accuracy"], "mi_over_h": selection["nmi"],
             "top3_share": selection["top3_share"], "most_selected": most_selected,
             "shared_capsules": shared_capsules(most_selected), "steps": final_test_metrics(workdir)["step"],

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -27,6 +28,12 @@ def final_test_metrics(workdir: str) -> dict | None:
     with open(path, encoding="utf-8") as f:
         finals = [r for r in map(json.loads, f) if r.get("final") and r.get("split") == "test"]
     return finals[-1] if finals else None
+
+
+def wall_seconds(log: str) -> int:
+    """The wall times train.py printed in a run's train.log, summed over its invocations (one
+    that was killed printed none)."""
+    return sum(int(h) * 3600 + int(m) * 60 + int(s) for h, m, s in re.findall(r"wall time (\d+):(\d\d):(\d\d)", log))
 
 
 def train_command(flags: list[str]) -> list[str]:
