@@ -48,11 +48,13 @@ def get_config(arg: str = ""):
     model.routing = "dynamic"  # or 'kmeans'
     model.conv_activation = "none"  # [decision] or 'relu'
     model.attention_scale = False  # [decision] 1/sqrt(d_q) scaling off
+    model.attention_logit_scale = 1.0  # [ref] tau = 1 on the attention logits
     model.squash_primary = True  # [decision]
     # [ref] lambda = 1 on the routing agreement, plain softmax coupling (no orphan class).
     model.routing_logit_scale = 1.0
     model.routing_logit_scale_learned = False
     model.routing_orphan = False
+    model.routing_similarity = "paper"  # [ref] dynamic: <u_hat, v>; k-means: cosine
     # One W_ij per (primary capsule, class) pair (the paper's Eq. 7) instead of its shared W_j
     # (Eq. 8). With W_j shared, every capsule is a classifier for every class and the global
     # interpretation picks one capsule for all of them (MI(class; capsule) / H(class) 0.044 at

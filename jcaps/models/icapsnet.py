@@ -60,6 +60,7 @@ from jcaps.ops.capsules import (
 
 _ROUTINGS = ("dynamic", "kmeans")
 _CONV_ACTIVATIONS = ("none", "relu")
+_SIMILARITIES = ("paper", "dot", "cosine")
 
 
 class HeadQueryAttention(nn.Module):
@@ -123,8 +124,13 @@ class _ICapsNet(nn.Module):
         `routing_logit_scale`).
       routing_orphan: dynamic routing through the leaky softmax with an orphan class (Zhao et
         al. 2018), which lets a capsule that agrees with no class route less.
+      routing_similarity: the agreement of routing, "dot" or "cosine"; "paper" is each routing's
+        own (dynamic: dot, Sabour et al.; k-means: cosine, Ren & Lu).
       conv_activation: "none" (spec decision) or "relu", after the region convolution.
       attention_scale: multiply attention logits by 1/sqrt(d_q) (off: the paper has no scaling).
+      attention_logit_scale: tau, a further inverse temperature on the attention logits (1 in
+        the paper). The logits start near 0 (see `setup`), and with Adam a parameter moves about
+        the same step whatever its scale, so tau > 1 lets the attention leave uniform sooner.
       squash_primary: squash the primary capsules (spec decision).
       shared_transform: one W_j per class for every primary capsule (Eq. 8, the paper's choice),
         or one W_ij per (capsule, class) pair (Eq. 7, Sabour et al.): the shared form lets every
@@ -148,8 +154,10 @@ class _ICapsNet(nn.Module):
     routing_logit_scale: float = 1.0
     routing_logit_scale_learned: bool = False
     routing_orphan: bool = False
+    routing_similarity: str = "paper"
     conv_activation: str = "none"
     attention_scale: bool = False
+    attention_logit_scale: float = 1.0
     squash_primary: bool = True
     shared_transform: bool = True
     dropout_rate: float = 0.0
@@ -169,8 +177,12 @@ class _ICapsNet(nn.Module):
         if self.routing != "dynamic" and any(dynamic_only.values()):
             knobs = ", ".join(name for name, set_ in dynamic_only.items() if set_)
             raise ValueError(f"{knobs}: dynamic routing only, but routing is {self.routing!r}")
+        if self.routing_similarity not in _SIMILARITIES:
+            raise ValueError(f"routing_similarity must be one of {_SIMILARITIES}, got {self.routing_similarity!r}")
         if self.routing_logit_scale <= 0:
             raise ValueError(f"routing_logit_scale must be positive, got {self.routing_logit_scale}")
+        if self.attention_logit_scale <= 0:
+            raise ValueError(f"attention_logit_scale must be positive, got {self.attention_logit_scale}")
         if self.conv_activation not in _CONV_ACTIVATIONS:
             raise ValueError(f"conv_activation must be one of {_CONV_ACTIVATIONS}, got {self.conv_activation!r}")
         super().__post_init__()
@@ -210,7 +222,7 @@ class _ICapsNet(nn.Module):
 
     @property
     def _attention_scale(self) -> float:
-        return self.query_dim**-0.5 if self.attention_scale else 1.0
+        return self.attention_logit_scale * (self.query_dim**-0.5 if self.attention_scale else 1.0)
 
     def region_embeddings(
         self,
@@ -251,11 +263,13 @@ class _ICapsNet(nn.Module):
         )
         if self.routing == "dynamic":
             scale = jnp.exp(self.routing_log_scale) if self.routing_logit_scale_learned else self.routing_logit_scale
+            similarity = "dot" if self.routing_similarity == "paper" else self.routing_similarity
             class_capsules, coupling = dynamic_routing(
-                u_hat, self.routing_iterations, logit_scale=scale, orphan=self.routing_orphan
+                u_hat, self.routing_iterations, logit_scale=scale, orphan=self.routing_orphan, similarity=similarity
             )
         else:
-            class_capsules, coupling = kmeans_routing(u_hat, self.routing_iterations)
+            similarity = "cosine" if self.routing_similarity == "paper" else self.routing_similarity
+            class_capsules, coupling = kmeans_routing(u_hat, self.routing_iterations, similarity=similarity)
         return {
             "scores": capsule_length(class_capsules),
             "class_capsules": class_capsules,

@@ -156,6 +156,11 @@ def _weighted_sum(c_t: jax.Array, u_t: jax.Array) -> jax.Array:
     return jnp.einsum("...ji,...jid->...jd", c_t, u_t)
 
 
+def _check_similarity(similarity: str) -> None:
+    if similarity not in ("cosine", "dot"):
+        raise ValueError(f"similarity must be 'cosine' or 'dot', got {similarity!r}")
+
+
 def _agreement(u_t: jax.Array, v: jax.Array) -> jax.Array:
     """a[..., j, i] = <u_hat[i, j, :], v[j, :]>, in output-major layout."""
     return jnp.einsum("...jid,...jd->...ji", u_t, v)
@@ -168,6 +173,7 @@ def dynamic_routing(
     eps: float = 1e-7,
     logit_scale: float | jax.Array = 1.0,
     orphan: bool = False,
+    similarity: Literal["dot", "cosine"] = "dot",
 ) -> tuple[jax.Array, jax.Array]:
     """Routing-by-agreement (Sabour et al. 2017, Procedure 1).
 
@@ -182,6 +188,9 @@ def dynamic_routing(
     uniform start. With `orphan`, the leaky softmax of Zhao et al. (2018, Sec. 2.2):
     c[i, j] = exp(b[i, j]) / (1 + sum_j' exp(b[i, j'])), a softmax with an extra class of logit 0
     that is dropped, so a capsule that agrees with no class routes less than 1 in all.
+    `similarity="cosine"` replaces the agreement by <u_hat[i, j] / |u_hat[i, j]|, v_j / |v_j|>
+    (the similarity of k-means routing): the logits then rank how well a prediction points
+    along v_j, not how far it reaches, so long input capsules no longer lead every class.
 
     The loop is a `lax.fori_loop` with a static trip count, so reverse-mode gradients flow
     through every iteration; it is unrolled, since r is small and XLA then fuses across
@@ -196,6 +205,7 @@ def dynamic_routing(
         eps: squash epsilon.
         logit_scale: lambda, a number or a 0-d array (a learned parameter: gradients reach it).
         orphan: route through the leaky softmax (a dropped extra class of logit 0).
+        similarity: "dot" (the paper) or "cosine", the agreement added to the logits.
 
     Returns:
         v: [..., out_caps, dim] output capsules, norms in [0, 1).
@@ -218,10 +228,17 @@ def dynamic_routing(
     """
     if num_iterations < 1:
         raise ValueError(f"num_iterations must be >= 1, got {num_iterations}")
+    _check_similarity(similarity)
     u_t, valid = _output_major(u_hat, mask)
+    key_norm = _safe_norm(u_t, -1, eps)[..., 0] if similarity == "cosine" else None
 
     def route(c_t):
         return squash(_weighted_sum(c_t, u_t), eps=eps)
+
+    def agreement(v):
+        if key_norm is None:
+            return _agreement(u_t, v)
+        return _agreement(u_t, v / _safe_norm(v, -1, eps)) / key_norm
 
     def coupling(logits):
         if not orphan:
@@ -233,7 +250,7 @@ def dynamic_routing(
 
     def iterate(_, carry):
         logits, _, v = carry
-        logits = logits + logit_scale * _agreement(u_t, v)
+        logits = logits + logit_scale * agreement(v)
         c_t = coupling(logits)
         return logits, c_t, route(c_t)
 
@@ -294,8 +311,7 @@ def kmeans_routing(
     """
     if num_iterations < 1:
         raise ValueError(f"num_iterations must be >= 1, got {num_iterations}")
-    if similarity not in ("cosine", "dot"):
-        raise ValueError(f"similarity must be 'cosine' or 'dot', got {similarity!r}")
+    _check_similarity(similarity)
     u_t, valid = _output_major(u_hat, mask)
     # Cosine divides each logit by |u_hat[i, j]| rather than normalising a copy of u_hat: the
     # same numbers without a second array (and gradient) as large as u_hat.

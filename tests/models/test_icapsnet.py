@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from jcaps.models.icapsnet import ICapsNetLong, ICapsNetShort
-from jcaps.ops.capsules import dynamic_routing, shared_prediction_vectors
+from jcaps.ops.capsules import dynamic_routing, kmeans_routing, shared_prediction_vectors
 
 TINY = {
     "vocab_size": 13,
@@ -331,7 +331,37 @@ def test_routing_knobs_reach_dynamic_routing():
     assert np.isfinite(jax.grad(score)(params["params"]["routing_log_scale"]))
 
 
+@pytest.mark.parametrize("routing, similarity, expected", [
+    ("dynamic", "cosine", "cosine"), ("kmeans", "paper", "cosine"), ("kmeans", "dot", "dot")])
+def test_routing_similarity_reaches_the_routing(routing, similarity, expected):
+    """The agreement the model routes with is the op's `similarity` ("paper": each routing's own)."""
+    model = ICapsNetShort(**TINY, routing=routing, routing_similarity=similarity)
+    params, out = _init_apply(model, SHORT_TOKENS)
+    u_hat = shared_prediction_vectors(out["primary_capsules"], params["params"]["class_kernel"],
+                                      params["params"]["class_bias"])
+    op = dynamic_routing if routing == "dynamic" else kmeans_routing
+    _, coupling = op(u_hat, 3, similarity=expected)
+    np.testing.assert_allclose(out["coupling"], coupling, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="routing_similarity"):
+        ICapsNetShort(**TINY, routing_similarity="euclidean")
+
+
 @pytest.mark.parametrize("knob", [{"routing_orphan": True}, {"routing_logit_scale": 2.0}])
 def test_routing_knobs_need_dynamic_routing(knob):
     with pytest.raises(ValueError, match="dynamic routing only"):
         ICapsNetShort(**TINY, routing="kmeans", **knob)
+
+
+@pytest.mark.parametrize("model_class, tokens", [(ICapsNetShort, SHORT_TOKENS), (ICapsNetLong, LONG_TOKENS)])
+def test_attention_logit_scale_multiplies_the_logits(model_class, tokens):
+    """tau on the attention logits is the same model as queries multiplied by tau (the logits
+    are linear in h_i), at every attention level; and it must be positive."""
+    params, _ = _init_apply(model_class(**TINY), tokens)
+    scaled = model_class(**TINY, attention_logit_scale=3.0).apply(params, tokens)
+    tree = {"params": {**params["params"], "queries": 3.0 * params["params"]["queries"]}}
+    expected = model_class(**TINY).apply(tree, tokens)
+    for key in ("alpha", "scores", "coupling"):
+        np.testing.assert_allclose(scaled[key], expected[key], rtol=1e-5, atol=1e-6)
+    assert not np.allclose(scaled["alpha"], model_class(**TINY).apply(params, tokens)["alpha"])
+    with pytest.raises(ValueError, match="attention_logit_scale must be positive"):
+        model_class(**TINY, attention_logit_scale=0.0)

@@ -14,6 +14,8 @@ dynamic = jax.jit(capsules.dynamic_routing, static_argnames="num_iterations")
 # An inverse temperature of 3 on the agreement and the leaky softmax's orphan class.
 dynamic_scaled_orphan = jax.jit(functools.partial(capsules.dynamic_routing, logit_scale=3.0, orphan=True),
                                 static_argnames="num_iterations")
+dynamic_cosine = jax.jit(functools.partial(capsules.dynamic_routing, similarity="cosine"),
+                         static_argnames="num_iterations")
 kmeans = jax.jit(capsules.kmeans_routing, static_argnames=("num_iterations", "similarity"))
 
 
@@ -30,7 +32,7 @@ def np_softmax_rows(logits):
     return e / e.sum(axis=1, keepdims=True)
 
 
-def np_dynamic_routing(u_hat, r, valid, scale=1.0, orphan=False):
+def np_dynamic_routing(u_hat, r, valid, scale=1.0, orphan=False, similarity="dot"):
     n_in, n_out, _ = u_hat.shape
     b = np.zeros((n_in, n_out))
     for _ in range(r):
@@ -45,7 +47,10 @@ def np_dynamic_routing(u_hat, r, valid, scale=1.0, orphan=False):
         for i in range(n_in):
             for j in range(n_out):
                 if valid[i]:
-                    b[i, j] += scale * np.dot(u_hat[i, j], v[j])
+                    agreement = np.dot(u_hat[i, j], v[j])
+                    if similarity == "cosine":
+                        agreement /= np.linalg.norm(u_hat[i, j]) * np.linalg.norm(v[j])
+                    b[i, j] += scale * agreement
     c[~valid] = 0.0
     return v, c
 
@@ -91,6 +96,10 @@ ROUTINGS = {
     "dynamic_scaled_orphan": (
         lambda u, r, mask=None: dynamic_scaled_orphan(u, num_iterations=r, mask=mask),
         lambda u, r, mask: np_batched(np_dynamic_routing, u, mask, r, 3.0, True),
+    ),
+    "dynamic_cosine": (
+        lambda u, r, mask=None: dynamic_cosine(u, num_iterations=r, mask=mask),
+        lambda u, r, mask: np_batched(np_dynamic_routing, u, mask, r, 1.0, False, "cosine"),
     ),
     "kmeans_cosine": (
         lambda u, r, mask=None: kmeans(u, num_iterations=r, similarity="cosine", mask=mask),
@@ -184,7 +193,7 @@ CASES = [
 ]
 # The two k-means similarities share the loop, so they split the cases between them (each
 # compile costs about a second of CPU).
-REFERENCE_CASES = [("dynamic",) + case for case in CASES] + [
+REFERENCE_CASES = [("dynamic",) + case for case in CASES] + [("dynamic_cosine",) + case for case in CASES[-2:]] + [
     ("kmeans_dot" if case[4] % 2 == 0 else "kmeans_cosine",) + case for case in CASES
 ]
 
