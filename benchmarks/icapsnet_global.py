@@ -11,7 +11,8 @@ Seeds: trains the config once per seed (`train.py`, `--config.train.seed=S`, in 
 at once, one core each; an interrupted study resumes when the same command runs again), then
 analyses each run's selected model on the test split as below and writes DIR/results.json:
 {"runs": {"seedS": {"seed", "accuracy", "mi_over_h", "top3_share", "most_selected" {class:
-capsule}, "shared_capsules" [{"capsule", "classes"}], "steps", "train_seconds"}}, "summary":
+capsule}, "shared_capsules" [{"capsule", "classes"}], "steps", "train_seconds", "knobs" {the
+`PAPER_KNOBS` it trained with}}}, "summary":
 {"accuracy" | "mi_over_h": {"mean", "std", "min", "max"}}, "settings": {"config", "set"},
 "_run"}. `--tiny` trains the `:smoke` config for one epoch per seed instead (seconds; the tests
 run it).
@@ -308,6 +309,22 @@ def _print(report):
               f"MI/H {s['nmi']:.3f}")
 
 
+# The iCapsNets knobs a candidate setting may change, at the paper's values (docs/models.md §1);
+# a run whose config predates a knob trained with this value. tables.py names a study by the
+# knobs its runs set otherwise.
+PAPER_KNOBS = {"conv_activation": "none", "attention_scale": False, "attention_logit_scale": 1.0,
+               "squash_primary": True, "shared_transform": False, "routing": "dynamic", "routing_iterations": 3,
+               "routing_similarity": "paper", "routing_logit_scale": 1.0, "routing_logit_scale_learned": False,
+               "routing_orphan": False}
+
+
+def knobs_of(workdir: str) -> dict:
+    """The `PAPER_KNOBS` values the run in `workdir` trained with (its config.json)."""
+    with open(os.path.join(workdir, "config.json"), encoding="utf-8") as f:
+        model = json.load(f)["model"]
+    return {key: model.get(key, value) for key, value in PAPER_KNOBS.items()}
+
+
 def seed_summary(workdir: str, seed: int) -> dict:
     """The figures of one seed's run: test accuracy and the paper's selection (`analyse`)."""
     report = analyse(workdir, "test")
@@ -319,7 +336,7 @@ def seed_summary(workdir: str, seed: int) -> dict:
     return {"seed": seed, "accuracy": report["accuracy"], "mi_over_h": selection["nmi"],
             "top3_share": selection["top3_share"], "most_selected": most_selected,
             "shared_capsules": shared_capsules(most_selected), "steps": final_test_metrics(workdir)["step"],
-            "train_seconds": seconds}
+            "train_seconds": seconds, "knobs": knobs_of(workdir)}
 
 
 def _spread(values: list[float]) -> dict:
@@ -347,7 +364,7 @@ def seed_study(args) -> dict:
     per_seed = {f"seed{seed}": seed_summary(workdir, seed) for seed, (workdir, _) in zip(seeds, runs)}
     return {"runs": per_seed,
             "summary": {key: _spread([run[key] for run in per_seed.values()]) for key in ("accuracy", "mi_over_h")},
-            "settings": {"config": config, "set": list(args.set)}}
+            "settings": {"config": os.path.relpath(config, ROOT), "set": list(args.set)}}
 
 
 def main():

@@ -10,7 +10,8 @@ A page marks where a table goes:
     (what this script writes: the table, then the provenance of its numbers)
     <!-- /table -->
 
-NAME is one of `TABLES`: a function that reads one file under benchmarks/results/ and returns
+NAME is one of `TABLES`: a function that reads one file under benchmarks/results/ (or, for a
+path ending in `/`, every `*/results.json` of that folder, as {subfolder: results}) and returns
 Markdown. Under each table a line says where its numbers come from: the file, and the run's
 provenance as the benchmark recorded it under "_run" (benchmarks/provenance.py: commit, date,
 cores, device, and whether the machine was idle), or that it was not recorded, for files
@@ -380,6 +381,50 @@ def throughput_icapsnet_short(r: dict) -> str:
                   f"{r['compile_s']:.1f}", f"{r['train_examples_per_s']:.0f}", f"{r['eval_examples_per_s']:.0f}"]])
 
 
+def _mean_std(spread: dict, digits: int = 3) -> str:
+    return f"{spread['mean']:.{digits}f} ± {spread['std']:.{digits}f}"
+
+
+def _knob_changes(knobs: dict, paper: dict) -> str:
+    changed = [f"`{key}={value}`" for key, value in knobs.items() if value != paper.get(key)]
+    return ", ".join(changed) or "the paper's model"
+
+
+@table("icapsnet_global_seeds", "icapsnet_global/shipped/results.json")
+def icapsnet_global_seeds(results: dict) -> str:
+    body = []
+    for run in results["runs"].values():
+        shared = "; ".join(f"{e['capsule']}: {', '.join(e['classes'])}" for e in run["shared_capsules"])
+        body.append([run["seed"], f"{run['accuracy']:.4f}", f"{run['mi_over_h']:.3f}", f"{run['top3_share']:.3f}",
+                     ", ".join(f"{c} {i}" for c, i in run["most_selected"].items()), shared or "none",
+                     f"{run['train_seconds'] / 60:.1f} min"])
+    summary = results["summary"]
+    body.append(["mean ± std", _mean_std(summary["accuracy"], 4), _mean_std(summary["mi_over_h"]), "", "", "", ""])
+    return (rows(["seed", "test accuracy", "MI(class; capsule) / H(class)", "top-3 share",
+                  "most-selected capsule per class", "capsule shared by classes", "training"], body)
+            + f"\n\n`{results['settings']['config']}` as shipped, one run per seed, each analysed on the 7,600 "
+            "test examples with the model selected on validation. Training times on one core of a 2-core machine.")
+
+
+@table("icapsnet_global_candidates", "icapsnet_global/")
+def icapsnet_global_candidates(studies: dict) -> str:
+    paper = script_constant("icapsnet_global.py", "PAPER_KNOBS")
+    body = []
+    for name, results in studies.items():
+        runs = list(results["runs"].values())
+        knobs = runs[0].get("knobs", {})
+        summary = results["summary"]
+        accuracy, mi = summary["accuracy"], summary["mi_over_h"]
+        body.append([f"`{name}`", _knob_changes(knobs, paper), ", ".join(str(run["seed"]) for run in runs),
+                     f"{_mean_std(accuracy, 4)} (min {accuracy['min']:.4f})",
+                     f"{_mean_std(mi)} ({mi['min']:.3f}–{mi['max']:.3f})",
+                     sum(bool(run["shared_capsules"]) for run in runs)])
+    return (rows(["study", "knobs changed from the paper's model", "seeds", "test accuracy",
+                  "MI / H (range)", "seeds with a shared capsule"], body)
+            + "\n\nEach study: `python benchmarks/icapsnet_global.py --seeds S --out DIR --data_dir ../shared/data/ag_news "
+            "[--set model.KNOB=VALUE ...]`; the knobs are read from each run's config.json.")
+
+
 def _sequence_model(workdir: str) -> str:
     return "SGM + GE" if "sgm_ge" in os.path.basename(workdir) else "SGM"
 
@@ -440,14 +485,40 @@ def debian_tags_decodings(results: dict) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+def load(path: str):
+    """The JSON of benchmarks/results/PATH; for a folder (PATH ends in `/`), {subfolder: the JSON
+    of its results.json} over the subfolders that have one, in name order."""
+    if not path.endswith("/"):
+        with open(os.path.join(RESULTS, path), encoding="utf-8") as f:
+            return json.load(f)
+    folder = os.path.join(RESULTS, path)
+    found = {}
+    for name in sorted(os.listdir(folder)):
+        file = os.path.join(folder, name, "results.json")
+        if os.path.isfile(file):
+            with open(file, encoding="utf-8") as f:
+                found[name] = json.load(f)
+    return found
+
+
+def folder_provenance(path: str, studies: dict) -> str:
+    """The provenance line of a folder's studies: each file's, grouped where they agree."""
+    lines: dict[str, list[str]] = {}
+    for name, results in studies.items():
+        line = provenance(f"{path}{name}/results.json", results)
+        lines.setdefault(line.split("; ", 1)[1], []).append(name)
+    return " ".join(f"Source: `benchmarks/results/{path}` ({', '.join(names)}); {rest}"
+                    for rest, names in lines.items())
+
+
 def render(name: str) -> str:
     """Table NAME with its provenance line, as it stands between its markers."""
     if name not in TABLES:
         raise KeyError(f"no table {name!r}; the tables: {', '.join(sorted(TABLES))}")
     path, renderer = TABLES[name]
-    with open(os.path.join(RESULTS, path), encoding="utf-8") as f:
-        results = json.load(f)
-    return f"{renderer(results)}\n\n{provenance(path, results)}\n"
+    results = load(path)
+    source = folder_provenance(path, results) if path.endswith("/") else provenance(path, results)
+    return f"{renderer(results)}\n\n{source}\n"
 
 
 def pages(root: str = ROOT) -> list[str]:

@@ -42,7 +42,7 @@ from jcaps.train.checkpoints import Checkpoints, DamagedCheckpoint, checkpoint_d
 from jcaps.train.evaluation import evaluate_split
 from jcaps.train.families import MODELS, get_family
 from jcaps.train.metrics import MetricWriter
-from jcaps.train.progress import Progress, format_metrics, quiet_libraries, run_summary
+from jcaps.train.progress import Progress, duration, format_metrics, quiet_libraries, run_summary
 from jcaps.train.state import create_train_state, dummy_inputs, model_for, parameter_count
 from jcaps.train.steps import TrainState, compile_steps
 
@@ -50,11 +50,18 @@ DROPPED_ROWS_FILE = "dropped_rows.json"
 
 
 class TrainingInterrupted(RuntimeError):
-    """SIGINT/SIGTERM arrived; a checkpoint was saved. `exit_code` follows the shell's 128 + N."""
+    """SIGINT/SIGTERM arrived; a checkpoint was saved. `exit_code` follows the shell's 128 + N.
+    `wall_seconds`, once `train_and_evaluate` sets it, joins the message in the form of the end
+    summary's ("wall time H:MM:SS"), so the wall time of a run stopped and resumed adds up."""
 
     def __init__(self, signum: int, step: int, directory: str):
         self.exit_code = 128 + signum
+        self.wall_seconds: float | None = None
         super().__init__(f"interrupted by {signal.Signals(signum).name} at step {step}; checkpoint saved in {directory}")
+
+    def __str__(self) -> str:
+        wall = "" if self.wall_seconds is None else f"; wall time {duration(self.wall_seconds)}"
+        return super().__str__() + wall
 
 
 class NonFiniteLoss(UserError, RuntimeError):
@@ -341,7 +348,11 @@ def train_and_evaluate(config, workdir: str, reevaluate: bool = False) -> dict:
     workdir = os.path.abspath(workdir)
     os.makedirs(workdir, exist_ok=True)
     with exclusive_workdir(workdir, jax.process_index() == 0):
-        return _train_and_evaluate(config, workdir, reevaluate, started)
+        try:
+            return _train_and_evaluate(config, workdir, reevaluate, started)
+        except TrainingInterrupted as stopped:
+            stopped.wall_seconds = time.perf_counter() - started
+            raise
 
 
 def _train_and_evaluate(config, workdir: str, reevaluate: bool = False, started: float | None = None) -> dict:

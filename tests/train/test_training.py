@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -197,6 +198,8 @@ def test_sigterm_saves_a_checkpoint_and_exits_nonzero(tmp_path, cache_dir):
     step = Checkpoints(str(workdir)).latest_step()
     assert step is not None and step >= 10
     assert f"at step {step}" in output
+    # The stopped part's wall time is printed as the end summary prints it, for studies to add up.
+    assert re.search(rf"at step {step}; checkpoint saved in .*; wall time \d+:\d\d:\d\d", output), output
 
 
 def test_same_seed_gives_identical_losses(tmp_path, cache_dir):
