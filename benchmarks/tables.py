@@ -240,7 +240,7 @@ def faithfulness(results: dict) -> str:
     return text
 
 
-for _name in ("icapsnet_short", "cccapsnet", "cccapsnet_sampling", "dilated_fcn"):
+for _name in ("icapsnet_short", "cccapsnet", "cccapsnet_sampling", "dilated_fcn", "emoji_dot", "emoji_dot8"):
     table(f"faithfulness_{_name}", f"faithfulness_{_name}/results.json")(faithfulness)
 
 
@@ -412,7 +412,9 @@ def icapsnet_global_candidates(studies: dict) -> str:
     body = []
     for name, results in studies.items():
         runs = list(results["runs"].values())
-        knobs = runs[0].get("knobs", {})
+        knobs = runs[0]["knobs"]
+        if any(run["knobs"] != knobs for run in runs):
+            raise ValueError(f"icapsnet_global/{name}: its seeds trained with different knobs")
         summary = results["summary"]
         accuracy, mi = summary["accuracy"], summary["mi_over_h"]
         body.append([f"`{name}`", _knob_changes(knobs, paper), ", ".join(str(run["seed"]) for run in runs),
