@@ -61,8 +61,6 @@ from studies import ROOT, final_test_metrics, train_pending, wall_seconds
 
 from jcaps.interpret.capsules import class_capsule_information, is_punctuation, shared_capsules
 from jcaps.ops.capsules import (
-    dynamic_routing,
-    kmeans_routing,
     shared_prediction_vectors,
     unshared_prediction_vectors,
 )
@@ -105,8 +103,7 @@ def _head(trained, routing_iterations=None):
         # [J, d_c, d_p]: one W_j for every capsule (the paper's Eq. 8); [I, J, d_c, d_p]: W_ij.
         predict = shared_prediction_vectors if params["class_kernel"].ndim == 3 else unshared_prediction_vectors
         u_hat = predict(primary, params["class_kernel"], params["class_bias"])
-        route = dynamic_routing if model.routing == "dynamic" else kmeans_routing
-        v, c = route(u_hat, iterations, mask=keep)
+        v, c = trained.model.apply({"params": params}, u_hat, keep, iterations, method="route")
         return v, c, u_hat
 
     return head

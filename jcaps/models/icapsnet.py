@@ -251,6 +251,22 @@ class _ICapsNet(nn.Module):
         an affine map of e, which attribution methods can integrate through (`regions=`)."""
         return self.region_conv(jnp.where(padding_mask(tokens)[..., None], embeddings, 0))
 
+    def route(
+        self, u_hat: jax.Array, mask: jax.Array | None = None, iterations: int | None = None
+    ) -> tuple[jax.Array, jax.Array]:
+        """u_hat [B, I, J, d_c] -> (class capsules [B, J, d_c], coupling [B, I, J]) by the model's
+        routing and its knobs; `mask` [B, I] leaves capsules out and `iterations` replaces r
+        (for analyses of a trained model, e.g. `model.apply(variables, u_hat, method="route")`)."""
+        iterations = iterations or self.routing_iterations
+        if self.routing == "dynamic":
+            scale = jnp.exp(self.routing_log_scale) if self.routing_logit_scale_learned else self.routing_logit_scale
+            similarity = "dot" if self.routing_similarity == "paper" else self.routing_similarity
+            return dynamic_routing(
+                u_hat, iterations, mask, logit_scale=scale, orphan=self.routing_orphan, similarity=similarity
+            )
+        similarity = "cosine" if self.routing_similarity == "paper" else self.routing_similarity
+        return kmeans_routing(u_hat, iterations, similarity=similarity, mask=mask)
+
     def capsule_head(self, primary: jax.Array) -> dict[str, jax.Array]:
         """primary [B, I, d_p] unsquashed -> scores, class/primary capsules and coupling."""
         if self.squash_primary:
@@ -261,15 +277,7 @@ class _ICapsNet(nn.Module):
             self.class_kernel.astype(self.dtype),
             self.class_bias.astype(self.dtype),
         )
-        if self.routing == "dynamic":
-            scale = jnp.exp(self.routing_log_scale) if self.routing_logit_scale_learned else self.routing_logit_scale
-            similarity = "dot" if self.routing_similarity == "paper" else self.routing_similarity
-            class_capsules, coupling = dynamic_routing(
-                u_hat, self.routing_iterations, logit_scale=scale, orphan=self.routing_orphan, similarity=similarity
-            )
-        else:
-            similarity = "cosine" if self.routing_similarity == "paper" else self.routing_similarity
-            class_capsules, coupling = kmeans_routing(u_hat, self.routing_iterations, similarity=similarity)
+        class_capsules, coupling = self.route(u_hat)
         return {
             "scores": capsule_length(class_capsules),
             "class_capsules": class_capsules,

@@ -322,6 +322,8 @@ def test_routing_knobs_reach_dynamic_routing():
                                       params["params"]["class_bias"])
     _, expected = dynamic_routing(u_hat, 3, logit_scale=4.0, orphan=True)
     np.testing.assert_allclose(out["coupling"], expected, rtol=1e-5, atol=1e-6)
+    # `route`, the model's routing on given prediction vectors (what analyses call), is the same.
+    np.testing.assert_allclose(model.apply(params, u_hat, method="route")[1], expected, rtol=1e-5, atol=1e-6)
     assert np.all(np.sum(out["coupling"], -1) < 1)  # the orphan takes a share of every row
 
     def score(log_scale):
