@@ -1,11 +1,15 @@
 """Local and global interpretation of iCapsNets (Wang, Hu, Ji 2020), docs/models.md §1.
 
-Local, per example with predicted class j: the top-k1 primary capsules i by coupling c[i, j];
+Capsules are ranked by the model's `selection` output [I, J]: the coupling c[i, j] (the paper), or
+the contribution of capsule i to class capsule j (`capsule_selection="contribution"`,
+`jcaps.ops.capsules.routing_contributions`); below, sel[i, j].
+
+Local, per example with predicted class j: the top-k1 primary capsules i by sel[i, j];
 for each, the top-k2 positions n by word attention alpha[i, n]; each position maps back to the
 K-gram its region embedding covers; a word's score is how many selected K-grams contain it.
 Long documents first pick, per selected capsule, its sentence m* = argmax_m rho[i, m].
 
-Global, over a split: each example adds one count to cell C[j, i*] with i* = argmax_i c[i, j],
+Global, over a split: each example adds one count to cell C[j, i*] with i* = argmax_i sel[i, j],
 and the words of its top K-gram (k1 = k2 = 1) to that cell's word counter; the most frequent
 words of a cell name what its capsule captures. Two numbers summarise C: the share of each
 class's examples in its few fullest cells (`sparsity`), and how much the selected capsule tells
@@ -22,7 +26,7 @@ Conventions:
   * Fewer valid candidates than asked for (k2 > valid length, k1 > number of live capsules, an
     empty document): the missing picks are -1, in descending-score order after the real ones.
     Their spans are empty, [0, 0), so they cover no word and add nothing to word scores. A
-    capsule is live when its coupling row is not all zero (padded capsules have zero rows).
+    capsule is live when its selection row is not all zero (padded capsules have zero rows).
   * Ties go to the lower index (`lax.top_k`), so results are deterministic.
 """
 
@@ -84,7 +88,7 @@ def _check_kernel_size(kernel_size: int) -> None:
 def local_interpretation_long(
     alpha: jax.Array,
     rho: jax.Array,
-    coupling: jax.Array,
+    selection: jax.Array,
     predicted: jax.Array,
     mask: jax.Array,
     *,
@@ -101,7 +105,7 @@ def local_interpretation_long(
     Args:
       alpha: [I, M, N] word attention per capsule and sentence.
       rho: [I, M] sentence attention per capsule.
-      coupling: [I, J] routing coefficients.
+      selection: [I, J] the scores capsules are ranked by (`selection` of the model).
       predicted: int scalar, the predicted class j.
       mask: [M, N] bool, True at real words.
       k1: capsules to select.
@@ -122,8 +126,8 @@ def local_interpretation_long(
     mask = jnp.asarray(mask, bool)
     num_sentences, num_positions = mask.shape
 
-    capsule_live = jnp.any(coupling != 0, axis=-1)
-    capsules = _top_valid(jnp.take(coupling, predicted, axis=1), capsule_live, k1)
+    capsule_live = jnp.any(selection != 0, axis=-1)
+    capsules = _top_valid(jnp.take(selection, predicted, axis=1), capsule_live, k1)
     # Missing picks index row 0 only to keep shapes static; they are masked out below.
     capsule_rows = jnp.maximum(capsules, 0)
 
@@ -155,7 +159,7 @@ def local_interpretation_long(
 
 def local_interpretation(
     alpha: jax.Array,
-    coupling: jax.Array,
+    selection: jax.Array,
     predicted: jax.Array,
     mask: jax.Array,
     *,
@@ -170,7 +174,7 @@ def local_interpretation(
 
     Args:
       alpha: [I, N] word attention per primary capsule, 0 at padding.
-      coupling: [I, J] routing coefficients.
+      selection: [I, J] the scores capsules are ranked by (`selection` of the model).
       predicted: int scalar, the predicted class j.
       mask: [N] bool, True at real words.
       k1, k2, kernel_size: as in `local_interpretation_long`.
@@ -182,7 +186,7 @@ def local_interpretation(
     single_sentence = local_interpretation_long(
         alpha[:, None, :],
         jnp.ones((alpha.shape[0], 1), alpha.dtype),
-        coupling,
+        selection,
         predicted,
         jnp.asarray(mask, bool)[None, :],
         k1=k1,
@@ -198,7 +202,7 @@ def local_interpretation(
 
 
 def global_assignment(
-    coupling: jax.Array,
+    selection: jax.Array,
     predicted: jax.Array,
     alpha: jax.Array,
     mask: jax.Array,
@@ -208,19 +212,19 @@ def global_assignment(
     """The cell (predicted, i*) and top K-gram one short document adds to the global counts.
 
     Args:
-      coupling: [I, J]; predicted: int scalar; alpha: [I, N]; mask: [N] bool.
+      selection: [I, J]; predicted: int scalar; alpha: [I, N]; mask: [N] bool.
       kernel_size: K (odd).
 
     Returns:
       dict with capsule (i* = argmax_i c[i, predicted]), position (its top position) and
       span [2] (its K-gram); -1 and [0, 0) when there is none.
     """
-    top = local_interpretation(alpha, coupling, predicted, mask, k1=1, k2=1, kernel_size=kernel_size)
+    top = local_interpretation(alpha, selection, predicted, mask, k1=1, k2=1, kernel_size=kernel_size)
     return {"capsule": top["capsules"][0], "position": top["positions"][0, 0], "span": top["spans"][0, 0]}
 
 
 def global_assignment_long(
-    coupling: jax.Array,
+    selection: jax.Array,
     predicted: jax.Array,
     alpha: jax.Array,
     rho: jax.Array,
@@ -231,13 +235,13 @@ def global_assignment_long(
     """`global_assignment` for a long document; also returns the K-gram's sentence.
 
     Args:
-      coupling: [I, J]; predicted: int scalar; alpha: [I, M, N]; rho: [I, M]; mask: [M, N] bool.
+      selection: [I, J]; predicted: int scalar; alpha: [I, M, N]; rho: [I, M]; mask: [M, N] bool.
       kernel_size: K (odd).
 
     Returns:
       dict with capsule, sentence, position and span [2] (the span indexes words of `sentence`).
     """
-    top = local_interpretation_long(alpha, rho, coupling, predicted, mask, k1=1, k2=1, kernel_size=kernel_size)
+    top = local_interpretation_long(alpha, rho, selection, predicted, mask, k1=1, k2=1, kernel_size=kernel_size)
     return {
         "capsule": top["capsules"][0],
         "sentence": top["sentences"][0],
@@ -272,14 +276,14 @@ batched_global_assignment_long = _batched(global_assignment_long, ("kernel_size"
 def batched_local_interpretation_of(
     outputs: dict, targets: jax.Array, mask: jax.Array, **sizes
 ) -> dict[str, jax.Array]:
-    """The batched local interpretation of an iCapsNets model's `outputs` (alpha, coupling and,
+    """The batched local interpretation of an iCapsNets model's `outputs` (alpha, selection and,
     for Long, the sentence attention rho) for the classes `targets` [B], mask [B, N] (Long:
     [B, M, N]) True at real words; `sizes`: k1, k2, kernel_size."""
     if "rho" in outputs:
         return batched_local_interpretation_long(
-            outputs["alpha"], outputs["rho"], outputs["coupling"], targets, mask, **sizes
+            outputs["alpha"], outputs["rho"], outputs["selection"], targets, mask, **sizes
         )
-    return batched_local_interpretation(outputs["alpha"], outputs["coupling"], targets, mask, **sizes)
+    return batched_local_interpretation(outputs["alpha"], outputs["selection"], targets, mask, **sizes)
 
 
 def is_punctuation(word: str) -> bool:
@@ -354,7 +358,7 @@ class GlobalInterpretation:
     Example (Short; for Long, index each example's words by out["sentence"] first):
       acc = GlobalInterpretation(num_classes=J, num_capsules=I, keep_punctuation=False)
       for batch in split:
-        out = batched_global_assignment(coupling, predicted, alpha, mask, kernel_size=3)
+        out = batched_global_assignment(selection, predicted, alpha, mask, kernel_size=3)
         acc.update(predicted, out["capsule"],
                    [words[start:end] for words, (start, end) in zip(batch_words, out["span"])])
       summary = acc.to_json(class_names)

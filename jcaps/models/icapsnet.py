@@ -24,9 +24,11 @@ Where each equation of docs/models.md §1 lives:
          (Eq. 8, one W_j for every capsule)    (`jcaps.ops.capsules.shared_prediction_vectors`);
          or u_hat[i, j] = W_ij pc_i + b_ij     with `shared_transform=False`
          (Eq. 7, one W_ij per pair)            (`unshared_prediction_vectors`).
-         dynamic routing, r = 3                `_ICapsNet.capsule_head` (`dynamic_routing`, or
+         dynamic routing, r = 3                `_ICapsNet.route` (`dynamic_routing`, or
                                                `kmeans_routing` with `routing="kmeans"`).
          scores = |cc_j|                       `_ICapsNet.capsule_head` (`jcaps.ops.capsules.capsule_length`).
+         selection = c, or c_ij <u_hat_ij, s_j>/|s_j|  `_ICapsNet.capsule_head` (`capsule_selection`;
+                                               `routing_contributions`), what interpretation ranks.
     Long
       same embedding and conv per sentence     `_ICapsNet.region_embeddings` on [B, M, N].
       alpha_imn = softmax_n(h_i . Wk_i w_mn)   `ICapsNetLong.__call__`, `self.word_attention`
@@ -53,6 +55,7 @@ from jcaps.ops.capsules import (
     capsule_length,
     dynamic_routing,
     kmeans_routing,
+    routing_contributions,
     shared_prediction_vectors,
     squash,
     unshared_prediction_vectors,
@@ -61,6 +64,7 @@ from jcaps.ops.capsules import (
 _ROUTINGS = ("dynamic", "kmeans")
 _CONV_ACTIVATIONS = ("none", "relu")
 _SIMILARITIES = ("paper", "dot", "cosine")
+_SELECTIONS = ("coupling", "contribution")
 
 
 class HeadQueryAttention(nn.Module):
@@ -126,6 +130,10 @@ class _ICapsNet(nn.Module):
         al. 2018), which lets a capsule that agrees with no class route less.
       routing_similarity: the agreement of routing, "dot" or "cosine"; "paper" is each routing's
         own (dynamic: dot, Sabour et al.; k-means: cosine, Ren & Lu).
+      capsule_selection: how interpretation ranks the primary capsules for a class, the
+        `selection` output: "coupling", c[i, j] (the paper, Sec. II-F), or "contribution",
+        c[i, j] <u_hat[i, j], s_j / |s_j|> (`routing_contributions`: the share of class capsule
+        j's routed length that capsule i supplies).
       conv_activation: "none" (spec decision) or "relu", after the region convolution.
       attention_scale: multiply attention logits by 1/sqrt(d_q) (off: the paper has no scaling).
       attention_logit_scale: tau, a further inverse temperature on the attention logits (1 in
@@ -155,6 +163,7 @@ class _ICapsNet(nn.Module):
     routing_logit_scale_learned: bool = False
     routing_orphan: bool = False
     routing_similarity: str = "paper"
+    capsule_selection: str = "coupling"
     conv_activation: str = "none"
     attention_scale: bool = False
     attention_logit_scale: float = 1.0
@@ -179,6 +188,8 @@ class _ICapsNet(nn.Module):
             raise ValueError(f"{knobs}: dynamic routing only, but routing is {self.routing!r}")
         if self.routing_similarity not in _SIMILARITIES:
             raise ValueError(f"routing_similarity must be one of {_SIMILARITIES}, got {self.routing_similarity!r}")
+        if self.capsule_selection not in _SELECTIONS:
+            raise ValueError(f"capsule_selection must be one of {_SELECTIONS}, got {self.capsule_selection!r}")
         if self.routing_logit_scale <= 0:
             raise ValueError(f"routing_logit_scale must be positive, got {self.routing_logit_scale}")
         if self.attention_logit_scale <= 0:
@@ -268,7 +279,8 @@ class _ICapsNet(nn.Module):
         return kmeans_routing(u_hat, iterations, similarity=similarity, mask=mask)
 
     def capsule_head(self, primary: jax.Array) -> dict[str, jax.Array]:
-        """primary [B, I, d_p] unsquashed -> scores, class/primary capsules and coupling."""
+        """primary [B, I, d_p] unsquashed -> scores, class/primary capsules, coupling and the
+        capsule selection scores."""
         if self.squash_primary:
             primary = squash(primary)
         predict = shared_prediction_vectors if self.shared_transform else unshared_prediction_vectors
@@ -278,7 +290,9 @@ class _ICapsNet(nn.Module):
             self.class_bias.astype(self.dtype),
         )
         class_capsules, coupling = self.route(u_hat)
+        selection = coupling if self.capsule_selection == "coupling" else routing_contributions(u_hat, coupling)
         return {
+            "selection": selection,
             "scores": capsule_length(class_capsules),
             "class_capsules": class_capsules,
             "primary_capsules": primary,
@@ -309,8 +323,8 @@ class ICapsNetShort(_ICapsNet):
 
         Returns a dict: scores [B, J] (class-capsule lengths, in [0, 1)), class_capsules
         [B, J, d_c], primary_capsules [B, I, d_p], alpha [B, I, N] (zero at PADs), coupling
-        [B, I, J] (rows sum to 1), embeddings [B, N, d_e] (the word vectors read; not when
-        `regions` are given).
+        [B, I, J] (rows sum to 1), selection [B, I, J] (`capsule_selection`), embeddings
+        [B, N, d_e] (the word vectors read; not when `regions` are given).
         """
         regions, mask, words = self.region_embeddings(tokens, train, embeddings, regions)
         primary, alpha = self.word_attention(self.queries, regions, mask)
@@ -352,8 +366,8 @@ class ICapsNetLong(_ICapsNet):
 
         Returns a dict: scores [B, J], class_capsules [B, J, d_c], primary_capsules [B, I, d_p],
         alpha [B, I, M, N] (zero at PAD words and in empty sentences), rho [B, I, M] (zero at
-        empty sentences), coupling [B, I, J], embeddings [B, M, N, d_e] (the word vectors read;
-        not when `regions` are given).
+        empty sentences), coupling [B, I, J], selection [B, I, J], embeddings [B, M, N, d_e]
+        (the word vectors read; not when `regions` are given).
         """
         regions, word_mask, words = self.region_embeddings(tokens, train, embeddings, regions)
         # Word level over every sentence at once: leading axes [B, M].

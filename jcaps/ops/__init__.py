@@ -8,7 +8,7 @@ package imports JAX only (no Flax, no Optax, nothing else of jcaps).
 Modules (each docstring gives the equations and the papers):
   attention       masked softmax; head-query, causal-pool, structured self-,
                   convolutional-network and additive attention
-  capsules        squash, prediction vectors, dynamic and k-means routing
+  capsules        squash, prediction vectors, dynamic and k-means routing, routing contributions
   convolution     causal convolutions and the dilated residual stack
   decoding        greedy and beam-search decoding of label sequences
   embeddings      compositional word embeddings (codeword-weighted and compositional coding)
@@ -35,7 +35,7 @@ from jcaps.ops.attention import (
     simplified_attention,
     structured_self_attention,
 )
-from jcaps.ops.capsules import capsule_length, dynamic_routing, kmeans_routing, squash
+from jcaps.ops.capsules import capsule_length, dynamic_routing, kmeans_routing, routing_contributions, squash
 from jcaps.ops.capsules import shared_prediction_vectors, unshared_prediction_vectors
 from jcaps.ops.convolution import (
     ACTIVATIONS,
@@ -91,6 +91,7 @@ __all__ = [
     "capsule_length",
     "dynamic_routing",
     "kmeans_routing",
+    "routing_contributions",
     "shared_prediction_vectors",
     "squash",
     "unshared_prediction_vectors",

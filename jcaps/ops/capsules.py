@@ -328,3 +328,35 @@ def kmeans_routing(
     v = jax.lax.fori_loop(0, num_iterations - 1, lambda _, v: route(v)[1], v, unroll=True)
     c_t, v = route(v)
     return squash(v, eps=eps), _input_major_coupling(c_t, valid)
+
+
+def routing_contributions(u_hat: jax.Array, coupling: jax.Array, eps: float = 1e-7) -> jax.Array:
+    """How much of each output capsule every input capsule supplies, along its direction.
+
+        s_j = sum_i c[i, j] u_hat[i, j]             (the routed sum that v_j squashes)
+        contribution[i, j] = c[i, j] <u_hat[i, j], s_j / |s_j|>
+
+    The contributions of one output capsule sum to |s_j| (exactly, up to `eps`), so they split
+    its pre-squash length among the input capsules; one is negative when that capsule's
+    prediction points away from s_j. Both routings return v_j parallel to s_j, so the direction
+    is v_j's. Rows of padded input capsules, whose coupling is 0, are 0.
+
+    Args:
+      u_hat: [..., in_caps, out_caps, dim] prediction vectors.
+      coupling: [..., in_caps, out_caps] the coupling coefficients routing returned with them.
+      eps: under the square root of |s_j|.
+
+    Returns:
+      [..., in_caps, out_caps] contributions.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from jcaps.ops import routing_contributions
+        >>> u_hat = jnp.array([[[3.0, 0.0]], [[1.0, 0.0]]])  # two input capsules, one output
+        >>> routing_contributions(u_hat, jnp.full((2, 1), 0.5))[:, 0].tolist()  # |s| = 2
+        [1.5, 0.5]
+    """
+    # A padded capsule's u_hat may hold anything (routing never reads it): zero it first.
+    weighted = jnp.where(coupling[..., None] != 0, u_hat, 0) * coupling[..., None]
+    s = jnp.sum(weighted, axis=-3, keepdims=True)
+    return jnp.sum(weighted * (s / _safe_norm(s, -1, eps)), axis=-1)

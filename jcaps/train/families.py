@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jcaps.data import vocab
+from jcaps.errors import ConfigError
 from jcaps.models.cccapsnet import CCCapsNet
 from jcaps.models.dilated_fcn import DilatedFCN
 from jcaps.models.fasttext import FastText
@@ -361,10 +362,13 @@ def build_model(model_config, vocab_size: int, num_classes: int, dtype=jnp.float
     field_names = {f.name for f in dataclasses.fields(family.module)}
     unknown = sorted(set(fields) - field_names)
     if unknown:
-        raise ValueError(f"model {model_config.name!r} has no setting(s) {', '.join(unknown)}")
+        raise ConfigError(f"model {model_config.name!r} has no setting(s) {', '.join(unknown)}")
     if "vocab_size" in field_names:
         fields["vocab_size"] = vocab_size  # models over series size their first layer from the data
     # The label vocabulary's special ids, for the models that generate label sequences.
     special_ids = {"bos_id": vocab.BOS, "eos_id": vocab.EOS, "num_special": vocab.NUM_SPECIAL}
     fields.update({name: value for name, value in special_ids.items() if name in field_names})
-    return family.module(num_classes=num_classes, dtype=dtype, **fields)
+    try:
+        return family.module(num_classes=num_classes, dtype=dtype, **fields)
+    except ValueError as error:  # a module's own check of its settings, e.g. a knob out of range
+        raise ConfigError(f"config.model: {error}") from error

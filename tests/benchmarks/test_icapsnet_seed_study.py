@@ -11,12 +11,12 @@ from tests.benchmarks.test_tiny_runs import assert_run_metadata, run_tiny
 
 def test_seed_study_trains_summarises_and_resumes(tmp_path):
     args = ("--seeds", "2", "--out", str(tmp_path), "--set", "model.num_capsules=6",
-            "--set", "model.routing_orphan=True", "--cache_dir", str(tmp_path / "cache"))
+            "--set", "model.routing_similarity=dot", "--cache_dir", str(tmp_path / "cache"))
     run_tiny("icapsnet_global.py", *args)
     with open(tmp_path / "results.json", encoding="utf-8") as f:
         results = json.load(f)
     assert_run_metadata(results["_run"])
-    assert results["settings"]["set"] == ["model.num_capsules=6", "model.routing_orphan=True"] and results["settings"]["config"].endswith(":smoke")
+    assert results["settings"]["set"] == ["model.num_capsules=6", "model.routing_similarity=dot"] and results["settings"]["config"].endswith(":smoke")
     assert sorted(results["runs"]) == ["seed2"]
     for name, run in results["runs"].items():
         assert run["seed"] == int(name[len("seed"):])
@@ -25,7 +25,9 @@ def test_seed_study_trains_summarises_and_resumes(tmp_path):
         for entry in run["shared_capsules"]:
             assert len(entry["classes"]) > 1 and all(run["most_selected"][c] == entry["capsule"] for c in entry["classes"])
         assert run["steps"] > 0
-        assert run["knobs"]["routing_orphan"] is True and run["knobs"]["routing"] == "dynamic"
+        assert run["knobs"]["routing_similarity"] == "dot" and run["knobs"]["routing"] == "kmeans"
+        rule_figure = {"coupling": run["mi_over_h_coupling"], "contribution": run["mi_over_h_contribution"]}
+        assert run["mi_over_h"] == rule_figure[run["selection"]]
     summary = results["summary"]["accuracy"]
     assert summary["min"] == summary["max"] == summary["mean"] == results["runs"]["seed2"]["accuracy"]
     assert summary["std"] == 0

@@ -234,7 +234,7 @@ def test_icapsnet_global(tmp_path, smoke_workdir):
         report = json.load(f)
     assert_run_metadata(report["_run"])
     assert (report["workdir"], report["split"], report["examples"]) == (workdir, "test", 16)
-    assert {"paper_selection", "coupling", "primary_lengths", "attention", "head", "selection_rules",
+    assert {"paper_selection", "model_selection", "coupling", "primary_lengths", "attention", "head", "selection_rules",
             "routing_iterations"} <= set(report)
     assert sorted(report["routing_iterations"]) == ["1", "2", "3", "4", "5"]
     assert 0 <= report["accuracy"] <= 1

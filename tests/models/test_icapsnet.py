@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from jcaps.models.icapsnet import ICapsNetLong, ICapsNetShort
-from jcaps.ops.capsules import dynamic_routing, kmeans_routing, shared_prediction_vectors
+from jcaps.ops.capsules import dynamic_routing, kmeans_routing, routing_contributions, shared_prediction_vectors
 
 TINY = {
     "vocab_size": 13,
@@ -146,6 +146,7 @@ def _check_common(out):
     assert np.all(scores >= 0) and np.all(scores < 1)
     np.testing.assert_allclose(scores, np.linalg.norm(out["class_capsules"], axis=-1), rtol=1e-6)
     np.testing.assert_allclose(np.sum(out["coupling"], axis=-1), 1.0, rtol=1e-6)
+    np.testing.assert_array_equal(out["selection"], out["coupling"])  # capsule_selection="coupling"
 
 
 def test_short_outputs(short_run):
@@ -367,3 +368,17 @@ def test_attention_logit_scale_multiplies_the_logits(model_class, tokens):
     assert not np.allclose(scaled["alpha"], model_class(**TINY).apply(params, tokens)["alpha"])
     with pytest.raises(ValueError, match="attention_logit_scale must be positive"):
         model_class(**TINY, attention_logit_scale=0.0)
+
+
+def test_contribution_selection_splits_each_class_capsule():
+    """capsule_selection="contribution": the selection is `routing_contributions` of the model's
+    own prediction vectors and coupling, summing over the capsules to |s_j| (|v_j| = squash)."""
+    model = ICapsNetShort(**TINY, capsule_selection="contribution")
+    params, out = _init_apply(model, SHORT_TOKENS)
+    u_hat = shared_prediction_vectors(out["primary_capsules"], params["params"]["class_kernel"],
+                                      params["params"]["class_bias"])
+    np.testing.assert_allclose(out["selection"], routing_contributions(u_hat, out["coupling"]), rtol=1e-5, atol=1e-7)
+    length = np.asarray(out["scores"])
+    np.testing.assert_allclose(np.sum(out["selection"], axis=1), np.sqrt(length / (1 - length)), rtol=1e-3, atol=1e-6)
+    with pytest.raises(ValueError, match="capsule_selection"):
+        ICapsNetShort(**TINY, capsule_selection="length")

@@ -280,3 +280,17 @@ def test_a_config_argument_names_smoke_and_at_most_one_name_of_each_choice():
             parse_argument(bad, boxes, variants)
     with pytest.raises(ValueError, match=r"^unknown config argument 'large'; expected '' or comma-separated names: 'smoke'$"):
         load(os.path.join(ROOT, "configs", "fasttext_ag_news.py:large"))
+
+
+def test_a_model_setting_the_module_rejects_is_a_config_error():
+    """A module's own check of its settings (here a dynamic-routing knob under k-means routing)
+    reaches the user as one line naming config.model, not as a traceback."""
+    from jcaps.train.families import build_model
+
+    config = load(os.path.join(ROOT, "configs", "icapsnet_short_ag_news.py:smoke"))
+    config.model.routing_orphan = True
+    with pytest.raises(ConfigError, match=r"^config.model: routing_orphan: dynamic routing only, but routing is 'kmeans'$"):
+        build_model(config.model, 50, 4)
+    config.model.routing_orphan, config.model.no_such_knob = False, 1
+    with pytest.raises(ConfigError, match="has no setting"):
+        build_model(config.model, 50, 4)
