@@ -183,8 +183,7 @@ class _ExplainedModel:
 
     def affine_prefix(self, params, x, side):
         """(L, g) with outputs(e) = g(L(e)) and L affine in the vectors e, or None: the family's
-        `affine_prefix` on these rows (iCapsNets without a conv activation start with the region
-        convolution)."""
+        `affine_prefix` on these rows (iCapsNets start with the region convolution)."""
         if self.explanation.affine_prefix is None:
             return None
         split = self.explanation.affine_prefix(self.model, params, self.model_config)

@@ -188,9 +188,9 @@ def labels_at_threshold(probabilities, model_config):
 
 def region_convolution_prefix(model, params, model_config):
     """(L, g) with the outputs on x = g(x, L(x, e)), L(x, e) the region convolution of the word
-    vectors e: affine in e when iCapsNets have no convolution activation; None when they have one."""
-    if model_config.get("conv_activation") != "none":
-        return None
+    vectors e, affine in e; g applies the convolution activation (`conv_activation`) and the rest
+    of the model to the regions it is given."""
+    del model_config
 
     def region_convolution(x, e):
         return model.apply({"params": params}, x, e.reshape(x.shape + e.shape[-1:]), method="region_conv_of")

@@ -167,3 +167,23 @@ def test_the_command_runs_on_every_model(workdirs, tmp_path, model_name):
     assert set(json.loads((tmp_path / "faithfulness.json").read_text())) == {"random"}
     assert {"attributions.jsonl", "report.html"} <= set(os.listdir(tmp_path))
 
+
+
+@pytest.mark.parametrize("activation", ["none", "relu"])
+def test_region_convolution_prefix_reproduces_the_model(activation):
+    """Integrated gradients integrate after the region convolution (affine in the word vectors):
+    g(L(e)) must be the model on e, with or without the activation after the convolution."""
+    import jax
+
+    from jcaps.train.config import load
+    from jcaps.train.families import build_model, region_convolution_prefix
+
+    config = load(os.path.join(ROOT, "configs", "icapsnet_short_ag_news.py:smoke"))
+    config.model.conv_activation = activation
+    model = build_model(config.model, 30, 4)
+    tokens = np.array([[3, 4, 5, 6, 7, 0], [8, 9, 2, 0, 0, 0]], np.int32)
+    params = model.init(jax.random.PRNGKey(0), tokens)["params"]
+    embeddings = model.apply({"params": params}, tokens)["embeddings"]
+    linear, after = region_convolution_prefix(model, params, config.model)
+    direct = model.apply({"params": params}, tokens, embeddings=embeddings)["scores"]
+    np.testing.assert_allclose(after(tokens, linear(tokens, embeddings))["scores"], direct, rtol=1e-5, atol=1e-6)
