@@ -25,7 +25,7 @@ from jcaps.interpret import attribution, checks, explain
 from jcaps.interpret.report import interpret_workdir
 from jcaps.interpret.series_report import saliency_report
 from jcaps.train.workdir import load_trained, read_config
-from jcaps.viz.html import capsule_global_html
+from jcaps.viz.html import capsule_global_html, information_text
 
 DEFAULT_LIMIT = 200  # examples explained when --limit is not given
 DEFAULT_SERIES_FIGURES = 8
@@ -99,7 +99,7 @@ def main(argv):
         sparsity = summary["sparsity"]
         closing.append(f"share of each class's examples in its top {sparsity['top']} capsules: "
                        f"{sparsity['overall']:.3f}; MI(class; capsule) / H(class): "
-                       f"{summary['class_capsule_information']['normalized'] or 0:.3f}")
+                       f"{information_text(summary['class_capsule_information']['normalized'])}")
     elif "series" in trained.family.inputs:
         summary = saliency_report(trained, FLAGS.split, out, FLAGS.limit or DEFAULT_SERIES_FIGURES)
         shares = " ".join(f"{s:.2f}" for s in summary["mean_share_by_tenth"])

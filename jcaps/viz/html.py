@@ -50,6 +50,11 @@ def _global_html(global_summary: Mapping) -> str:
     )
 
 
+def information_text(normalized: float | None) -> str:
+    """MI / H(class) for people: the number, or why there is none (one class predicted, H = 0)."""
+    return "undefined (a single class is predicted)" if normalized is None else f"{normalized:.3f}"
+
+
 def capsule_global_html(global_summary: Mapping, heatmap_png_path: str | os.PathLike | None) -> str:
     """iCapsNets' global interpretation as an HTML section: the C heatmap (embedded as a data
     URI; None leaves it out), the share of each class in its fullest cells, the information the
@@ -67,7 +72,7 @@ def capsule_global_html(global_summary: Mapping, heatmap_png_path: str | os.Path
     information = global_summary.get("class_capsule_information")
     information_html = "" if information is None else (
         f"<p>Normalised mutual information between predicted class and selected capsule, "
-        f"MI / H(class): {float(information['normalized']):.3f} (0: the capsule says nothing about the "
+        f"MI / H(class): {information_text(information['normalized'])} (0: the capsule says nothing about the "
         "class; 1: it determines it).</p>"
     )
     shared = global_summary.get("shared_capsules")

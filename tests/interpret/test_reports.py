@@ -91,6 +91,14 @@ def test_global_section_flags_a_capsule_two_classes_share():
     assert "capsule 2 is the most selected of World &amp; &lt;Politics&gt;, " + CLASS_NAMES[1] in section
 
 
+def test_global_section_says_why_mi_over_h_is_undefined():
+    """A model that predicts one class has H(class) = 0: the section says so, never 0.000."""
+    acc = GlobalInterpretation(num_classes=2, num_capsules=3)
+    acc.update([1, 1, 1], [0, 1, 2], [[], [], []])
+    section = capsule_global_html(acc.to_json(CLASS_NAMES), None)
+    assert "MI / H(class): undefined (a single class is predicted)" in section
+
+
 def test_report_without_faithfulness(tmp_path):
     path = write_explanation_report(tmp_path / "report.html", title="t", methods=("gradient",), groups={},
                                     faithfulness={})

@@ -145,6 +145,14 @@ def _routing(route):
     return case
 
 
+def _routing_contributions(rng):
+    def example(rng, mask):
+        u_hat = _normal(rng, T, 3, 4)
+        return u_hat, ops.dynamic_routing(u_hat, 3, mask=mask)[1]
+
+    return ops.routing_contributions, _per_example(rng, example)
+
+
 def _causal_conv1d(rng):
     kernel, bias = _normal(rng, 3, F, 2), _normal(rng, 2)
     return lambda x: ops.causal_conv1d(x, kernel, bias, dilation=2), [(_normal(rng, T, F),) for _ in range(BATCH)]
@@ -326,6 +334,7 @@ CASES: dict[str, Callable] = {
     "shared_prediction_vectors": _prediction_vectors(ops.shared_prediction_vectors, (3, 2, 4)),
     "unshared_prediction_vectors": _prediction_vectors(ops.unshared_prediction_vectors, (5, 3, 2, 4)),
     "dynamic_routing": _routing(ops.dynamic_routing),
+    "routing_contributions": _routing_contributions,
     "kmeans_routing": _routing(ops.kmeans_routing),
     "causal_conv1d": _causal_conv1d,
     "pointwise_conv": _pointwise_conv,
