@@ -67,6 +67,7 @@ from jcaps.ops.capsules import (
     unshared_prediction_vectors,
 )
 from jcaps.train.workdir import load_trained
+from jcaps.viz.html import information_text
 
 TOP_POSITIONS = 1  # attention positions per capsule kept for the token statistics
 TINY_LIMIT = 16
@@ -274,11 +275,6 @@ def analyse(workdir, split="test", limit=0):
     return report
 
 
-def _nmi_text(nmi) -> str:
-    """MI / H, or why there is none (a single predicted class has H(class) = 0)."""
-    return "undefined (one class predicted)" if nmi is None else f"{nmi:.3f}"
-
-
 def _print(report):
     print(f"{report['workdir']} on {report['split']}: {report['examples']} examples, accuracy {report['accuracy']:.4f}")
     print(f"head on the returned primary capsules reproduces the scores to {report['head_reproduces_model']:.1e}")
@@ -286,7 +282,7 @@ def _print(report):
                        (f"model selection ({report['model_selection']['rule']})", report["model_selection"])):
         print(f"{title}:",
               ", ".join(f"{k} capsule {v['capsule']} {v['share']:.3f}" for k, v in sel["most_selected"].items()),
-              f"| top-3 share {sel['top3_share']:.3f} | MI/H(class) {_nmi_text(sel['nmi'])}")
+              f"| top-3 share {sel['top3_share']:.3f} | MI/H(class) {information_text(sel['nmi'])}")
     c = report["coupling"]
     print("coupling row entropy / log J (5/50/95 %):", c["row_entropy_over_log_J"])
     print("coupling row max:", c["row_max"])
@@ -312,11 +308,11 @@ def _print(report):
     print("selection rules (MI/H(class), top-3 share, most selected per class):")
     for name, s in report["selection_rules"].items():
         most = ", ".join(f"{v['capsule']}:{v['share']:.2f}" for v in s["most_selected"].values())
-        print(f"  {name}: MI/H {_nmi_text(s['nmi'])}, top-3 {s['top3_share']:.3f}, [{most}]")
+        print(f"  {name}: MI/H {information_text(s['nmi'])}, top-3 {s['top3_share']:.3f}, [{most}]")
     print("routing iterations at test time:")
     for r, s in report["routing_iterations"].items():
         print(f"  r={r}: accuracy {s['accuracy']:.4f}, coupling entropy median {s['row_entropy_median']:.3f}, "
-              f"MI/H {_nmi_text(s['nmi'])}")
+              f"MI/H {information_text(s['nmi'])}")
 
 
 # The iCapsNets knobs a candidate setting may change, at the values of the paper's model as the
@@ -416,7 +412,7 @@ def main():
             json.dump(results, f, indent=1)
         for name, run in results["runs"].items():
             shared = "; ".join(f"capsule {e['capsule']}: {', '.join(e['classes'])}" for e in run["shared_capsules"])
-            print(f"{name}: accuracy {run['accuracy']:.4f}, MI/H {_nmi_text(run['mi_over_h'])}, "
+            print(f"{name}: accuracy {run['accuracy']:.4f}, MI/H {information_text(run['mi_over_h'])}, "
                   f"top-3 share {run['top3_share']:.3f}, shared capsules: {shared or 'none'}")
         for key, spread in results["summary"].items():
             if spread["mean"] is not None:

@@ -29,6 +29,7 @@ import json
 import math
 import os
 import re
+import statistics
 import sys
 from collections.abc import Callable
 
@@ -388,7 +389,7 @@ def _knob_changes(knobs: dict, baseline: dict) -> str:
 
 def _spread_of(values: list[float], digits: int = 3) -> str:
     """mean ± std (min–max) of a study's per-seed figures."""
-    mean, std = sum(values) / len(values), math.sqrt(sum((v - sum(values) / len(values)) ** 2 for v in values) / len(values))
+    mean, std = statistics.fmean(values), statistics.pstdev(values)
     return f"{mean:.{digits}f} ± {std:.{digits}f} ({min(values):.{digits}f}–{max(values):.{digits}f})"
 
 
