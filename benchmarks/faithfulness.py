@@ -1,7 +1,8 @@
 """Faithfulness of every explanation method of a trained workdir, with its cost.
 
     python benchmarks/faithfulness.py --workdir W --out DIR [--examples 500] [--split test]
-        [--methods ...] [--removal pad|unk] [--batch_size 32] [--ig_steps 50] [--ig_chunk 1] [--tiny]
+        [--methods ...] [--removal pad|unk] [--batch_size 32] [--ig_steps 50] [--ig_chunk 1]
+        [--checks [--checks_examples 100]] [--tiny]
 
 Explains the first `--examples` examples of the split with every method the model offers (as
 `python -m jcaps.interpret --faithfulness` does, whose files it also writes to DIR) and writes
@@ -12,6 +13,9 @@ per 100 explained predictions), plus, measured in the same run on the first batc
     "forward_s": one forward pass of the batch (median of 5, compiled),
     "integrated_gradients_s": integrated gradients of the same batch (median of 5),
     "integrated_gradients_over_forward": their ratio,
+    "checks": with --checks, the sanity checks of `jcaps.interpret.checks` for the same methods
+              on the first `--checks_examples` examples (each re-runs every method once per
+              re-initialised stage and per noise draw, so it costs several faithfulness runs),
     "run": {"workdir", "split", "examples", "batch_size", "ig_steps", "wall_s", "model"},
     "_run": {commit, date, machine, load: `provenance.run_metadata`}
 
@@ -30,10 +34,11 @@ import time
 
 from provenance import run_metadata  # this script's folder is on sys.path
 
-from jcaps.interpret import explain
+from jcaps.interpret import checks, explain
 from jcaps.interpret.explain import explain_workdir
 from jcaps.interpret.faithfulness import METRICS
 from jcaps.train.workdir import load_trained
+from jcaps.viz.html import checks_markdown
 
 TINY = {"examples": 8, "batch_size": 8, "ig_steps": 4}
 TINY_METHODS = ("integrated_gradients", "random")
@@ -73,6 +78,8 @@ def main():
     parser.add_argument("--ig_steps", type=int, default=50)
     parser.add_argument("--ig_chunk", type=int, default=explain.Options.ig_chunk)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--checks", action="store_true", help="add the sanity checks of the same methods")
+    parser.add_argument("--checks_examples", type=int, default=100, help="--checks: examples checked")
     parser.add_argument("--tiny", action="store_true", help="8 examples, 4 IG steps, two methods (seconds)")
     args = parser.parse_args()
     if args.tiny:
@@ -94,6 +101,10 @@ def main():
     results["forward_s"] = explainer.seconds(first, None)
     results["integrated_gradients_s"] = explainer.seconds(first, "integrated_gradients")
     results["integrated_gradients_over_forward"] = results["integrated_gradients_s"] / results["forward_s"]
+    if args.checks:
+        results["checks"] = checks.check_workdir(trained, args.split, methods, limit=min(args.checks_examples,
+                                                 args.examples), options=options, batch_size=args.batch_size,
+                                                 seed=args.seed)
     results["run"] = {
         "workdir": os.path.abspath(args.workdir), "model": trained.config.model.name, "split": args.split,
         "examples": args.examples, "batch_size": args.batch_size, "ig_steps": args.ig_steps, "ig_chunk": args.ig_chunk,
@@ -103,7 +114,7 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
         json.dump(results, f, indent=1)
-    table = markdown(results)
+    table = markdown(results) + (f"\n{checks_markdown(results['checks'])}" if args.checks else "")
     with open(os.path.join(args.out, "results.md"), "w", encoding="utf-8") as f:
         f.write(table)
     print(table)

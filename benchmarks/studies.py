@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -40,8 +41,9 @@ def train_command(flags: list[str]) -> list[str]:
     return [sys.executable, os.path.join(ROOT, "train.py"), *flags]
 
 
-def train_pending(runs: list[tuple[str, list[str]]], jobs: int) -> None:
-    """Trains each (workdir, train.py flags) without final test metrics, `jobs` at a time."""
+def train_pending(runs: list[tuple[str, list[str]]], jobs: int, on_start: Callable[[str], None] | None = None) -> None:
+    """Trains each (workdir, train.py flags) without final test metrics, `jobs` at a time;
+    `on_start(workdir)` is called as each starts."""
     pending = [(workdir, flags) for workdir, flags in runs if final_test_metrics(workdir) is None]
     running: list[tuple[str, subprocess.Popen, float, int]] = []
     free_cores = list(range(jobs))
@@ -49,6 +51,8 @@ def train_pending(runs: list[tuple[str, list[str]]], jobs: int) -> None:
         while pending and free_cores:
             (workdir, flags), core = pending.pop(0), free_cores.pop(0)
             os.makedirs(workdir, exist_ok=True)
+            if on_start:
+                on_start(workdir)
             cmd = train_command(flags)
             if jobs > 1 and shutil.which("taskset"):
                 cmd = ["taskset", "-c", str(core), *cmd]

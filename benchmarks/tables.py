@@ -18,7 +18,8 @@ cores, device, and whether the machine was idle), or that it was not recorded, f
 written before benchmarks recorded it. The paper's figures that some tables show beside jcaps'
 are read from the constants of the benchmark script that compares with them, never typed here.
 
-Reads JSON only (no JAX), so it runs in a second; CI runs `--check`.
+Reads JSON only (no JAX; the checks table's formatter comes from `jcaps.viz`, which needs
+none), so it runs in a second; CI runs `--check`.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ import re
 import statistics
 import sys
 from collections.abc import Callable
+
+from jcaps.viz.html import checks_markdown
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "benchmarks", "results")
@@ -238,11 +241,44 @@ def faithfulness(results: dict) -> str:
         text += (f" One forward pass of a batch: {results['forward_s'] * 1000:.1f} ms; integrated gradients of the "
                  f"same batch: {results['integrated_gradients_s']:.2f} s, "
                  f"{results['integrated_gradients_over_forward']:.1f} forward passes.")
+    if "checks" in results:
+        settings = results["checks"]["settings"]
+        text += (f"\n\nSanity checks on the first {settings['limit']} of them ([what each means](explaining.md)); ⚑: "
+                 f"randomisation ρ ≥ {settings['randomisation_flag']} or at least "
+                 f"{settings['degenerate_flag']:.0%} of the rows degenerate.\n\n" + checks_markdown(results["checks"]).rstrip())
     return text
 
 
 for _name in ("icapsnet_short", "cccapsnet", "cccapsnet_sampling", "dilated_fcn", "emoji_dot", "emoji_dot8"):
     table(f"faithfulness_{_name}", f"faithfulness_{_name}/results.json")(faithfulness)
+
+
+LOCALISATION_MODELS = {"fasttext": "fastText", "icapsnet_short": "iCapsNets Short", "cccapsnet": "CCCapsNet"}
+
+
+@table("localisation", "localisation/results.json")
+def localisation(results: dict) -> str:
+    settings = results["settings"]
+    body = []
+    for key, model in LOCALISATION_MODELS.items():
+        if key not in results:
+            continue
+        for method, r in results[key]["checks"].items():
+            if method == "settings":
+                continue
+            per_class = ", ".join(f"{name} {value:.2f}" for name, value in r["pointing_game_per_class"].items())
+            full = list(r["randomisation_spearman"].values())[-1]
+            body.append([model, f"{results[key]['accuracy']:.3f}", method.replace("_", " "),
+                         number(r["pointing_game"]), per_class, number(r["top_k_hit"]), r["localised_rows"],
+                         number(full) + (" ⚑" if r["randomisation_flagged"] else "")])
+    overrides = "".join(f", `--config.{s}`" for s in settings["set"])
+    return (rows(["model", "test accuracy", "method", "pointing game", "per class", "top-k hit",
+                  "rows localised", "randomisation ρ"], body)
+            + f"\n\nEach model's `:smoke` config trained on {settings['train_size']:,} generated texts for "
+            f"{settings['epochs']} epochs with {settings['decoys']} decoy keyword(s) of another class in every text"
+            f"{overrides}; checked on the first {settings['examples']} test texts. Pointing game: the top-ranked "
+            "token is a keyword of the predicted class, over the correctly predicted texts; top-k hit: the share of "
+            "the k top-ranked tokens that are keywords, k the text's number of keywords.")
 
 
 @table("run_all_quick", "run_all_quick/results.json")
@@ -434,6 +470,59 @@ def icapsnet_global_candidates(studies: dict) -> str:
             "run's config.json, and the changes are against the paper's routing, attention and selection with one W_ij "
             "per pair (`BASELINE_KNOBS`). `capsule_selection` changes only how capsules are read, not training, so "
             "both rules are measured on every run.")
+
+
+TRAINING_METRICS = {"accuracy": "test accuracy", "macro_f1": "test macro-F1", "micro_f1": "test micro-F1",
+                    "hamming_loss": "test hamming loss", "example_f1": "test example F1",
+                    "labels_per_example": "labels an example"}
+
+
+def _minutes(value: float) -> str:
+    minutes, secs = divmod(int(value), 60)
+    return f"{minutes} min {secs:02d} s"
+
+
+def training_study(results: dict) -> str:
+    """One row per trained (run, seed) of `benchmarks/training_results.py`, a mean row under a
+    run of several seeds, and the runs still pending."""
+    metrics = [m for m in results["metrics"] if m in TRAINING_METRICS]
+    digits = {"hamming_loss": 4, "labels_per_example": 2}
+    by_run: dict[str, list[dict]] = {}
+    for entry in results["runs"].values():
+        by_run.setdefault(entry["run"], []).append(entry)
+    body, commits, busy = [], set(), 0
+    for entries in by_run.values():
+        for e in entries:
+            provenance = e.get("provenance") or {}
+            commits.add(provenance.get("commit") or "not recorded")
+            busy += not (provenance.get("idle") and provenance.get("jobs", 1) == 1)
+            validation = ", ".join(f"{k} {v:.4f}" for k, v in e["validation"].items())
+            body.append([e["label"], f"`{e['command']}`", e["seed"], f"{e['parameters']:,}" if e["parameters"] else "–",
+                         *(number(e["test"].get(m), digits.get(m, 4)) for m in metrics), validation,
+                         f"{e['epochs']} ({e['selected_step']})", _minutes(e["seconds"])])
+        if len(entries) > 1:
+            body.append(["", "", "mean", "", *(number(statistics.fmean(e["test"][m] for e in entries), digits.get(m, 4))
+                                              for m in metrics), "", "", ""])
+    true_labels = {e["test"]["true_labels_per_example"] for e in results["runs"].values()
+                   if "true_labels_per_example" in e["test"]}
+    notes = [f"The model of each run is the one selected on validation; test metrics on the whole test split; "
+             f"budget: {results['budget']}."]
+    if true_labels:
+        notes.append(f"The test examples carry {min(true_labels):.2f} labels on average.")
+    if body:
+        notes.append(f"Runs trained at commit{'s' if len(commits) > 1 else ''} {', '.join(sorted(commits))}; "
+                     f"{busy} of {len(results['runs'])} beside another training or other work (their wall times are "
+                     "upper bounds).")
+    if results["pending"]:
+        notes.append(f"Not trained yet with today's code: {', '.join(f'`{p}`' for p in results['pending'])} "
+                     f"(`python benchmarks/training_results.py --study {results['study']} ...` trains them).")
+    return (rows(["model", "config", "seed", "params", *(TRAINING_METRICS[m] for m in metrics),
+                  "validation (selects)", "epochs (selected step)", "wall time"], body)
+            + "\n\n" + " ".join(notes))
+
+
+for _study in ("ag_news", "cccapsnet", "input_cell_real", "emoji_recipe", "reuters", "debian_tags"):
+    table(f"training_{_study}", f"training/{_study}/results.json")(training_study)
 
 
 def _sequence_model(workdir: str) -> str:

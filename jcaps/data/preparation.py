@@ -54,6 +54,7 @@ def prepare_text_splits(data_config, seed: int) -> PreparedSplits:
             train_size=data_config.synthetic_train_size,
             test_size=data_config.synthetic_test_size,
             seed=seed,
+            decoys=data_config.synthetic_decoys,
         )
         data_format = "jsonl" if multi_label else "zhang_csv"
     builder = prepare_local_files(

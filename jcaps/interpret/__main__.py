@@ -25,7 +25,7 @@ from jcaps.interpret import attribution, checks, explain
 from jcaps.interpret.report import interpret_workdir
 from jcaps.interpret.series_report import saliency_report
 from jcaps.train.workdir import load_trained, read_config
-from jcaps.viz.html import capsule_global_html, information_text
+from jcaps.viz.html import capsule_global_html, checks_markdown, information_text
 
 DEFAULT_LIMIT = 200  # examples explained when --limit is not given
 DEFAULT_SERIES_FIGURES = 8
@@ -126,7 +126,7 @@ def main(argv):
         if FLAGS.faithfulness:
             with open(os.path.join(out, "faithfulness.json"), "w", encoding="utf-8") as f:
                 json.dump({**faithfulness, "checks": summary_of_checks}, f, indent=1)
-        closing.append("checks (checks.json):\n" + checks.markdown(summary_of_checks).rstrip())
+        closing.append("checks (checks.json):\n" + checks_markdown(summary_of_checks).rstrip())
     for method, values in faithfulness.items():
         closing.append(f"{method}: comprehensiveness {values['comprehensiveness']:.4f} sufficiency "
                        f"{values['sufficiency']:.4f} deletion AUC {values['deletion_auc']:.4f} insertion AUC "

@@ -45,6 +45,7 @@ import jax
 import numpy as np
 
 from jcaps.interpret.explain import Explainer, Options, position_words, true_labels
+from jcaps.viz.html import checks_markdown
 
 RANDOMISATION_FLAG = 0.5
 DEGENERATE_FLAG = 0.5
@@ -388,30 +389,11 @@ def _summarise(collected: dict, stages: list, radius: float, samples: int, limit
     return summary
 
 
-def markdown(summary: dict) -> str:
-    """The checks as a Markdown table, a row per method."""
-    lines = ["| method | randomisation ρ (all re-initialised) | max-sensitivity | entropy | sparseness | "
-             "degenerate | pointing game | top-k hit |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-
-    def cell(value, flagged=False):
-        text = "–" if value is None else f"{value:.3f}"
-        return f"**{text}** ⚑" if flagged else text
-
-    for method, r in summary.items():
-        if method == "settings":
-            continue
-        full = list(r["randomisation_spearman"].values())[-1]
-        lines.append(f"| {method} | {cell(full, r['randomisation_flagged'])} | {cell(r['max_sensitivity'])} | "
-                     f"{cell(r['entropy'])} | {cell(r['sparseness'])} | {cell(r['degenerate'], r['degenerate_flagged'])} "
-                     f"| {cell(r['pointing_game'])} | {cell(r['top_k_hit'])} |")
-    return "\n".join(lines) + "\n"
-
-
 def html_table(summary: dict) -> str:
     """The checks as an HTML section for the report."""
     import html
 
-    rows = markdown(summary).splitlines()
+    rows = checks_markdown(summary).splitlines()
     header = [c.strip() for c in rows[0].strip("|").split("|")]
     body = "".join(
         "<tr>" + "".join(f"<td>{html.escape(c.strip()).replace('**', '')}</td>" for c in row.strip("|").split("|"))

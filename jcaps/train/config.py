@@ -90,6 +90,7 @@ def base_config() -> ml_collections.ConfigDict:
     data.label_order = "frequency"
     data.synthetic_train_size = 512  # 'synthetic' source only
     data.synthetic_test_size = 128
+    data.synthetic_decoys = 0  # single keywords of other classes in each generated document
 
     train = config.train = ml_collections.ConfigDict()
     train.seed = 0
@@ -294,6 +295,7 @@ def validate(config: ml_collections.ConfigDict, models: Collection[str] | None =
     _one_of("data.label_order", data.label_order, choices.LABEL_ORDERS)
     for key in ("synthetic_train_size", "synthetic_test_size"):
         _integer(f"data.{key}", data[key], 1)
+    _integer("data.synthetic_decoys", data.synthetic_decoys, 0)
 
     _integer("train.seed", train.seed, 0)
     _integer("train.batch_size", train.batch_size, 1)

@@ -247,3 +247,23 @@ def write_explanation_report(
     with open(path, "w", encoding="utf-8") as out:
         out.write(document)
     return str(path)
+
+
+def checks_markdown(summary: Mapping) -> str:
+    """The sanity checks of `jcaps.interpret.checks` (its summary: {method: {check: value},
+    "settings": ...}) as a Markdown table, a row per method; ⚑ marks a flagged check."""
+    lines = ["| method | randomisation ρ (all re-initialised) | max-sensitivity | entropy | sparseness | "
+             "degenerate | pointing game | top-k hit |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+
+    def cell(value, flagged=False):
+        text = "–" if value is None else f"{value:.3f}"
+        return f"**{text}** ⚑" if flagged else text
+
+    for method, r in summary.items():
+        if method == "settings":
+            continue
+        full = list(r["randomisation_spearman"].values())[-1]
+        lines.append(f"| {method} | {cell(full, r['randomisation_flagged'])} | {cell(r['max_sensitivity'])} | "
+                     f"{cell(r['entropy'])} | {cell(r['sparseness'])} | {cell(r['degenerate'], r['degenerate_flagged'])} "
+                     f"| {cell(r['pointing_game'])} | {cell(r['top_k_hit'])} |")
+    return "\n".join(lines) + "\n"

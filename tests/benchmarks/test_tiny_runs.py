@@ -215,9 +215,11 @@ def test_emoji_variants(tmp_path):
 
 def test_faithfulness(tmp_path, smoke_workdir):
     workdir = smoke_workdir("icapsnet_short_ag_news")
-    results = tiny_results("faithfulness.py", tmp_path, "--workdir", workdir)
+    results = tiny_results("faithfulness.py", tmp_path, "--workdir", workdir, "--checks", "--checks_examples", "4")
     assert set(results) == {"integrated_gradients", "random", "forward_s", "integrated_gradients_s",
-                            "integrated_gradients_over_forward", "run", "_run"}
+                            "integrated_gradients_over_forward", "checks", "run", "_run"}
+    assert set(results["checks"]) == {"integrated_gradients", "random", "settings"}
+    assert results["checks"]["settings"]["limit"] == 4 and results["checks"]["random"]["rows"] == 4
     run = results["run"]
     assert (run["workdir"], run["examples"], run["batch_size"], run["ig_steps"]) == (workdir, 8, 8, 4)
     for method in ("integrated_gradients", "random"):
@@ -239,3 +241,40 @@ def test_icapsnet_global(tmp_path, smoke_workdir):
     assert sorted(report["routing_iterations"]) == ["1", "2", "3", "4", "5"]
     assert 0 <= report["accuracy"] <= 1
 
+
+def test_localisation(tmp_path):
+    results = tiny_results("localisation.py", tmp_path, "--models", "fasttext", "--train_size", "64",
+                           "--cache_dir", str(tmp_path / "cache"))
+    assert set(results) == {"fasttext", "settings", "_run"}
+    assert results["settings"] == {"examples": 8, "decoys": 1, "train_size": 64, "epochs": 10, "set": [],
+                                   "methods": ["integrated_gradients", "random"]}
+    row = results["fasttext"]
+    assert 0 <= row["accuracy"] <= 1 and "--config.data.synthetic_decoys=1" in row["flags"]
+    for method in ("integrated_gradients", "random"):
+        checked = row["checks"][method]
+        assert checked["rows"] == 8
+        # Texts predicted right after 3 steps are localised; with none, there is no pointing game.
+        if checked["localised_rows"]:
+            assert 0 <= checked["pointing_game"] <= 1
+        else:
+            assert checked["pointing_game"] is None
+        assert set(checked["pointing_game_per_class"]) <= {"world", "sports", "business", "science"}
+
+
+def test_training_results(tmp_path):
+    """A run of a study trains its `:smoke` form; the report has it with its provenance and the
+    metrics of the study's kind, and lists the runs not trained yet as pending."""
+    out = tmp_path / "studies"
+    run_tiny("training_results.py", "--study", "ag_news", "--runs", "icapsnet_short_shared_w", "--workdirs", str(out),
+             "--cache_dir", str(tmp_path / "cache"))
+    run_tiny("training_results.py", "--study", "ag_news", "--workdirs", str(out), "--report_only")
+    with open(out / "ag_news" / "results.json", encoding="utf-8") as f:
+        results = json.load(f)
+    assert_run_metadata(results["_run"])
+    assert results["pending"] == ["fasttext_seed0", "icapsnet_long_seed0", "icapsnet_short_paper_sizes_seed0"]
+    [(name, row)] = results["runs"].items()
+    assert name == "icapsnet_short_shared_w_seed0"
+    assert row["command"] == "--config configs/icapsnet_short_ag_news.py:smoke --config.model.shared_transform=True"
+    assert set(row["test"]) == {"accuracy", "macro_f1"} and set(row["validation"]) == {"accuracy"}
+    assert (row["steps"], row["resumed"]) == (3, 0) and row["parameters"] > 0 and row["seconds"] > 0
+    assert row["provenance"]["jobs"] == 1 and row["provenance"]["commit"] == results["_run"]["commit"]

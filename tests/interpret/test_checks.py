@@ -16,6 +16,7 @@ import pytest
 from jcaps.interpret import checks, explain
 from jcaps.train import loop
 from jcaps.train.workdir import load_trained
+from jcaps.viz.html import checks_markdown
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -89,7 +90,7 @@ def test_checks_on_planted_keywords(fasttext_workdir):
     assert summary["random"]["pointing_game"] < 0.6
     assert list(summary["integrated_gradients"]["randomisation_spearman"])[-1] == "all"
     assert summary["settings"]["limit"] == 64
-    table = checks.markdown(summary)
+    table = checks_markdown(summary)
     assert table.count("\n") == len(methods) + 2 and "⚑" in table
 
 

@@ -102,6 +102,7 @@ REFUSED = [
     ("data.length_grouping", -1, "an integer >= 0"),
     ("data.text_keys", (), "a non-empty list of feature names"),
     ("data.synthetic_train_size", 0, "an integer >= 1"),
+    ("data.synthetic_decoys", -1, "an integer >= 0"),
     ("model.name", "", "the name of a model"),
 ]
 

@@ -1,0 +1,219 @@
+"""The test results of the shipped configs and of the variants the docs compare them with,
+trained from scratch by today's code: one study per results table of the docs.
+
+    python benchmarks/training_results.py --study NAME --data_root ../shared/data --workdirs DIR
+        [--runs RUN,...] [--jobs 2] [--report_only]
+    python benchmarks/training_results.py --study NAME --tiny --workdirs DIR
+
+A study is a list of runs: a config, the flags it gets, the seeds and the data folder under
+`--data_root` (`STUDIES`; `--list` prints them). Each (run, seed) trains through `train.py` in
+`DIR/NAME/RUN_seedS`; a finished run is reused and an interrupted one resumes, so running the
+same command again continues the study where it stopped (`benchmarks/studies.py`, `--jobs`
+trainings at once, each pinned to its own core). When a run starts, its provenance (commit,
+date, load, jobs) is kept in `RUN_seedS/provenance.json`, since a study's runs may span days.
+
+Then `benchmarks/results/training/NAME/results.json` (`--tiny`: `DIR/NAME/results.json`) holds,
+for every finished run, its test metrics of the model selected on validation, the validation
+score that selected it, the parameter count, steps, epochs, the step selected, the wall time
+train.py printed (summed over resumed parts) and the provenance; `benchmarks/tables.py` renders
+the docs' tables from it. Runs not finished yet are listed as pending.
+
+`--tiny` trains each run's `:smoke` form for a few steps on generated data (seconds a run, no
+data needed), a check that the study runs end to end; the tests run it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+
+from provenance import run_metadata  # this script's folder is on sys.path
+from studies import ROOT, final_test_metrics, train_pending, wall_seconds
+
+SINGLE_LABEL = ("accuracy", "macro_f1")
+MULTI_LABEL = ("hamming_loss", "micro_f1", "macro_f1", "example_f1", "labels_per_example",
+               "true_labels_per_example")
+
+
+def run(label: str, config: str, flags: tuple[str, ...] = (), seeds: tuple[int, ...] = (0,), data: str = "") -> dict:
+    """One row of a study: `config` is `configs/FILE.py[:ARGUMENT]`; `data` the folder under
+    --data_root (default: the study's)."""
+    return {"label": label, "config": config, "flags": list(flags), "seeds": list(seeds), "data": data}
+
+
+STUDIES: dict[str, dict] = {
+    "ag_news": {
+        "page": "docs/icapsnets.md", "data": "ag_news", "metrics": SINGLE_LABEL, "runs": {
+            "fasttext": run("fastText (words + hashed bigrams)", "configs/fasttext_ag_news.py"),
+            "icapsnet_long": run("iCapsNets Long (the paper's routing and selection)",
+                                 "configs/icapsnet_long_ag_news.py"),
+            "icapsnet_short_shared_w": run(
+                "iCapsNets Short with the paper's shared W_j", "configs/icapsnet_short_ag_news.py",
+                ("--config.model.shared_transform=True",)),
+            "icapsnet_short_paper_sizes": run(
+                "iCapsNets Short at the sizes of docs/models.md (d_e 300, d_w 256, I 32), no dropout, "
+                "no class weights", "configs/icapsnet_short_ag_news.py",
+                ("--config.model.embed_dim=300", "--config.model.region_dim=256", "--config.model.num_capsules=32",
+                 "--config.model.dropout_rate=0.0", "--config.train.class_weights=none")),
+        }},
+    "cccapsnet": {
+        "page": "docs/cccapsnet.md", "data": "ag_news", "metrics": SINGLE_LABEL, "runs": {
+            "cwc_capsule": run("CWC-Capsule, k-means routing (the paper's model)",
+                               "configs/cccapsnet_ag_news.py", seeds=(0, 1, 2)),
+            "cc_capsule": run("CC-Capsule (straight-through Gumbel codes)", "configs/cccapsnet_ag_news.py:cc-capsule"),
+            "normal_linear": run("Normal-Linear (V x 64 table, linear classifier)",
+                                 "configs/cccapsnet_ag_news.py:normal-linear"),
+            "dynamic": run("CWC-Capsule, dynamic routing", "configs/cccapsnet_ag_news.py:dynamic"),
+            "embedding_lr_3e-2": run("CWC-Capsule, embedding learning rate 3e-2", "configs/cccapsnet_ag_news.py",
+                                     ("--config.train.param_groups.embedding.learning_rate=3e-2",)),
+        }},
+    "input_cell_real": {
+        "page": "docs/input-cell-lstm.md", "data": "", "metrics": SINGLE_LABEL, "runs": {
+            "basicmotions": run("BasicMotions (40 / 40 series, 6 x 100)", "configs/input_cell_basicmotions.py",
+                                data="ucr/BasicMotions"),
+            "japanese_vowels": run("JapaneseVowels (270 / 370 series, 12 x 7-29)",
+                                   "configs/input_cell_japanese_vowels.py", data="ucr/JapaneseVowels"),
+            "mnist": run("MNIST rows as sequences (t10k only)", "configs/input_cell_mnist.py", data="mnist"),
+        }},
+    "emoji_recipe": {
+        "page": "docs/dilated-fcn.md", "data": "semeval2018_emoji", "metrics": SINGLE_LABEL, "runs": {
+            "sqrt_balanced": run("class weights sqrt_balanced (P = 0.5), 8 epochs", "configs/dilated_fcn_emoji.py",
+                                 ("--config.train.class_weights=sqrt_balanced", "--config.train.num_epochs=8")),
+            "balanced_0.25": run("class weights balanced:0.25", "configs/dilated_fcn_emoji.py",
+                                 ("--config.train.class_weights=balanced:0.25",)),
+        }},
+    "reuters": {
+        "page": "docs/sgm.md", "data": "reuters21578", "metrics": MULTI_LABEL, "runs": {
+            "br": run("BR (BiLSTM, max pool, sigmoid per label, threshold 0.5)", "configs/br_reuters.py"),
+            "sgm": run("SGM (beam 5)", "configs/sgm_reuters.py", seeds=(0, 1, 2)),
+            "sgm_ge": run("SGM + global embedding (beam 5)", "configs/sgm_ge_reuters.py", seeds=(0, 1, 2)),
+        }},
+    "debian_tags": {
+        "page": "docs/sgm.md", "data": "debian_tags", "metrics": MULTI_LABEL, "runs": {
+            "br": run("BR (BiLSTM, max pool, threshold chosen on validation)", "configs/br_debian_tags.py"),
+            "sgm": run("SGM (beam 5, length penalty 0.5)", "configs/sgm_debian_tags.py", seeds=(0, 1, 2)),
+            "sgm_ge": run("SGM + global embedding (beam 5, length penalty 0.5)", "configs/sgm_ge_debian_tags.py",
+                          seeds=(0, 1, 2)),
+        }},
+}
+
+
+def run_name(run_id: str, seed: int) -> str:
+    return f"{run_id}_seed{seed}"
+
+
+def command_line(spec: dict, tiny: bool) -> str:
+    """The config argument and flags as a user types them (`:smoke` added under --tiny)."""
+    config = spec["config"]
+    if tiny:
+        config += ",smoke" if ":" in config else ":smoke"
+    return " ".join([f"--config {config}", *spec["flags"]])
+
+
+def train_flags(spec: dict, study: dict, seed: int, workdir: str, args) -> list[str]:
+    flags = [*shlex.split(command_line(spec, args.tiny)), "--workdir", workdir, f"--config.train.seed={seed}"]
+    if args.tiny:
+        return [*flags, "--config.train.num_steps=3", *([f"--config.data.cache_dir={args.cache_dir}"] * bool(args.cache_dir))]
+    return [*flags, f"--config.data.dir={os.path.join(args.data_root, spec['data'] or study['data'])}"]
+
+
+def record_start(workdir: str, jobs: int) -> None:
+    """Keeps the provenance of a run's first start (a resumed run keeps the first)."""
+    path = os.path.join(workdir, "provenance.json")
+    if not os.path.isfile(path):
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump({**run_metadata(tiny=False), "jobs": jobs}, f, indent=2)
+
+
+def run_record(workdir: str, metrics: tuple[str, ...]) -> dict:
+    with open(os.path.join(workdir, "metrics.jsonl"), encoding="utf-8") as f:
+        finals = {r["split"]: r for r in map(json.loads, f) if r.get("final")}
+    with open(os.path.join(workdir, "train.log"), encoding="utf-8") as f:
+        log = f.read()
+    with open(os.path.join(workdir, "config.json"), encoding="utf-8") as f:
+        select_metric = json.load(f)["train"]["select_metric"]
+    provenance_path = os.path.join(workdir, "provenance.json")
+    provenance = json.load(open(provenance_path, encoding="utf-8")) if os.path.isfile(provenance_path) else None
+    test = finals["test"]
+    steps_per_epoch = re.search(r"\((\d+) per epoch\)", log)
+    parameters = re.search(r": ([\d,]+) parameters;", log)
+    return {
+        "test": {m: round(test[m], 4) for m in metrics if m in test},
+        "validation": {select_metric: round(finals["validation"][select_metric], 4)} if "validation" in finals else {},
+        "parameters": int(parameters.group(1).replace(",", "")) if parameters else None,
+        "steps": int(test["step"]),
+        "epochs": round(int(test["step"]) / int(steps_per_epoch.group(1)), 2) if steps_per_epoch else None,
+        "selected_step": int(test.get("selected_step", test["step"])),
+        "seconds": wall_seconds(log),
+        "resumed": log.count("Resuming from step"),
+        "provenance": provenance,
+    }
+
+
+def report(name: str, study: dict, args) -> dict:
+    runs, pending = {}, []
+    for run_id, spec in study["runs"].items():
+        for seed in spec["seeds"][:1] if args.tiny else spec["seeds"]:
+            workdir = os.path.join(args.workdirs, name, run_name(run_id, seed))
+            if final_test_metrics(workdir) is None:
+                pending.append(run_name(run_id, seed))
+                continue
+            runs[run_name(run_id, seed)] = {"run": run_id, "seed": seed, "label": spec["label"],
+                                            "command": command_line(spec, args.tiny),
+                                            **run_record(workdir, study["metrics"])}
+    return {"study": name, "page": study["page"], "metrics": list(study["metrics"]), "runs": runs,
+            "pending": pending, "budget": "smoke runs of 3 steps, generated data" if args.tiny else "the configs'"}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--study", help=f"one of {', '.join(STUDIES)}")
+    parser.add_argument("--workdirs", help="where the runs train (DIR/STUDY/RUN_seedS)")
+    parser.add_argument("--data_root", default="", help="the folder holding each run's data folder")
+    parser.add_argument("--runs", default="", help="train only these runs of the study (comma-separated)")
+    parser.add_argument("--jobs", type=int, default=1, help="trainings at once (each pinned to a core)")
+    parser.add_argument("--report_only", action="store_true", help="train nothing; report the finished runs")
+    parser.add_argument("--tiny", action="store_true", help="smoke runs of 3 steps on generated data (seconds)")
+    parser.add_argument("--cache_dir", default="", help="--tiny: prepared-data cache (default ~/tensorflow_datasets)")
+    parser.add_argument("--list", action="store_true", help="print the studies and their runs")
+    args = parser.parse_args()
+    if args.list:
+        for name, study in STUDIES.items():
+            for run_id, spec in study["runs"].items():
+                print(f"{name}/{run_id} seeds {spec['seeds']}: {command_line(spec, False)}")
+        return
+    if args.study not in STUDIES:
+        parser.error(f"--study: one of {', '.join(STUDIES)}, not {args.study!r}")
+    if not args.workdirs:
+        parser.error("the following arguments are required: --workdirs")
+    if not (args.data_root or args.tiny or args.report_only):
+        parser.error("the following arguments are required: --data_root (or --tiny)")
+    study = STUDIES[args.study]
+    chosen = [r for r in args.runs.split(",") if r] or list(study["runs"])
+    unknown = sorted(set(chosen) - set(study["runs"]))
+    if unknown:
+        parser.error(f"--runs: {args.study} has no runs {unknown}; it has {', '.join(study['runs'])}")
+    load_average_before = os.getloadavg()[0]
+    if not args.report_only:
+        todo = []
+        for run_id in chosen:
+            spec = study["runs"][run_id]
+            for seed in spec["seeds"][:1] if args.tiny else spec["seeds"]:
+                workdir = os.path.join(args.workdirs, args.study, run_name(run_id, seed))
+                todo.append((workdir, train_flags(spec, study, seed, workdir, args)))
+        train_pending(todo, args.jobs, on_start=lambda workdir: record_start(workdir, args.jobs))
+    results = report(args.study, study, args)
+    results["_run"] = run_metadata(args.tiny, load_average_before)
+    folder = os.path.join(args.workdirs, args.study) if args.tiny else os.path.join(
+        ROOT, "benchmarks", "results", "training", args.study)
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "results.json"), "w", encoding="utf-8") as f:
+        json.dump(results, f, indent=2)
+    print(f"{len(results['runs'])} runs finished, {len(results['pending'])} pending; wrote {folder}/results.json")
+
+
+if __name__ == "__main__":
+    main()
