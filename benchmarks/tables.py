@@ -273,9 +273,10 @@ def localisation(results: dict) -> str:
                          number(full) + (" ⚑" if r["randomisation_flagged"] else "")])
     overrides = "".join(f", `--config.{s}`" for s in settings["set"])
     return (rows(["model", "test accuracy", "method", "pointing game", "per class", "top-k hit",
-                  "rows localised", "randomisation ρ"], body)
+                  "rows localised", "randomisation ρ (all re-initialised)"], body)
             + f"\n\nEach model's `:smoke` config trained on {settings['train_size']:,} generated texts for "
-            f"{settings['epochs']} epochs with {settings['decoys']} decoy keyword(s) of another class in every text"
+            f"{settings['epochs']} epochs with {settings['decoys']} decoy keyword{'s' * (settings['decoys'] != 1)} of another "
+            "class in every text"
             f"{overrides}; checked on the first {settings['examples']} test texts. Pointing game: the top-ranked "
             "token is a keyword of the predicted class, over the correctly predicted texts; top-k hit: the share of "
             "the k top-ranked tokens that are keywords, k the text's number of keywords.")

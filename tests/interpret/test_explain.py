@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from jcaps.interpret import explain
+from jcaps.interpret import checks, explain
 from jcaps.interpret.explain import explain_workdir
 from jcaps.interpret.faithfulness import METRICS
 from jcaps.train import loop
@@ -114,6 +114,23 @@ def test_sampling_methods_of_every_model(workdirs, tmp_path, model_name):
             total_shap, total_sampling = sum(entry["scores"]["kernel_shap"]), sum(entry["scores"]["shapley_sampling"])
             # The scores are written to 5 decimals: their sums over up to 32 tokens agree to 32 * 0.5e-5.
             assert total_shap == pytest.approx(total_sampling, rel=1e-3, abs=2e-4), entry["target"]
+
+
+@pytest.mark.parametrize("model_name", sorted(SMOKE))
+def test_checks_of_every_model(workdirs, model_name):
+    """The sanity checks run on every model: a randomisation correlation per re-initialised stage,
+    ending with all parameters; the input vectors' methods get a max-sensitivity, random none."""
+    trained = load_trained(workdirs(model_name), with_data=True)
+    methods = ("integrated_gradients", "kernel_shap", "lime", "random")
+    options = explain.Options(ig_steps=8, shap_samples=16, lime_samples=16, sampling_chunk=8)
+    summary = checks.check_workdir(trained, "test", methods, limit=2, options=options, batch_size=2, samples=1)
+    assert set(summary) == {*methods, "settings"}
+    for method in methods:
+        correlations = summary[method]["randomisation_spearman"]
+        assert list(correlations)[-1] == "all"
+        assert all(value is None or -1 <= value <= 1 for value in correlations.values())
+        assert summary[method]["rows"] > 0 and 0 <= summary[method]["entropy"] <= 1
+        assert (summary[method]["max_sensitivity"] is None) == (method == "random")
 
 
 def test_native_methods_follow_the_model():
