@@ -235,8 +235,10 @@ def faithfulness(results: dict) -> str:
     text = rows(["method", "comprehensiveness ↑", "sufficiency ↓", "deletion AUC ↓", "insertion AUC ↑",
                  "comprehensiveness ÷ random", "s / 100", "IG completeness error (median)"], body)
     first = results[methods[0]]
-    text += (f"\n\n{first['rows']} test examples, tokens removed by {first['removal'].upper()}; intervals: 95 % "
-             "bootstrap.")
+    examples = results.get("run", {}).get("examples")
+    explained = (f"{first['rows']} predictions explained on the first {examples} test examples"
+                 if examples is not None and examples != first["rows"] else f"{first['rows']} test examples")
+    text += f"\n\n{explained}, tokens removed by {first['removal'].upper()}; intervals: 95 % bootstrap."
     if "forward_s" in results:
         text += (f" One forward pass of a batch: {results['forward_s'] * 1000:.1f} ms; integrated gradients of the "
                  f"same batch: {results['integrated_gradients_s']:.2f} s, "
@@ -245,11 +247,11 @@ def faithfulness(results: dict) -> str:
         settings = results["checks"]["settings"]
         text += (f"\n\nSanity checks on the first {settings['limit']} of them ([what each means](explaining.md)); ⚑: "
                  f"randomisation ρ ≥ {settings['randomisation_flag']} or at least "
-                 f"{settings['degenerate_flag']:.0%} of the rows degenerate.\n\n" + checks_markdown(results["checks"]).rstrip())
+                 f"{settings['degenerate_flag'] * 100:.0f} % of the rows degenerate.\n\n" + checks_markdown(results["checks"]).rstrip())
     return text
 
 
-for _name in ("icapsnet_short", "cccapsnet", "cccapsnet_sampling", "dilated_fcn", "emoji_dot", "emoji_dot8"):
+for _name in ("icapsnet_short", "cccapsnet", "sgm_debian_tags", "dilated_fcn", "emoji_dot", "emoji_dot8"):
     table(f"faithfulness_{_name}", f"faithfulness_{_name}/results.json")(faithfulness)
 
 
