@@ -76,7 +76,9 @@ STUDIES: dict[str, dict] = {
                                 data="ucr/BasicMotions"),
             "japanese_vowels": run("JapaneseVowels (270 / 370 series, 12 x 7-29)",
                                    "configs/input_cell_japanese_vowels.py", data="ucr/JapaneseVowels"),
-            "mnist": run("MNIST rows as sequences (t10k only)", "configs/input_cell_mnist.py", data="mnist"),
+            "mnist": run("MNIST rows as sequences (the 10,000 t10k images, 20 % held out for test)",
+                         "configs/input_cell_mnist.py",
+                         ("--config.data.train_file=t10k", "--config.data.test_fraction=0.2"), data="mnist"),
         }},
     "emoji_recipe": {
         "page": "docs/dilated-fcn.md", "data": "semeval2018_emoji", "metrics": SINGLE_LABEL, "runs": {
