@@ -499,7 +499,7 @@ def training_study(results: dict) -> str:
             provenance = e.get("provenance") or {}
             commits.add(provenance.get("commit") or "not recorded")
             busy += not (provenance.get("idle") and provenance.get("jobs", 1) == 1)
-            validation = ", ".join(f"{k} {v:.4f}" for k, v in e["validation"].items())
+            validation = ", ".join(f"{k} {v:.4f}" for k, v in e["validation"].items()) or "none (the last step)"
             body.append([e["label"], f"`{e['command']}`", e["seed"], f"{e['parameters']:,}" if e["parameters"] else "–",
                          *(number(e["test"].get(m), digits.get(m, 4)) for m in metrics), validation,
                          f"{e['epochs']} ({e['selected_step']})", _minutes(e["seconds"])])
@@ -508,8 +508,8 @@ def training_study(results: dict) -> str:
                                               for m in metrics), "", "", ""])
     true_labels = {e["test"]["true_labels_per_example"] for e in results["runs"].values()
                    if "true_labels_per_example" in e["test"]}
-    notes = [f"The model of each run is the one selected on validation; test metrics on the whole test split; "
-             f"budget: {results['budget']}."]
+    notes = [f"The model of each run is the one selected on validation where it has a validation part; test "
+             f"metrics on the whole test split; budget: {results['budget']}."]
     if true_labels:
         notes.append(f"The test examples carry {min(true_labels):.2f} labels on average.")
     if body:
@@ -519,7 +519,7 @@ def training_study(results: dict) -> str:
     if results["pending"]:
         notes.append(f"Not trained yet with today's code: {', '.join(f'`{p}`' for p in results['pending'])} "
                      f"(`python benchmarks/training_results.py --study {results['study']} ...` trains them).")
-    return (rows(["model", "config", "seed", "params", *(TRAINING_METRICS[m] for m in metrics),
+    return (rows(["run", "config", "seed", "params", *(TRAINING_METRICS[m] for m in metrics),
                   "validation (selects)", "epochs (selected step)", "wall time"], body)
             + "\n\n" + " ".join(notes))
 
