@@ -506,12 +506,18 @@ def training_study(results: dict) -> str:
         if len(entries) > 1:
             body.append(["", "", "mean", "", *(number(statistics.fmean(e["test"][m] for e in entries), digits.get(m, 4))
                                               for m in metrics), "", "", ""])
+    baseline = results.get("baseline")
+    if baseline:
+        body.append(["TF-IDF + linear SVM (the bar)", "", "", "", *(number(baseline["test"].get(m), digits.get(m, 4))
+                                                                     for m in metrics), "", "", ""])
     true_labels = {e["test"]["true_labels_per_example"] for e in results["runs"].values()
                    if "true_labels_per_example" in e["test"]}
     notes = [f"The model of each run is the one selected on validation where it has a validation part; test "
              f"metrics on the whole test split; budget: {results['budget']}."]
     if true_labels:
         notes.append(f"The test examples carry {min(true_labels):.2f} labels on average.")
+    if baseline:
+        notes.append(f"The bar: {baseline['model']}, on the train and test splits of `{baseline['splits_of']}`.")
     if body:
         notes.append(f"Runs trained at commit{'s' if len(commits) > 1 else ''} {', '.join(sorted(commits))}; "
                      f"{busy} of {len(results['runs'])} beside another training or other work (their wall times are "

@@ -6,7 +6,7 @@ trained from scratch by today's code: one study per results table of the docs.
     python benchmarks/training_results.py --study NAME --tiny --workdirs DIR
 
 A study is a list of runs: a config, the flags it gets, the seeds and the data folder under
-`--data_root` (`STUDIES`; `--list` prints them). Each (run, seed) trains through `train.py` in
+`--data_root` (`STUDIES`; `--list` prints them; `series`: its data are not texts). Each (run, seed) trains through `train.py` in
 `DIR/NAME/RUN_seedS`; a finished run is reused and an interrupted one resumes, so running the
 same command again continues the study where it stopped (`benchmarks/studies.py`, `--jobs`
 trainings at once, each pinned to its own core). When a run starts, its provenance (commit,
@@ -16,7 +16,9 @@ Then `benchmarks/results/training/NAME/results.json` (`--tiny`: `DIR/NAME/result
 for every finished run, its test metrics of the model selected on validation, the validation
 score that selected it, the parameter count, steps, epochs, the step selected, the wall time
 train.py printed (summed over resumed parts) and the provenance; `benchmarks/tables.py` renders
-the docs' tables from it. Runs not finished yet are listed as pending.
+the docs' tables from it. Runs not finished yet are listed as pending. `--baseline` adds the bar
+every model is read against: TF-IDF + a linear SVM (scikit-learn, the `compare` extra) trained on
+the train split of the study's first finished run and scored on its test split.
 
 `--tiny` trains each run's `:smoke` form for a few steps on generated data (seconds a run, no
 data needed), a check that the study runs end to end; the tests run it.
@@ -71,7 +73,7 @@ STUDIES: dict[str, dict] = {
                                      ("--config.train.param_groups.embedding.learning_rate=3e-2",)),
         }},
     "input_cell_real": {
-        "page": "docs/input-cell-lstm.md", "data": "", "metrics": SINGLE_LABEL, "runs": {
+        "page": "docs/input-cell-lstm.md", "data": "", "metrics": SINGLE_LABEL, "series": True, "runs": {
             "basicmotions": run("BasicMotions (40 / 40 series, 6 x 100)", "configs/input_cell_basicmotions.py",
                                 data="ucr/BasicMotions"),
             "japanese_vowels": run("JapaneseVowels (270 / 370 series, 12 x 7-29)",
@@ -155,6 +157,54 @@ def run_record(workdir: str, metrics: tuple[str, ...]) -> dict:
     }
 
 
+BASELINE = ("TF-IDF (words and word pairs, sublinear tf, min_df 2) + linear SVM (C 1; one-vs-rest per label "
+            "for label sets)")
+
+
+def tfidf_svm(workdir: str, metrics: tuple[str, ...]) -> dict:
+    """The baseline on the splits of the run in `workdir` (the same train and test examples)."""
+    import numpy as np
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.metrics import accuracy_score, f1_score, hamming_loss
+    from sklearn.multiclass import OneVsRestClassifier
+    from sklearn.svm import LinearSVC
+
+    from jcaps.train.workdir import load_trained
+
+    dataset = load_trained(workdir, with_data=True).dataset
+    splits = dataset.splits
+
+    def texts(split):
+        return [record["text"].decode("utf-8") for record in splits[split].source]
+
+    vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=2)
+    train, test = vectorizer.fit_transform(texts("train")), vectorizer.transform(texts("test"))
+    if "labels" not in splits["train"].source[0]:
+        def labels(split):
+            return np.array([record["label"] for record in splits[split].source])
+
+        predicted = LinearSVC(C=1.0).fit(train, labels("train")).predict(test)
+        return {"accuracy": round(float(accuracy_score(labels("test"), predicted)), 4),
+                "macro_f1": round(float(f1_score(labels("test"), predicted, average="macro")), 4)}
+    index = {name: i for i, name in enumerate(dataset.labels.names)}
+
+    def label_sets(split):  # multi-hot over the dataset's labels; others are not classes of the model
+        sets = np.zeros((len(splits[split].source), len(index)), np.int8)
+        for row, record in enumerate(splits[split].source):
+            for name in record["labels"]:
+                if name.decode("utf-8") in index:
+                    sets[row, index[name.decode("utf-8")]] = 1
+        return sets
+
+    truth = label_sets("test")
+    predicted = OneVsRestClassifier(LinearSVC(C=1.0)).fit(train, label_sets("train")).predict(test)
+    scores = {"hamming_loss": hamming_loss(truth, predicted), "micro_f1": f1_score(truth, predicted, average="micro"),
+              "macro_f1": f1_score(truth, predicted, average="macro", zero_division=0),
+              "example_f1": f1_score(truth, predicted, average="samples", zero_division=1),
+              "labels_per_example": predicted.sum(1).mean(), "true_labels_per_example": truth.sum(1).mean()}
+    return {m: round(float(scores[m]), 4) for m in metrics}
+
+
 def report(name: str, study: dict, args) -> dict:
     runs, pending = {}, []
     for run_id, spec in study["runs"].items():
@@ -166,8 +216,13 @@ def report(name: str, study: dict, args) -> dict:
             runs[run_name(run_id, seed)] = {"run": run_id, "seed": seed, "label": spec["label"],
                                             "command": command_line(spec, args.tiny),
                                             **run_record(workdir, study["metrics"])}
-    return {"study": name, "page": study["page"], "metrics": list(study["metrics"]), "runs": runs,
-            "pending": pending, "budget": "smoke runs of 3 steps, generated data" if args.tiny else "the configs'"}
+    results = {"study": name, "page": study["page"], "metrics": list(study["metrics"]), "runs": runs,
+               "pending": pending, "budget": "smoke runs of 3 steps, generated data" if args.tiny else "the configs'"}
+    if args.baseline and runs and not study.get("series"):  # a text baseline
+        first = next(iter(runs))
+        results["baseline"] = {"model": BASELINE, "splits_of": first,
+                               "test": tfidf_svm(os.path.join(args.workdirs, name, first), study["metrics"])}
+    return results
 
 
 def main():
@@ -180,6 +235,7 @@ def main():
     parser.add_argument("--report_only", action="store_true", help="train nothing; report the finished runs")
     parser.add_argument("--tiny", action="store_true", help="smoke runs of 3 steps on generated data (seconds)")
     parser.add_argument("--cache_dir", default="", help="--tiny: prepared-data cache (default ~/tensorflow_datasets)")
+    parser.add_argument("--baseline", action="store_true", help="add TF-IDF + linear SVM (needs scikit-learn)")
     parser.add_argument("--list", action="store_true", help="print the studies and their runs")
     args = parser.parse_args()
     if args.list:

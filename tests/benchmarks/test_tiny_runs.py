@@ -278,3 +278,19 @@ def test_training_results(tmp_path):
     assert set(row["test"]) == {"accuracy", "macro_f1"} and set(row["validation"]) == {"accuracy"}
     assert (row["steps"], row["resumed"]) == (3, 0) and row["parameters"] > 0 and row["seconds"] > 0
     assert row["provenance"]["jobs"] == 1 and row["provenance"]["commit"] == results["_run"]["commit"]
+
+
+def test_training_results_baseline_reads_the_runs_splits(tmp_path):
+    """The TF-IDF + linear SVM bar of a study: trained and scored on the splits of its first run."""
+    pytest.importorskip("sklearn")
+    out = tmp_path / "studies"
+    for flags in (("--runs", "br"), ("--report_only", "--baseline")):
+        run_tiny("training_results.py", "--study", "reuters", "--workdirs", str(out), "--cache_dir",
+                 str(tmp_path / "cache"), *flags)
+    with open(out / "reuters" / "results.json", encoding="utf-8") as f:
+        results = json.load(f)
+    baseline = results["baseline"]
+    assert baseline["splits_of"] == "br_seed0" and set(baseline["test"]) == set(results["metrics"])
+    # Generated label sets: 1.9 labels an example out of 4, which the words carry.
+    assert baseline["test"]["micro_f1"] > 0.7 and 0 <= baseline["test"]["hamming_loss"] < 0.25
+    assert baseline["test"]["true_labels_per_example"] == results["runs"]["br_seed0"]["test"]["true_labels_per_example"]
