@@ -2,8 +2,8 @@
 
     results["_run"] = run_metadata(tiny=args.tiny)   # at the start of the run, before timing
 
-`run_metadata` returns {"commit" (git short hash of HEAD), "dirty" (tracked files differ from
-it), "date", "cores", "device" (JAX's first device), "load_average_before" (the 1-minute load
+`run_metadata` returns {"commit" (git short hash of HEAD), "dirty" (tracked files outside
+benchmarks/results/ differ from it), "date", "cores", "device" (JAX's first device), "load_average_before" (the 1-minute load
 average when it was called), "idle" (that load under `IDLE_LOAD`), "tiny"}. Every benchmark
 writes it under "_run" in its results.json, so that a number read later says whether it is
 still the code's and whether the machine was busy when it was measured.
@@ -32,8 +32,9 @@ def run_metadata(tiny: bool, load_average_before: float | None = None) -> dict:
 
     load = os.getloadavg()[0] if load_average_before is None else load_average_before
     commit = _git("rev-parse", "--short", "HEAD").stdout.strip() or None
-    # `git diff --quiet HEAD` exits 1 where a tracked file differs from the commit.
-    dirty = _git("diff", "--quiet", "HEAD").returncode != 0 if commit else None
+    # `git diff --quiet HEAD` exits 1 where a tracked file differs from the commit; results files
+    # are left out, since writing them is what a benchmark does.
+    dirty = _git("diff", "--quiet", "HEAD", "--", ".", ":!benchmarks/results").returncode != 0 if commit else None
     return {"commit": commit, "dirty": dirty, "date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(),
             "device": jax.devices()[0].device_kind, "load_average_before": load, "idle": load < IDLE_LOAD,
             "tiny": tiny}
