@@ -23,10 +23,10 @@ def load_config(name, arg, cache_dir):
 def test_cccapsnet_counts_by_group(cache_dir):
     counts = parameter_counts(load_config("cccapsnet_ag_news.py", "smoke", cache_dir))
     v, j = counts["input_size"], counts["num_classes"]
-    # Smoke sizes: M = 4 codebooks of 16-dimensional codewords, BiGRU hidden 16 on 16-dimensional
-    # embeddings, 4 feature capsules of size 4 into J class capsules of size 8.
+    # Smoke sizes: M = 4 codebooks of 16-dimensional codewords, one BiGRU layer of hidden 16 on
+    # 16-dimensional embeddings, 4 feature capsules of size 4 into J class capsules of size 8.
     k = num_codewords(v, 4)
-    gru = 2 * (3 * 16 * 16 + 3 * 16 * 16 + 2 * 3 * 16) + 2 * (3 * 16 * 32 + 3 * 16 * 16 + 2 * 3 * 16)
+    gru = 2 * (3 * 16 * 16 + 3 * 16 * 16 + 2 * 3 * 16)
     assert counts["groups"] == {"embedding": v * 4 * k + 4 * k * 16, "encoder": gru, "classifier": 4 * j * 8 * 4}
     assert counts["total"] == sum(counts["groups"].values())
     text = format_counts(counts)

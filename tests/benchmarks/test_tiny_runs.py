@@ -263,34 +263,22 @@ def test_localisation(tmp_path):
 
 def test_training_results(tmp_path):
     """A run of a study trains its `:smoke` form; the report has it with its provenance and the
-    metrics of the study's kind, and lists the runs not trained yet as pending."""
+    metrics of the study's kind, the TF-IDF + linear SVM bar fitted on its splits, and the runs
+    not trained yet as pending."""
     out = tmp_path / "studies"
-    run_tiny("training_results.py", "--study", "ag_news", "--runs", "icapsnet_short_shared_w", "--workdirs", str(out),
+    run_tiny("training_results.py", "--study", "reuters", "--runs", "br", "--baseline", "--workdirs", str(out),
              "--cache_dir", str(tmp_path / "cache"))
-    run_tiny("training_results.py", "--study", "ag_news", "--workdirs", str(out), "--report_only")
-    with open(out / "ag_news" / "results.json", encoding="utf-8") as f:
-        results = json.load(f)
-    assert_run_metadata(results["_run"])
-    assert results["pending"] == ["fasttext_seed0", "icapsnet_long_seed0", "icapsnet_short_paper_sizes_seed0"]
-    [(name, row)] = results["runs"].items()
-    assert name == "icapsnet_short_shared_w_seed0"
-    assert row["command"] == "--config configs/icapsnet_short_ag_news.py:smoke --config.model.shared_transform=True"
-    assert set(row["test"]) == {"accuracy", "macro_f1"} and set(row["validation"]) == {"accuracy"}
-    assert (row["steps"], row["resumed"]) == (3, 0) and row["parameters"] > 0 and row["seconds"] > 0
-    assert row["provenance"]["jobs"] == 1 and row["provenance"]["commit"] == results["_run"]["commit"]
-
-
-def test_training_results_baseline_reads_the_runs_splits(tmp_path):
-    """The TF-IDF + linear SVM bar of a study: trained and scored on the splits of its first run."""
-    pytest.importorskip("sklearn")
-    out = tmp_path / "studies"
-    for flags in (("--runs", "br"), ("--report_only", "--baseline")):
-        run_tiny("training_results.py", "--study", "reuters", "--workdirs", str(out), "--cache_dir",
-                 str(tmp_path / "cache"), *flags)
     with open(out / "reuters" / "results.json", encoding="utf-8") as f:
         results = json.load(f)
+    assert_run_metadata(results["_run"])
+    assert results["pending"] == ["sgm_seed0", "sgm_ge_seed0"]  # --tiny: the first seed of each run
+    [(name, row)] = results["runs"].items()
+    assert name == "br_seed0" and row["command"] == "--config configs/br_reuters.py:smoke"
+    assert set(row["test"]) == set(results["metrics"]) and set(row["validation"]) == {"micro_f1"}
+    assert (row["steps"], row["resumed"]) == (3, 0) and row["parameters"] > 0 and row["seconds"] > 0
+    assert row["provenance"]["jobs"] == 1 and row["provenance"]["commit"] == results["_run"]["commit"]
     baseline = results["baseline"]
     assert baseline["splits_of"] == "br_seed0" and set(baseline["test"]) == set(results["metrics"])
     # Generated label sets: 1.9 labels an example out of 4, which the words carry.
     assert baseline["test"]["micro_f1"] > 0.7 and 0 <= baseline["test"]["hamming_loss"] < 0.25
-    assert baseline["test"]["true_labels_per_example"] == results["runs"]["br_seed0"]["test"]["true_labels_per_example"]
+    assert baseline["test"]["true_labels_per_example"] == row["test"]["true_labels_per_example"]

@@ -116,11 +116,13 @@ def test_sampling_methods_of_every_model(workdirs, tmp_path, model_name):
             assert total_shap == pytest.approx(total_sampling, rel=1e-3, abs=2e-4), entry["target"]
 
 
-@pytest.mark.parametrize("model_name", sorted(SMOKE))
-def test_checks_of_every_model(workdirs, model_name):
-    """The sanity checks run on every model: a randomisation correlation per re-initialised stage,
-    ending with all parameters; the input vectors' methods get a max-sensitivity, random none.
-    (The sampling methods go through the same per-method path; each model's are run above.)"""
+# fastText and iCapsNets Short are checked in tests/interpret/test_checks.py; binary relevance and
+# iCapsNets Long share their families' parameter layouts with SGM's encoder and Short.
+@pytest.mark.parametrize("model_name", ["cccapsnet", "dilated_fcn", "input_cell_lstm", "sgm"])
+def test_checks_of_every_family(workdirs, model_name):
+    """The sanity checks run on every model family: a randomisation correlation per re-initialised
+    stage, ending with all parameters; the input vectors' methods get a max-sensitivity, random
+    none. (The sampling methods go through the same per-method path; each model's are run above.)"""
     trained = load_trained(workdirs(model_name), with_data=True)
     methods = ("integrated_gradients", "random")
     options = explain.Options(ig_steps=8)
