@@ -38,12 +38,11 @@ import json
 import os
 import re
 import shutil
-import statistics
 import time
 
 import numpy as np
 from provenance import run_metadata  # this script's folder is on sys.path
-from studies import ROOT, final_test_metrics, train_pending, wall_seconds
+from studies import ROOT, final_test_metrics, train_pending, training_record
 
 from jcaps.models.choices import DILATED_FCN_ATTENTIONS
 
@@ -165,30 +164,12 @@ def interval(values: np.ndarray) -> list[float]:
     return [round(float(np.percentile(values, 2.5)), 4), round(float(np.percentile(values, 97.5)), 4)]
 
 
-def training_record(workdir: str) -> dict:
-    """Steps and epochs trained, the step selected, the median progress rate and the wall time
-    train.py printed (summed over its invocations)."""
-    with open(os.path.join(workdir, "metrics.jsonl"), encoding="utf-8") as f:
-        records = [json.loads(line) for line in f]
-    [final] = [r for r in records if r.get("final") and r["split"] == "test"]
+def variant_record(workdir: str) -> dict:
+    """The run's training record (`studies.training_record`) and the attention settings it trained with."""
     with open(os.path.join(workdir, "config.json"), encoding="utf-8") as f:
         config = json.load(f)
-    with open(os.path.join(workdir, "train.log"), encoding="utf-8") as f:
-        log = f.read()
-    rates = [float(r) for r in re.findall(r"\| ([0-9.]+) steps/s \|", log)[1:]]
-    seconds = wall_seconds(log)
-    steps = int(final["step"])
-    steps_per_epoch = re.search(r"\((\d+) per epoch\)", log)
-    return {
-        "steps": steps,
-        "epochs": round(steps / int(steps_per_epoch.group(1)), 2) if steps_per_epoch else None,
-        "selected_step": int(final.get("selected_step", steps)),
-        "steps_per_s": round(statistics.median(rates), 2) if rates else None,
-        "seconds": seconds,
-        "resumed": log.count("Resuming from step"),
-        "attention_gain": config["model"].get("attention_gain", "one"),
-        "attention_residual": config["model"].get("attention_residual", False),
-    }
+    return {**training_record(workdir), "attention_gain": config["model"].get("attention_gain", "one"),
+            "attention_residual": config["model"].get("attention_residual", False)}
 
 
 def report(runs: list[tuple[str, int]], args) -> dict:
@@ -217,7 +198,7 @@ def report(runs: list[tuple[str, int]], args) -> dict:
                 difference = scores[name][metric] - scores[baseline][metric]
                 row[f"{metric}_minus_none"] = round(float(difference.mean()), 4)
                 row[f"{metric}_minus_none_ci"] = interval(difference)
-        row.update(training_record(os.path.join(args.out, "runs", name)))
+        row.update(variant_record(os.path.join(args.out, "runs", name)))
         results[name] = row
     labels = next(iter(predictions.values()))["label"]
     majority = np.zeros((num_classes, num_classes))

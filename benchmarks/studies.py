@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -35,6 +36,26 @@ def wall_seconds(log: str) -> int:
     """The wall times train.py printed in a run's train.log, summed over its invocations (one
     that was killed printed none)."""
     return sum(int(h) * 3600 + int(m) * 60 + int(s) for h, m, s in re.findall(r"wall time (\d+):(\d\d):(\d\d)", log))
+
+
+def training_record(workdir: str) -> dict:
+    """Steps and epochs trained, the step selected, the median progress rate, the wall time
+    train.py printed (summed over its invocations) and how often the run resumed, from the run's
+    final test record and WORKDIR/train.log."""
+    with open(os.path.join(workdir, "train.log"), encoding="utf-8") as f:
+        log = f.read()
+    final = final_test_metrics(workdir)
+    rates = [float(r) for r in re.findall(r"\| ([0-9.]+) steps/s \|", log)[1:]]
+    steps = int(final["step"])
+    steps_per_epoch = re.search(r"\((\d+) per epoch\)", log)
+    return {
+        "steps": steps,
+        "epochs": round(steps / int(steps_per_epoch.group(1)), 2) if steps_per_epoch else None,
+        "selected_step": int(final.get("selected_step", steps)),
+        "steps_per_s": round(statistics.median(rates), 2) if rates else None,
+        "seconds": wall_seconds(log),
+        "resumed": log.count("Resuming from step"),
+    }
 
 
 def train_command(flags: list[str]) -> list[str]:

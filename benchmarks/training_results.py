@@ -33,7 +33,7 @@ import re
 import shlex
 
 from provenance import run_metadata  # this script's folder is on sys.path
-from studies import ROOT, final_test_metrics, train_pending, wall_seconds
+from studies import ROOT, final_test_metrics, train_pending, training_record
 
 SINGLE_LABEL = ("accuracy", "macro_f1")
 MULTI_LABEL = ("hamming_loss", "micro_f1", "macro_f1", "example_f1", "labels_per_example",
@@ -109,6 +109,11 @@ def run_name(run_id: str, seed: int) -> str:
     return f"{run_id}_seed{seed}"
 
 
+def seeds_of(spec: dict, tiny: bool) -> list[int]:
+    """The seeds a command trains and reports: the first alone under --tiny."""
+    return spec["seeds"][:1] if tiny else spec["seeds"]
+
+
 def command_line(spec: dict, tiny: bool) -> str:
     """The config argument and flags as a user types them (`:smoke` added under --tiny)."""
     config = spec["config"]
@@ -136,23 +141,20 @@ def run_record(workdir: str, metrics: tuple[str, ...]) -> dict:
     with open(os.path.join(workdir, "metrics.jsonl"), encoding="utf-8") as f:
         finals = {r["split"]: r for r in map(json.loads, f) if r.get("final")}
     with open(os.path.join(workdir, "train.log"), encoding="utf-8") as f:
-        log = f.read()
+        parameters = re.search(r": ([\d,]+) parameters;", f.read())
     with open(os.path.join(workdir, "config.json"), encoding="utf-8") as f:
         select_metric = json.load(f)["train"]["select_metric"]
-    provenance_path = os.path.join(workdir, "provenance.json")
-    provenance = json.load(open(provenance_path, encoding="utf-8")) if os.path.isfile(provenance_path) else None
-    test = finals["test"]
-    steps_per_epoch = re.search(r"\((\d+) per epoch\)", log)
-    parameters = re.search(r": ([\d,]+) parameters;", log)
+    provenance = None
+    if os.path.isfile(os.path.join(workdir, "provenance.json")):
+        with open(os.path.join(workdir, "provenance.json"), encoding="utf-8") as f:
+            provenance = json.load(f)
+    record = training_record(workdir)
+    del record["steps_per_s"]  # the tables give wall times
     return {
-        "test": {m: round(test[m], 4) for m in metrics if m in test},
+        "test": {m: round(finals["test"][m], 4) for m in metrics if m in finals["test"]},
         "validation": {select_metric: round(finals["validation"][select_metric], 4)} if "validation" in finals else {},
         "parameters": int(parameters.group(1).replace(",", "")) if parameters else None,
-        "steps": int(test["step"]),
-        "epochs": round(int(test["step"]) / int(steps_per_epoch.group(1)), 2) if steps_per_epoch else None,
-        "selected_step": int(test.get("selected_step", test["step"])),
-        "seconds": wall_seconds(log),
-        "resumed": log.count("Resuming from step"),
+        **record,
         "provenance": provenance,
     }
 
@@ -208,7 +210,7 @@ def tfidf_svm(workdir: str, metrics: tuple[str, ...]) -> dict:
 def report(name: str, study: dict, args) -> dict:
     runs, pending = {}, []
     for run_id, spec in study["runs"].items():
-        for seed in spec["seeds"][:1] if args.tiny else spec["seeds"]:
+        for seed in seeds_of(spec, args.tiny):
             workdir = os.path.join(args.workdirs, name, run_name(run_id, seed))
             if final_test_metrics(workdir) is None:
                 pending.append(run_name(run_id, seed))
@@ -259,7 +261,7 @@ def main():
         todo = []
         for run_id in chosen:
             spec = study["runs"][run_id]
-            for seed in spec["seeds"][:1] if args.tiny else spec["seeds"]:
+            for seed in seeds_of(spec, args.tiny):
                 workdir = os.path.join(args.workdirs, args.study, run_name(run_id, seed))
                 todo.append((workdir, train_flags(spec, study, seed, workdir, args)))
         train_pending(todo, args.jobs, on_start=lambda workdir: record_start(workdir, args.jobs))
