@@ -26,10 +26,11 @@ at most 146 characters here; training batches are grouped by length (`data.lengt
 and padded to buckets of 16 characters up to 160, so only a few shapes compile; the network
 itself accepts any length. Model selection is by validation macro-F1, the task's official metric.
 
-Measured on 2 CPU cores (idle machine): 47 min 21 s (2.0 steps/s), test macro-F1 0.192 and
-accuracy 0.321 with the parameters of epoch 7, the best validation macro-F1 (0.101, 0.113,
-0.149, 0.155, 0.176, 0.178, 0.182 at the epoch ends); the bar of TF-IDF + linear SVM on the same
-split is macro-F1 0.21, accuracy 0.30.
+Measured (docs/dilated-fcn.md; the `none` runs of `benchmarks/results/emoji_variants/results.json`,
+each on one core of the 2-core machine beside another run): test macro-F1 0.183 and 0.190, accuracy
+0.308 and 0.307 on seeds 0 and 1, both with the parameters of epoch 6 (selected on validation
+macro-F1), in 48 and 35 minutes. The bar of TF-IDF + linear SVM on the same split is in
+`benchmarks/results/training/emoji_recipe/results.json`.
 """
 
 from jcaps.models.choices import DILATED_FCN_ATTENTIONS
