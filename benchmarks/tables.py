@@ -632,6 +632,8 @@ def render(name: str) -> str:
     if name not in TABLES:
         raise KeyError(f"no table {name!r}; the tables: {', '.join(sorted(TABLES))}")
     path, renderer = TABLES[name]
+    if not os.path.exists(os.path.join(RESULTS, path)):
+        raise SystemExit(f"table {name}: benchmarks/results/{path} does not exist; run the benchmark that writes it")
     results = load(path)
     source = folder_provenance(path, results) if path.endswith("/") else provenance(path, results)
     return f"{renderer(results)}\n\n{source}\n"

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import importlib.util
 import os
 import re
 import subprocess
@@ -76,6 +77,16 @@ def test_results_tables_match_their_files():
     result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "tables.py"), "--check"], cwd=ROOT,
                             capture_output=True, text=True, check=False, timeout=120)
     assert result.returncode == 0, result.stderr
+
+
+def test_a_table_without_its_results_file_is_a_one_line_error(monkeypatch, tmp_path):
+    spec = importlib.util.spec_from_file_location("tables", ROOT / "benchmarks" / "tables.py")
+    tables = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tables)
+    monkeypatch.setattr(tables, "RESULTS", str(tmp_path))
+    with pytest.raises(SystemExit, match=r"^table training_reuters: benchmarks/results/training/reuters/results\.json "
+                                         r"does not exist; run the benchmark that writes it$"):
+        tables.render("training_reuters")
 
 
 # ---------------------------------------------------------------------------------------------
