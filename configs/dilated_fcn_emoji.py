@@ -92,8 +92,8 @@ def get_config(arg: str = ""):
 
     train = config.train
     train.batch_size = 64
-    # 7 epochs take 47 min 21 s on 2 cores; with square-root weights, validation macro-F1 peaked at
-    # epoch 7 of 8 (measured), and 8 epochs took 59 min 43 s.
+    # 7 epochs take 35 to 48 minutes on one core of the 2-core machine (the `none` runs of
+    # benchmarks/results/emoji_variants/results.json).
     train.num_epochs = 7
     train.optimizer = "adam"
     train.learning_rate = 2e-3
@@ -103,8 +103,9 @@ def get_config(arg: str = ""):
     train.select_metric = "macro_f1"
     # Red heart is 21.5 % of the tweets, the rarest emoji 2.4 %: class weights (N / (J N_c))^P lift
     # the rare classes (macro-F1) at some cost to the frequent ones (accuracy). Test macro-F1 /
-    # accuracy (measured): P = 0.5, 8 epochs 0.201 / 0.292; P = 0.375, 7 epochs 0.192 / 0.321;
-    # P = 0.25, 7 epochs 0.179 / 0.326. Of the three, only P = 0.375 clears both bars (0.18, 0.30).
+    # accuracy: P = 0.5, 8 epochs 0.195 / 0.263; P = 0.375, 7 epochs 0.183 / 0.308 and 0.190 / 0.307
+    # (seeds 0, 1); P = 0.25, 7 epochs 0.177 / 0.301. Of the three, only P = 0.375 clears both bars
+    # (0.18, 0.30) (benchmarks/results/training/emoji_recipe/ and emoji_variants/results.json).
     train.class_weights = "balanced:0.375"
     train.log_every_steps = 100
 
