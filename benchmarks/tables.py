@@ -2,7 +2,7 @@
 
     python benchmarks/tables.py            # rewrites the tables in README.md and docs/*.md
     python benchmarks/tables.py --check    # exits 1, naming each table that differs, if any does
-    python benchmarks/tables.py --list     # the table names and the file each one reads
+    python benchmarks/tables.py --list     # each table's name, the file it reads and its provenance
 
 A page marks where a table goes:
 
@@ -627,6 +627,18 @@ def folder_provenance(path: str, studies: dict) -> str:
     return f"Source: `benchmarks/results/{path}*/results.json`; " + "; ".join(parts) + "."
 
 
+def recorded(path: str) -> str:
+    """In a few words, the provenance of the file(s) a table reads: each run's commit, date and
+    whether the machine was idle, or that it was not recorded (a file to measure again)."""
+    results = load(path)
+    files = list(results.values()) if path.endswith("/") else [results]
+    runs = [(r.get("_run") if isinstance(r, dict) else None) or {} for r in files]
+    if not runs or not all("commit" in run for run in runs):
+        return "provenance not recorded"
+    return "; ".join(sorted({f"commit {run['commit']}, {run['date']}, {'idle' if run.get('idle') else 'busy'} machine"
+                             for run in runs}))
+
+
 def render(name: str) -> str:
     """Table NAME with its provenance line, as it stands between its markers."""
     if name not in TABLES:
@@ -666,12 +678,13 @@ def rewrite(text: str) -> tuple[str, list[str]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a table differs from its file")
-    parser.add_argument("--list", action="store_true", help="print each table's name and the file it reads")
+    parser.add_argument("--list", action="store_true",
+                        help="print each table's name, the file it reads and that file's provenance")
     parser.add_argument("--root", default=ROOT, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.list:
         for name, (path, _) in sorted(TABLES.items()):
-            print(f"{name}\tbenchmarks/results/{path}")
+            print(f"{name}\tbenchmarks/results/{path}\t{recorded(path)}")
         return 0
     stale = []
     for page in pages(args.root):

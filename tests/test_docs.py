@@ -25,6 +25,7 @@ import contextlib
 import fcntl
 import hashlib
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -79,14 +80,33 @@ def test_results_tables_match_their_files():
     assert result.returncode == 0, result.stderr
 
 
-def test_a_table_without_its_results_file_is_a_one_line_error(monkeypatch, tmp_path):
+def tables_reading(monkeypatch, results: Path):
+    """benchmarks/tables.py as a module, reading its results files under `results`."""
     spec = importlib.util.spec_from_file_location("tables", ROOT / "benchmarks" / "tables.py")
     tables = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tables)
-    monkeypatch.setattr(tables, "RESULTS", str(tmp_path))
+    monkeypatch.setattr(tables, "RESULTS", str(results))
+    return tables
+
+
+def test_a_table_without_its_results_file_is_a_one_line_error(monkeypatch, tmp_path):
+    tables = tables_reading(monkeypatch, tmp_path)
     with pytest.raises(SystemExit, match=r"^table training_reuters: benchmarks/results/training/reuters/results\.json "
                                          r"does not exist; run the benchmark that writes it$"):
         tables.render("training_reuters")
+
+
+def test_list_says_which_results_files_lack_their_provenance(monkeypatch, tmp_path):
+    tables = tables_reading(monkeypatch, tmp_path)
+    (tmp_path / "new.json").write_text(json.dumps({"_run": {"commit": "abc1234", "date": "2026-01-02", "idle": True}}))
+    (tmp_path / "old.json").write_text(json.dumps([{"seconds": 1.0}]))
+    (tmp_path / "study" / "a").mkdir(parents=True)
+    (tmp_path / "study" / "a" / "results.json").write_text(json.dumps({"_run": {"commit": "abc1234", "date": "2026-01-02"}}))
+    (tmp_path / "study" / "b").mkdir()
+    (tmp_path / "study" / "b" / "results.json").write_text(json.dumps({"rows": []}))
+    assert tables.recorded("new.json") == "commit abc1234, 2026-01-02, idle machine"
+    assert tables.recorded("old.json") == "provenance not recorded"
+    assert tables.recorded("study/") == "provenance not recorded"  # one file of the folder lacks it
 
 
 # ---------------------------------------------------------------------------------------------
