@@ -100,10 +100,9 @@ def test_list_says_which_results_files_lack_their_provenance(monkeypatch, tmp_pa
     tables = tables_reading(monkeypatch, tmp_path)
     (tmp_path / "new.json").write_text(json.dumps({"_run": {"commit": "abc1234", "date": "2026-01-02", "idle": True}}))
     (tmp_path / "old.json").write_text(json.dumps([{"seconds": 1.0}]))
-    (tmp_path / "study" / "a").mkdir(parents=True)
-    (tmp_path / "study" / "a" / "results.json").write_text(json.dumps({"_run": {"commit": "abc1234", "date": "2026-01-02"}}))
-    (tmp_path / "study" / "b").mkdir()
-    (tmp_path / "study" / "b" / "results.json").write_text(json.dumps({"rows": []}))
+    for study, results in (("a", {"_run": {"commit": "abc1234", "date": "2026-01-02"}}), ("b", {"rows": []})):
+        (tmp_path / "study" / study).mkdir(parents=True)
+        (tmp_path / "study" / study / "results.json").write_text(json.dumps(results))
     assert tables.recorded("new.json") == "commit abc1234, 2026-01-02, idle machine"
     assert tables.recorded("old.json") == "provenance not recorded"
     assert tables.recorded("study/") == "provenance not recorded"  # one file of the folder lacks it
