@@ -6,19 +6,21 @@ trained from scratch by today's code: one study per results table of the docs.
     python benchmarks/training_results.py --study NAME --tiny --workdirs DIR
 
 A study is a list of runs: a config, the flags it gets, the seeds and the data folder under
-`--data_root` (`STUDIES`; `--list` prints them; `series`: its data are not texts). Each (run, seed) trains through `train.py` in
-`DIR/NAME/RUN_seedS`; a finished run is reused and an interrupted one resumes, so running the
-same command again continues the study where it stopped (`benchmarks/studies.py`, `--jobs`
-trainings at once, each pinned to its own core). When a run starts, its provenance (commit,
-date, load, jobs) is kept in `RUN_seedS/provenance.json`, since a study's runs may span days.
+`--data_root` (`STUDIES`; `--list` prints them; `series`: its data are not texts). Each (run,
+seed) trains through `train.py` in `DIR/NAME/RUN_seedS`; a finished run is reused and an
+interrupted one resumes, so running the same command again continues the study where it stopped
+(`benchmarks/studies.py`, `--jobs` trainings at once, each pinned to its own core). When a run
+starts, its provenance (commit, date, load, jobs) is kept in `RUN_seedS/provenance.json`, since
+a study's runs may span days.
 
 Then `benchmarks/results/training/NAME/results.json` (`--tiny`: `DIR/NAME/results.json`) holds,
 for every finished run, its test metrics of the model selected on validation, the validation
 score that selected it, the parameter count, steps, epochs, the step selected, the wall time
 train.py printed (summed over resumed parts) and the provenance; `benchmarks/tables.py` renders
 the docs' tables from it. Runs not finished yet are listed as pending. `--baseline` adds the bar
-every model is read against: TF-IDF + a linear SVM (scikit-learn, the `compare` extra) trained on
-the train split of the study's first finished run and scored on its test split.
+every model is read against: TF-IDF + a linear SVM (scikit-learn, in the `dev` and `compare`
+extras) trained on the train split of the study's first finished run and scored on its test
+split by the models' own metrics (`jcaps.train.metrics`).
 
 `--tiny` trains each run's `:smoke` form for a few steps on generated data (seconds a run, no
 data needed), a check that the study runs end to end; the tests run it.
@@ -167,10 +169,11 @@ def tfidf_svm(workdir: str, metrics: tuple[str, ...]) -> dict:
     """The baseline on the splits of the run in `workdir` (the same train and test examples)."""
     import numpy as np
     from sklearn.feature_extraction.text import TfidfVectorizer
-    from sklearn.metrics import accuracy_score, f1_score, hamming_loss
+    from sklearn.metrics import accuracy_score, f1_score
     from sklearn.multiclass import OneVsRestClassifier
     from sklearn.svm import LinearSVC
 
+    from jcaps.train.metrics import multilabel_metrics, multilabel_sums
     from jcaps.train.workdir import load_trained
 
     dataset = load_trained(workdir, with_data=True).dataset
@@ -198,12 +201,9 @@ def tfidf_svm(workdir: str, metrics: tuple[str, ...]) -> dict:
                     sets[row, index[name.decode("utf-8")]] = 1
         return sets
 
-    truth = label_sets("test")
     predicted = OneVsRestClassifier(LinearSVC(C=1.0)).fit(train, label_sets("train")).predict(test)
-    scores = {"hamming_loss": hamming_loss(truth, predicted), "micro_f1": f1_score(truth, predicted, average="micro"),
-              "macro_f1": f1_score(truth, predicted, average="macro", zero_division=0),
-              "example_f1": f1_score(truth, predicted, average="samples", zero_division=1),
-              "labels_per_example": predicted.sum(1).mean(), "true_labels_per_example": truth.sum(1).mean()}
+    # The models' own definitions (jcaps.train.metrics), so that the bar reads like their rows.
+    scores = multilabel_metrics(multilabel_sums(predicted, label_sets("test"), np.ones(len(predicted), np.float32)))
     return {m: round(float(scores[m]), 4) for m in metrics}
 
 
