@@ -21,8 +21,6 @@ subprocess on one CPU device):
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import importlib.util
 import json
@@ -33,6 +31,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests.shared_tmp import locked, shared_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = [ROOT / "README.md", ROOT / "train.py"] + [
@@ -178,24 +178,8 @@ def _run(language: str, code: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="session")
 def docs_tmp(tmp_path_factory) -> str:
-    """TMP: one folder for every worker of the session (pytest-xdist's workers share its parent)."""
-    root = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        root = root.parent
-    path = root / "docs_blocks"
-    path.mkdir(exist_ok=True)
-    return str(path)
-
-
-@contextlib.contextmanager
-def locked(tmp: str, names: list[str]):
-    """Exclusive locks on TMP/.NAME.lock for every name (in order): one worker at a time uses a
-    workdir, or runs a command."""
-    with contextlib.ExitStack() as stack:
-        for name in sorted(set(names)):
-            lock = stack.enter_context(open(os.path.join(tmp, f".{name}.lock"), "w"))
-            fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
+    """TMP: one folder for every worker of the session."""
+    return str(shared_folder(tmp_path_factory, "docs_blocks"))
 
 
 def ensure_trained(workdir: str, tmp: str) -> None:

@@ -17,6 +17,7 @@ from jcaps.models.choices import DILATED_FCN_ATTENTIONS
 from jcaps.predict import predict
 from jcaps.train import loop
 from jcaps.train.workdir import load_trained
+from tests.shared_tmp import locked, shared_folder
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -89,18 +90,27 @@ MULTILABEL_CONFIGS = ("br_reuters.py", "sgm_reuters.py", "sgm_ge_reuters.py", "b
                       "sgm_ge_debian_tags.py")
 
 
-@pytest.fixture(scope="module")
-def multilabel_runs(tmp_path_factory, cache_dir, config_file):
-    runs = {}
-    for name in MULTILABEL_CONFIGS:
-        workdir = tmp_path_factory.mktemp(name.removesuffix(".py"))
-        runs[name] = (workdir, loop.train_and_evaluate(config_file(name, "smoke", cache_dir), str(workdir)))
-    return runs
+@pytest.fixture(scope="session")
+def multilabel_run(tmp_path_factory, config_file):
+    """`multilabel_run(NAME)` -> (workdir, final metrics) of configs/NAME's `:smoke` run, trained
+    once for every worker of the session: the first test to ask trains it, under a lock."""
+    folder = shared_folder(tmp_path_factory, "multilabel_runs")
+
+    def run(name: str):
+        workdir = folder / name.removesuffix(".py")
+        final_file = folder / f"{workdir.name}.final.json"
+        with locked(folder, [workdir.name]):
+            if not final_file.exists():
+                config = config_file(name, "smoke", folder / f"{workdir.name}_tfds")
+                final_file.write_text(json.dumps(loop.train_and_evaluate(config, str(workdir))), encoding="utf-8")
+        return workdir, json.loads(final_file.read_text(encoding="utf-8"))
+
+    return run
 
 
 @pytest.mark.parametrize("name", MULTILABEL_CONFIGS)
-def test_multilabel_configs_learn(multilabel_runs, name):
-    workdir, final = multilabel_runs[name]
+def test_multilabel_configs_learn(multilabel_run, name):
+    workdir, final = multilabel_run(name)
     losses = train_losses(workdir)
     assert losses[-1] < 0.8 * losses[0]
     test = final["test"]
@@ -113,15 +123,15 @@ def test_multilabel_configs_learn(multilabel_runs, name):
     assert test["true_labels_per_example"] == pytest.approx(1.9, abs=0.3)
 
 
-def test_debian_tags_validation_is_carved_by_source_package(multilabel_runs):
-    trained = load_trained(str(multilabel_runs["sgm_ge_debian_tags.py"][0]), with_data=True)
+def test_debian_tags_validation_is_carved_by_source_package(multilabel_run):
+    trained = load_trained(str(multilabel_run("sgm_ge_debian_tags.py")[0]), with_data=True)
     splits = trained.dataset.splits
     sources = [{splits[p].source[i]["source"] for i in range(len(splits[p].source))} for p in ("train", "validation")]
     assert sources[1] and not sources[0] & sources[1]
 
 
-def test_evaluate_changes_decoding_settings_only(multilabel_runs):
-    sgm, br = (str(multilabel_runs[name][0]) for name in ("sgm_reuters.py", "br_reuters.py"))
+def test_evaluate_changes_decoding_settings_only(multilabel_run):
+    sgm, br = (str(multilabel_run(name)[0]) for name in ("sgm_reuters.py", "br_reuters.py"))
     default = evaluate(sgm, "test")
     # One decoding step leaves room for one label at most; the parameters stay the same.
     one_step = evaluate(sgm, "test", model_overrides={"max_steps": 1, "decoding": "greedy"})
@@ -141,8 +151,8 @@ def test_evaluate_changes_decoding_settings_only(multilabel_runs):
         evaluate(sgm, "test", model_overrides={"beam_size": 0})
 
 
-def test_cli_evaluate_takes_decoding_flags(multilabel_runs):
-    workdir = str(multilabel_runs["sgm_reuters.py"][0])
+def test_cli_evaluate_takes_decoding_flags(multilabel_run):
+    workdir = str(multilabel_run("sgm_reuters.py")[0])
     out = subprocess.run(
         [sys.executable, "-m", "jcaps.evaluate", "--workdir", workdir, "--split", "validation",
          "--config.model.length_penalty=1.0", "--config.model.beam_size=3"],
@@ -153,8 +163,8 @@ def test_cli_evaluate_takes_decoding_flags(multilabel_runs):
     assert result["split"] == "validation" and result["model_overrides"] == {"beam_size": 3, "length_penalty": 1.0}
 
 
-def test_sgm_predicts_label_sets_in_generation_order(multilabel_runs):
-    trained = load_trained(str(multilabel_runs["sgm_ge_reuters.py"][0]))
+def test_sgm_predicts_label_sets_in_generation_order(multilabel_run):
+    trained = load_trained(str(multilabel_run("sgm_ge_reuters.py")[0]))
     results = predict(trained, ["The striker scored a goal in the tournament", "genome telescope physics"])
     for result in results:
         assert result["labels"] and len(set(result["labels"])) == len(result["labels"])
@@ -165,8 +175,8 @@ def test_sgm_predicts_label_sets_in_generation_order(multilabel_runs):
         predict(trained, ["x"], threshold=0.3)
 
 
-def test_binary_relevance_predicts_with_threshold_and_top_k(multilabel_runs):
-    trained = load_trained(str(multilabel_runs["br_reuters.py"][0]))
+def test_binary_relevance_predicts_with_threshold_and_top_k(multilabel_run):
+    trained = load_trained(str(multilabel_run("br_reuters.py")[0]))
     [default] = predict(trained, ["The striker scored a goal in the tournament"])
     assert default["threshold"] == 0.5 and "sports" in default["labels"]
     assert all(default["probabilities"][label] >= 0.5 for label in default["labels"])
@@ -175,8 +185,8 @@ def test_binary_relevance_predicts_with_threshold_and_top_k(multilabel_runs):
     assert len(low["probabilities"]) == 2
 
 
-def test_cli_predict_prints_a_label_set(multilabel_runs):
-    workdir = str(multilabel_runs["sgm_reuters.py"][0])
+def test_cli_predict_prints_a_label_set(multilabel_run):
+    workdir = str(multilabel_run("sgm_reuters.py")[0])
     out = subprocess.run(
         [sys.executable, "-m", "jcaps.predict", "--workdir", workdir, "--text", "shares profit investors"],
         capture_output=True, text=True, cwd=ROOT, timeout=300, env=dict(os.environ, JAX_PLATFORMS="cpu"), check=False,
@@ -185,8 +195,8 @@ def test_cli_predict_prints_a_label_set(multilabel_runs):
     assert isinstance(json.loads(out.stdout.strip().splitlines()[-1])["labels"], list)
 
 
-def test_sgm_sequences_script_agrees_with_evaluate(multilabel_runs, tmp_path):
-    workdir = str(multilabel_runs["sgm_ge_debian_tags.py"][0])
+def test_sgm_sequences_script_agrees_with_evaluate(multilabel_run, tmp_path):
+    workdir = str(multilabel_run("sgm_ge_debian_tags.py")[0])
     out = subprocess.run(
         [sys.executable, os.path.join(ROOT, "benchmarks", "sgm_sequences.py"), "--workdirs", workdir, "--split", "test",
          "--length_penalties", "0", "--out", str(tmp_path)],
