@@ -566,14 +566,13 @@ def _position_errors(results: dict) -> str:
             + ", ".join(f"{n} runs of {m}" for m, n in runs.items()) + ".")
 
 
-table("debian_tags_errors", "debian_tags/test_sequences.json")(_position_errors)
-table("debian_tags_errors_3_epochs", "debian_tags/test_sequences_3_epochs.json")(_position_errors)
+table("debian_tags_errors", "debian_tags/test_sequences/results.json")(_position_errors)
 
 DECODINGS = {"beam_lp0": "beam 5, summed log probability", "beam_lp0.5": "beam 5, log probability / length ** 0.5",
              "beam_lp1": "beam 5, / length ** 1", "beam_lp2": "beam 5, / length ** 2", "greedy": "greedy (argmax)"}
 
 
-@table("debian_tags_decodings", "debian_tags/validation_seed0_decodings.json")
+@table("debian_tags_decodings", "debian_tags/validation_decodings/results.json")
 def debian_tags_decodings(results: dict) -> str:
     body = []
     for workdir, decodings in results["results"].items():
