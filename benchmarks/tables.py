@@ -96,6 +96,11 @@ def seconds(value: float) -> str:
     return f"{value:.3f}" if value >= 0.01 else f"{value:.4f}"
 
 
+def commit_text(run: dict) -> str:
+    """The words `commit C`, and ` with uncommitted changes` where the run's tree differed from C."""
+    return f"commit {run['commit']}" + (" with uncommitted changes" if run.get("dirty") else "")
+
+
 def provenance(path: str, results) -> str:
     """The line under a table: the file, and the run's provenance as far as it was recorded."""
     source = f"Source: `benchmarks/results/{path}`"
@@ -111,12 +116,11 @@ def provenance(path: str, results) -> str:
                     "machine was idle, not recorded.")
         return f"{source}; provenance not recorded: the commit, and whether the machine was idle, are not known."
 
-    tree = " with uncommitted changes" if run.get("dirty") else ""
     machine = "idle machine" if run.get("idle") else "busy machine"
     load = run.get("load_average_before")
     load_text = f", load {load:.2f} at the start" if isinstance(load, (int, float)) else ""
     tiny = "; tiny sizes (a test run)" if run.get("tiny") else ""
-    return (f"{source}; commit {run['commit']}{tree}, {run['date']}, {run['cores']} cores, "
+    return (f"{source}; {commit_text(run)}, {run['date']}, {run['cores']} cores, "
             f"device {run['device']}, {machine}{load_text}{tiny}.")
 
 
@@ -497,7 +501,7 @@ def training_study(results: dict) -> str:
     for entries in by_run.values():
         for e in entries:
             provenance = e.get("provenance") or {}
-            commits.add(provenance.get("commit") or "not recorded")
+            commits.add(commit_text(provenance).removeprefix("commit ") if provenance.get("commit") else "not recorded")
             busy += not (provenance.get("idle") and provenance.get("jobs", 1) == 1)
             validation = ", ".join(f"{k} {v:.4f}" for k, v in e["validation"].items()) or "none (the last step)"
             body.append([e["label"], f"`{e['command']}`", e["seed"], f"{e['parameters']:,}" if e["parameters"] else "–",
@@ -618,8 +622,7 @@ def folder_provenance(path: str, studies: dict) -> str:
         if "commit" not in run:
             key = "provenance not recorded"
         else:
-            tree = " with uncommitted changes" if run.get("dirty") else ""
-            key = (f"commit {run['commit']}{tree}, {run['date']}, {run['cores']} cores, device {run['device']}, "
+            key = (f"{commit_text(run)}, {run['date']}, {run['cores']} cores, device {run['device']}, "
                    f"{'idle' if run.get('idle') else 'busy'} machine")
         groups.setdefault(key, []).append(name)
     parts = [f"{key} ({', '.join(names)})" if len(groups) > 1 else key for key, names in groups.items()]
@@ -627,14 +630,15 @@ def folder_provenance(path: str, studies: dict) -> str:
 
 
 def recorded(path: str) -> str:
-    """In a few words, the provenance of the file(s) a table reads: each run's commit, date and
-    whether the machine was idle, or that it was not recorded (a file to measure again)."""
+    """In a few words, the provenance of the file(s) a table reads: each run's commit (and whether
+    the tree had uncommitted changes), date and whether the machine was idle, or that it was not
+    recorded (a file to measure again)."""
     results = load(path)
     files = list(results.values()) if path.endswith("/") else [results]
     runs = [(r.get("_run") if isinstance(r, dict) else None) or {} for r in files]
     if not runs or not all("commit" in run for run in runs):
         return "provenance not recorded"
-    return "; ".join(sorted({f"commit {run['commit']}, {run['date']}, {'idle' if run.get('idle') else 'busy'} machine"
+    return "; ".join(sorted({f"{commit_text(run)}, {run['date']}, {'idle' if run.get('idle') else 'busy'} machine"
                              for run in runs}))
 
 
