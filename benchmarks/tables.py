@@ -501,7 +501,8 @@ def training_study(results: dict) -> str:
     for entries in by_run.values():
         for e in entries:
             provenance = e.get("provenance") or {}
-            commits.add(commit_text(provenance).removeprefix("commit ") if provenance.get("commit") else "not recorded")
+            recorded_commit = provenance.get("commit")
+            commits.add(commit_text(provenance).removeprefix("commit ") if recorded_commit else "not recorded")
             busy += not (provenance.get("idle") and provenance.get("jobs", 1) == 1)
             validation = ", ".join(f"{k} {v:.4f}" for k, v in e["validation"].items()) or "none (the last step)"
             body.append([e["label"], f"`{e['command']}`", e["seed"], f"{e['parameters']:,}" if e["parameters"] else "–",

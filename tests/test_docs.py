@@ -99,7 +99,8 @@ def test_a_table_without_its_results_file_is_a_one_line_error(monkeypatch, tmp_p
 def test_list_says_which_results_files_lack_their_provenance(monkeypatch, tmp_path):
     tables = tables_reading(monkeypatch, tmp_path)
     (tmp_path / "new.json").write_text(json.dumps({"_run": {"commit": "abc1234", "date": "2026-01-02", "idle": True}}))
-    (tmp_path / "edited.json").write_text(json.dumps({"_run": {"commit": "abc1234", "dirty": True, "date": "2026-01-02"}}))
+    edited = {"_run": {"commit": "abc1234", "dirty": True, "date": "2026-01-02"}}
+    (tmp_path / "edited.json").write_text(json.dumps(edited))
     (tmp_path / "old.json").write_text(json.dumps([{"seconds": 1.0}]))
     for study, results in (("a", {"_run": {"commit": "abc1234", "date": "2026-01-02"}}), ("b", {"rows": []})):
         (tmp_path / "study" / study).mkdir(parents=True)
