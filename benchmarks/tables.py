@@ -97,8 +97,8 @@ def seconds(value: float) -> str:
 
 
 def commit_text(run: dict) -> str:
-    """The words `commit C`, and ` with uncommitted changes` where the run's tree differed from C."""
-    return f"commit {run['commit']}" + (" with uncommitted changes" if run.get("dirty") else "")
+    """The run's commit C, and ` with uncommitted changes` where its tree differed from C."""
+    return run["commit"] + (" with uncommitted changes" if run.get("dirty") else "")
 
 
 def provenance(path: str, results) -> str:
@@ -120,7 +120,7 @@ def provenance(path: str, results) -> str:
     load = run.get("load_average_before")
     load_text = f", load {load:.2f} at the start" if isinstance(load, (int, float)) else ""
     tiny = "; tiny sizes (a test run)" if run.get("tiny") else ""
-    return (f"{source}; {commit_text(run)}, {run['date']}, {run['cores']} cores, "
+    return (f"{source}; commit {commit_text(run)}, {run['date']}, {run['cores']} cores, "
             f"device {run['device']}, {machine}{load_text}{tiny}.")
 
 
@@ -501,8 +501,7 @@ def training_study(results: dict) -> str:
     for entries in by_run.values():
         for e in entries:
             provenance = e.get("provenance") or {}
-            recorded_commit = provenance.get("commit")
-            commits.add(commit_text(provenance).removeprefix("commit ") if recorded_commit else "not recorded")
+            commits.add(commit_text(provenance) if provenance.get("commit") else "not recorded")
             busy += not (provenance.get("idle") and provenance.get("jobs", 1) == 1)
             validation = ", ".join(f"{k} {v:.4f}" for k, v in e["validation"].items()) or "none (the last step)"
             body.append([e["label"], f"`{e['command']}`", e["seed"], f"{e['parameters']:,}" if e["parameters"] else "–",
@@ -623,7 +622,7 @@ def folder_provenance(path: str, studies: dict) -> str:
         if "commit" not in run:
             key = "provenance not recorded"
         else:
-            key = (f"{commit_text(run)}, {run['date']}, {run['cores']} cores, device {run['device']}, "
+            key = (f"commit {commit_text(run)}, {run['date']}, {run['cores']} cores, device {run['device']}, "
                    f"{'idle' if run.get('idle') else 'busy'} machine")
         groups.setdefault(key, []).append(name)
     parts = [f"{key} ({', '.join(names)})" if len(groups) > 1 else key for key, names in groups.items()]
@@ -639,7 +638,7 @@ def recorded(path: str) -> str:
     runs = [(r.get("_run") if isinstance(r, dict) else None) or {} for r in files]
     if not runs or not all("commit" in run for run in runs):
         return "provenance not recorded"
-    return "; ".join(sorted({f"{commit_text(run)}, {run['date']}, {'idle' if run.get('idle') else 'busy'} machine"
+    return "; ".join(sorted({f"commit {commit_text(run)}, {run['date']}, {'idle' if run.get('idle') else 'busy'} machine"
                              for run in runs}))
 
 
