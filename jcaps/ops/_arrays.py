@@ -1,4 +1,5 @@
-"""Array helpers shared by the ops: padding masks, bias addition, leading batch axes.
+"""Array helpers shared by the ops: padding masks, bias addition, leading batch axes, the
+dtype that normalisations compute in.
 
 Masks are boolean arrays over the leading axes of the values they mark ([..., T] for values
 [..., T, F]), True at real positions.
@@ -44,3 +45,17 @@ def merge_leading_axes(x: jax.Array, trailing: int) -> tuple[jax.Array, tuple[in
 def split_leading_axes(x: jax.Array, lead: tuple[int, ...]) -> jax.Array:
     """[prod(lead), *rest] -> [*lead, *rest], undoing `merge_leading_axes`."""
     return x.reshape(lead + x.shape[1:])
+
+
+def normalisation_dtype(dtype) -> jnp.dtype:
+    """The dtype a softmax, log-sum-exp, norm or loss computes in for inputs of `dtype`: float32
+    for narrower floats (bfloat16, float16), `dtype` itself otherwise. Their exponentials and
+    sums over many terms lose too much in bfloat16's 8-bit mantissa (equinox's attention and
+    flax's `force_fp32_for_softmax` upcast likewise); the matmuls around them stay narrow."""
+    dtype = jnp.dtype(dtype)
+    return jnp.dtype(jnp.float32) if jnp.finfo(dtype).bits < 32 else dtype
+
+
+def at_least_float32(x: jax.Array) -> jax.Array:
+    """x in `normalisation_dtype(x.dtype)`: bfloat16 and float16 become float32."""
+    return x.astype(normalisation_dtype(x.dtype))

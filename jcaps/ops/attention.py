@@ -34,7 +34,14 @@ References:
 import jax
 import jax.numpy as jnp
 
-from jcaps.ops._arrays import merge_leading_axes, split_leading_axes, valid_positions, zero_padding
+from jcaps.ops._arrays import (
+    at_least_float32,
+    merge_leading_axes,
+    normalisation_dtype,
+    split_leading_axes,
+    valid_positions,
+    zero_padding,
+)
 from jcaps.ops.convolution import causal_conv1d
 
 # ---------------------------------------------------------------------------------------------
@@ -49,6 +56,8 @@ def masked_softmax(logits: jax.Array, mask: jax.Array, axis: int = -1) -> jax.Ar
 
     Padded positions get exactly 0 (not a tiny number), so explanations read from the weights
     never point at padding, and their logits receive zero gradient even if they are non-finite.
+    Narrow logits (bfloat16, float16) are normalised in float32 and the weights cast back, so
+    mixed-precision models get float32-accurate weights in their own dtype.
 
     Args:
       logits: [..., N, ...] scores; `axis` is the normalised axis.
@@ -68,6 +77,8 @@ def masked_softmax(logits: jax.Array, mask: jax.Array, axis: int = -1) -> jax.Ar
       >>> print(np.asarray(masked_softmax(logits, jnp.array([True, True, False]))).round(3))
       [0.269 0.731 0.   ]
     """
+    dtype = logits.dtype
+    logits = at_least_float32(logits)
     mask = jnp.broadcast_to(jnp.asarray(mask).astype(bool), logits.shape)
     # Inner `where`: padded logits never enter max/exp, so inf/NaN there cannot leak into the
     # value or (through a 0 * inf product) into the gradient.
@@ -76,7 +87,7 @@ def masked_softmax(logits: jax.Array, mask: jax.Array, axis: int = -1) -> jax.Ar
     shift = jax.lax.stop_gradient(jnp.where(jnp.isfinite(shift), shift, 0))
     unnormalised = jnp.where(mask, jnp.exp(jnp.where(mask, logits - shift, 0)), 0)
     total = jnp.sum(unnormalised, axis=axis, keepdims=True)
-    return unnormalised / jnp.where(total > 0, total, 1)
+    return (unnormalised / jnp.where(total > 0, total, 1)).astype(dtype)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -286,6 +297,8 @@ def causal_softmax_pool(scores: jax.Array, inputs: jax.Array, mask: jax.Array | 
     inf or NaN, and get zero gradient), and m_t = 0 at a padded step t, as the recurrent ops
     output zeros there. A valid step pools the valid positions j <= t, wherever the pads are.
     `causal_softmax_pool_quadratic` is the same function computed from the [T, T] weights.
+    Narrow inputs (bfloat16, float16) are pooled with float32 carries, so Z and P do not lose
+    the early steps over long sequences; the output has the inputs' dtype.
 
     Args:
       scores: [..., T, r] attention scores s (one per hop and position), independent of t.
@@ -310,12 +323,13 @@ def causal_softmax_pool(scores: jax.Array, inputs: jax.Array, mask: jax.Array | 
     """
     valid = valid_positions(mask, scores.shape[:-1])
     dtype = jnp.result_type(scores, inputs)
+    carry_dtype = normalisation_dtype(dtype)
     # The scan reads one time-major batch axis: [..., T, F] -> [T, B, F] and back.
-    scores, lead = merge_leading_axes(scores.astype(dtype), 2)
-    inputs, _ = merge_leading_axes(inputs.astype(dtype), 2)
+    scores, lead = merge_leading_axes(scores.astype(carry_dtype), 2)
+    inputs, _ = merge_leading_axes(inputs.astype(carry_dtype), 2)
     valid, _ = merge_leading_axes(valid, 1)
     pooled = _causal_pool(_time_major(scores), _time_major(inputs), _time_major(valid))
-    return split_leading_axes(_time_major(pooled), lead)
+    return split_leading_axes(_time_major(pooled), lead).astype(dtype)
 
 
 def causal_softmax_pool_quadratic(scores: jax.Array, inputs: jax.Array, mask: jax.Array | None = None) -> jax.Array:

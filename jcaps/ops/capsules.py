@@ -3,6 +3,11 @@
 Pure functions on arrays, usable under `jit`, `vmap` and `grad`. Routing functions take any
 number of leading batch axes, so the same call works per example (under `vmap`) and on a batch.
 
+Mixed precision: norms, squash and routing compute in float32 for bfloat16 (or float16) inputs
+and return the inputs' dtype. Squared norms are sums of many terms, and routing's logits
+accumulate agreements that its softmaxes exponentiate; in bfloat16 both lose the small
+differences between capsules that the routing and the class lengths rest on.
+
 References:
     Sabour, Frosst, Hinton. Dynamic Routing Between Capsules. NeurIPS 2017 (eq. 1-3, Procedure 1).
     Ren, Lu. Compositional Coding Capsule Network with K-Means Routing for Text Classification.
@@ -13,7 +18,7 @@ from typing import Literal
 import jax
 import jax.numpy as jnp
 
-from jcaps.ops._arrays import add_bias
+from jcaps.ops._arrays import add_bias, at_least_float32
 
 
 def _safe_norm(x: jax.Array, axis: int, eps: float) -> jax.Array:
@@ -46,8 +51,9 @@ def squash(s: jax.Array, axis: int = -1, eps: float = 1e-7) -> jax.Array:
         >>> print(np.asarray(jnp.linalg.norm(v, axis=-1)).round(3))  # |s|^2 / (1 + |s|^2): 25/26 and 0
         [0.962 0.   ]
     """
-    squared_norm = jnp.sum(jnp.square(s), axis=axis, keepdims=True)
-    return squared_norm / (1.0 + squared_norm) * s / jnp.sqrt(squared_norm + eps)
+    wide = at_least_float32(s)
+    squared_norm = jnp.sum(jnp.square(wide), axis=axis, keepdims=True)
+    return (squared_norm / (1.0 + squared_norm) * wide / jnp.sqrt(squared_norm + eps)).astype(s.dtype)
 
 
 def capsule_length(v: jax.Array) -> jax.Array:
@@ -68,9 +74,9 @@ def capsule_length(v: jax.Array) -> jax.Array:
         >>> print(capsule_length(jnp.array([[3.0, 4.0], [0.0, 0.0]])))
         [5. 0.]
     """
-    squared = jnp.sum(jnp.square(v), axis=-1)
+    squared = jnp.sum(jnp.square(at_least_float32(v)), axis=-1)
     positive = squared > 0
-    return jnp.where(positive, jnp.sqrt(jnp.where(positive, squared, 1)), 0)
+    return jnp.where(positive, jnp.sqrt(jnp.where(positive, squared, 1)), 0).astype(v.dtype)
 
 
 def shared_prediction_vectors(
@@ -229,7 +235,7 @@ def dynamic_routing(
     if num_iterations < 1:
         raise ValueError(f"num_iterations must be >= 1, got {num_iterations}")
     _check_similarity(similarity)
-    u_t, valid = _output_major(u_hat, mask)
+    u_t, valid = _output_major(at_least_float32(u_hat), mask)
     key_norm = _safe_norm(u_t, -1, eps)[..., 0] if similarity == "cosine" else None
 
     def route(c_t):
@@ -260,7 +266,7 @@ def dynamic_routing(
     _, c_t, v = jax.lax.fori_loop(
         0, num_iterations - 1, iterate, (jnp.zeros_like(c_t), c_t, route(c_t)), unroll=True
     )
-    return v, _input_major_coupling(c_t, valid)
+    return v.astype(u_hat.dtype), _input_major_coupling(c_t, valid).astype(u_hat.dtype)
 
 
 def kmeans_routing(
@@ -312,7 +318,7 @@ def kmeans_routing(
     if num_iterations < 1:
         raise ValueError(f"num_iterations must be >= 1, got {num_iterations}")
     _check_similarity(similarity)
-    u_t, valid = _output_major(u_hat, mask)
+    u_t, valid = _output_major(at_least_float32(u_hat), mask)
     # Cosine divides each logit by |u_hat[i, j]| rather than normalising a copy of u_hat: the
     # same numbers without a second array (and gradient) as large as u_hat.
     key_norm = _safe_norm(u_t, -1, eps)[..., 0] if similarity == "cosine" else None
@@ -327,7 +333,7 @@ def kmeans_routing(
     v = jnp.sum(u_t, axis=-2) / u_t.shape[-3]
     v = jax.lax.fori_loop(0, num_iterations - 1, lambda _, v: route(v)[1], v, unroll=True)
     c_t, v = route(v)
-    return squash(v, eps=eps), _input_major_coupling(c_t, valid)
+    return squash(v, eps=eps).astype(u_hat.dtype), _input_major_coupling(c_t, valid).astype(u_hat.dtype)
 
 
 def routing_contributions(u_hat: jax.Array, coupling: jax.Array, eps: float = 1e-7) -> jax.Array:
@@ -357,6 +363,7 @@ def routing_contributions(u_hat: jax.Array, coupling: jax.Array, eps: float = 1e
         [1.5, 0.5]
     """
     # A padded capsule's u_hat may hold anything (routing never reads it): zero it first.
-    weighted = jnp.where(coupling[..., None] != 0, u_hat, 0) * coupling[..., None]
+    wide_coupling = at_least_float32(coupling)[..., None]
+    weighted = jnp.where(wide_coupling != 0, at_least_float32(u_hat), 0) * wide_coupling
     s = jnp.sum(weighted, axis=-3, keepdims=True)
-    return jnp.sum(weighted * (s / _safe_norm(s, -1, eps)), axis=-1)
+    return jnp.sum(weighted * (s / _safe_norm(s, -1, eps)), axis=-1).astype(u_hat.dtype)

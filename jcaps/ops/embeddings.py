@@ -17,6 +17,8 @@ from typing import Literal
 import jax
 import jax.numpy as jnp
 
+from jcaps.ops._arrays import at_least_float32
+
 
 def num_codewords(vocab_size: int, num_codebooks: int) -> int:
     """K, the smallest integer with K^M >= V: enough codes to tell every word apart.
@@ -87,8 +89,8 @@ def cwc_embedding(ids: jax.Array, code_logits: jax.Array, codebooks: jax.Array) 
         >>> print(np.asarray(embedded[0, 0]).round(3))  # mean codewords [4, 5, 6, 7] + [16, 17, 18, 19]
         [20. 22. 24. 26.]
     """
-    weights = jax.nn.softmax(jnp.take(code_logits, ids, axis=0), axis=-1)
-    return _combine(weights, codebooks)
+    weights = jax.nn.softmax(at_least_float32(jnp.take(code_logits, ids, axis=0)), axis=-1)
+    return _combine(weights.astype(codebooks.dtype), codebooks)
 
 
 def cc_embedding(
@@ -145,7 +147,8 @@ def cc_embedding(
     """
     if sampling not in ("straight_through", "repeated_argmax"):
         raise ValueError(f"sampling must be 'straight_through' or 'repeated_argmax', got {sampling!r}")
-    logits = jnp.take(code_logits, ids, axis=0)
+    # The noise and the softmax in float32 at least: bfloat16 logits draw the same codes.
+    logits = at_least_float32(jnp.take(code_logits, ids, axis=0))
     k = logits.shape[-1]
     if rng is None:
         weights = jax.nn.one_hot(jnp.argmax(logits, axis=-1), k, dtype=codebooks.dtype)
@@ -153,7 +156,7 @@ def cc_embedding(
         soft = jax.nn.softmax((logits + jax.random.gumbel(rng, logits.shape, logits.dtype)) / temperature, axis=-1)
         hard = jax.nn.one_hot(jnp.argmax(soft, axis=-1), k, dtype=soft.dtype)
         # Forward value `hard`, gradient of `soft`.
-        weights = soft + jax.lax.stop_gradient(hard - soft)
+        weights = (soft + jax.lax.stop_gradient(hard - soft)).astype(codebooks.dtype)
     else:
         noise = jax.random.gumbel(rng, (num_samples,) + logits.shape, logits.dtype)
         summed = jnp.sum(jax.nn.softmax((logits[None] + noise) / temperature, axis=-1), axis=0)

@@ -2,7 +2,9 @@
 
 Every loss returns one value per example, shape [...] for scores [..., num_classes]; the caller
 averages them (with example weights where batches are padded). Labels are integer class ids
-[...] or, equivalently, one-hot targets [..., num_classes].
+[...] or, equivalently, one-hot targets [..., num_classes]. Losses compute in float32 at least:
+bfloat16 (or float16) scores are upcast first, so a mixed-precision model's loss and its
+gradient carry float32's precision down to the scores.
 
 References:
     Sabour, Frosst, Hinton. Dynamic Routing Between Capsules. NeurIPS 2017 (eq. 4, margin loss).
@@ -12,6 +14,8 @@ References:
 """
 import jax
 import jax.numpy as jnp
+
+from jcaps.ops._arrays import at_least_float32
 
 
 def _one_hot(labels: jax.Array, scores: jax.Array) -> jax.Array:
@@ -51,6 +55,7 @@ def margin_loss(
         >>> print(np.asarray(margin_loss(lengths, jnp.array([0, 0]))).round(4))  # 0; 0.4^2 + 0.5 * 0.4^2
         [0.   0.24]
     """
+    lengths = at_least_float32(lengths)
     targets = _one_hot(labels, lengths)
     present = targets * jnp.square(jax.nn.relu(m_plus - lengths))
     absent = lam * (1.0 - targets) * jnp.square(jax.nn.relu(lengths - m_minus))
@@ -83,6 +88,7 @@ def focal_loss(
         >>> print(np.asarray(focal_loss(jnp.array([[0.0, 0.0], [4.0, 0.0]]), jnp.array([0, 0]))).round(4))
         [0.0433 0.    ]
     """
+    scores = at_least_float32(scores)
     log_p = jnp.sum(_one_hot(labels, scores) * jax.nn.log_softmax(scores, axis=-1), axis=-1)
     return -alpha * jnp.power(-jnp.expm1(log_p), gamma) * log_p
 
@@ -105,6 +111,7 @@ def cross_entropy(logits: jax.Array, labels: jax.Array) -> jax.Array:
         >>> print(np.asarray(cross_entropy(logits, jnp.array([0, 1]))).round(4))  # log 2; log(1 + e^2)
         [0.6931 2.1269]
     """
+    logits = at_least_float32(logits)
     return -jnp.sum(_one_hot(labels, logits) * jax.nn.log_softmax(logits, axis=-1), axis=-1)
 
 
@@ -129,6 +136,7 @@ def sigmoid_binary_cross_entropy(logits: jax.Array, multi_hot: jax.Array) -> jax
         >>> print(np.asarray(loss).round(4))  # 3 log 2
         [2.0794]
     """
+    logits = at_least_float32(logits)
     multi_hot = jnp.asarray(multi_hot).astype(logits.dtype)
     return jnp.sum(jax.nn.softplus(logits) - multi_hot * logits, axis=-1)
 

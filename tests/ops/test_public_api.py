@@ -237,10 +237,10 @@ def _sequence_cross_entropy(rng):
 
 def _recurrent(scan, num_gates):
     """A one-direction scan over precomputed input gates [T, G H]."""
-    rng = np.random.default_rng(1)
-    kernel, bias = 0.5 * _normal(rng, H, num_gates * H), 0.5 * _normal(rng, num_gates * H)
 
     def case(rng):
+        weights_rng = np.random.default_rng(1)
+        kernel, bias = 0.5 * _normal(weights_rng, H, num_gates * H), 0.5 * _normal(weights_rng, num_gates * H)
         examples = _per_example(rng, lambda rng, mask: (_normal(rng, T, num_gates * H), mask))
         return (lambda gates, mask: scan(gates, kernel, bias, mask)), examples
 
@@ -249,11 +249,11 @@ def _recurrent(scan, num_gates):
 
 def _bidirectional(layer, num_gates):
     """A two-direction layer over inputs [T, F]."""
-    rng = np.random.default_rng(1)
     shapes = [(2, F, num_gates * H), (2, num_gates * H), (2, H, num_gates * H), (2, num_gates * H)]
-    weights = [0.5 * _normal(rng, *shape) for shape in shapes]
 
     def case(rng):
+        weights_rng = np.random.default_rng(1)
+        weights = [0.5 * _normal(weights_rng, *shape) for shape in shapes]
         examples = _per_example(rng, lambda rng, mask: (_normal(rng, T, F), mask))
         return (lambda x, mask: layer(x, *weights, mask=mask)), examples
 
@@ -303,6 +303,8 @@ def _decoder(decode, **options):
         probs_kernel = _normal(rng, num_tokens, num_tokens)
 
         def step_fn(state, previous_token, previous_probs):
+            # The decoders feed back float32 probabilities; the step computes in its weights' dtype.
+            previous_probs = previous_probs.astype(kernel.dtype)
             return state @ kernel + previous_probs @ probs_kernel, jnp.tanh(state + previous_probs @ embedding)
 
         def batch_op(states):
