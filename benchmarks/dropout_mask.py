@@ -1,7 +1,7 @@
 """Dropout's cost: `jcaps.ops.dropout` (8 or 16 random bits per element) against a mask from
 `jax.random.bernoulli` (32 bits per element), forward and forward + backward, at SGM's shapes.
 
-    python benchmarks/dropout_mask.py --out DIR [--repeats 10] [--tiny]
+    python -m benchmarks.dropout_mask --out DIR [--repeats 10] [--tiny]
 
 Shapes: the encoder's word vectors [64, 200, 512] and a BiLSTM layer's outputs [64, 200, 1024]
 (SGM at the reference sizes, batch 64, source 200), each at rate 0.5 (8 bits) and 0.1 (16 bits).
@@ -18,10 +18,11 @@ import argparse
 
 import jax
 import jax.numpy as jnp
-from provenance import run_metadata  # the script's folder is on sys.path
-from throughput import median_seconds, write_results
 
 from jcaps.ops.regularisation import dropout
+from recording.provenance import run_metadata
+from recording.results import write_results
+from recording.timing import median_seconds
 
 SHAPES = {"embeddings": (64, 200, 512), "layer_outputs": (64, 200, 1024)}
 TINY_SHAPES = {"embeddings": (4, 12, 16)}

@@ -1,6 +1,6 @@
 """Routing speed: jcaps `dynamic_routing` and `kmeans_routing` under `jit` against NumPy.
 
-    python benchmarks/routing_speed.py --out /tmp/routing_speed [--quick | --tiny]
+    python -m benchmarks.routing_speed --out /tmp/routing_speed [--quick | --tiny]
 
 Batch 256, in_caps I in {16, 32, 128}, out_caps J in {4, 14}, capsule size 16, 3 iterations,
 float32; k-means uses its default cosine similarity. Two passes: `forward` (v and c) and
@@ -28,9 +28,9 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from provenance import run_metadata  # this script's folder is on sys.path
 
 from jcaps.ops import capsules
+from recording.provenance import run_metadata
 
 DIM = 16
 ITERATIONS = 3

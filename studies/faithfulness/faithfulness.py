@@ -1,6 +1,6 @@
 """Faithfulness of every explanation method of a trained workdir, with its cost.
 
-    python benchmarks/faithfulness.py --workdir W --out DIR [--examples 500] [--split test]
+    python -m studies.faithfulness.faithfulness --workdir W --out DIR [--examples 500] [--split test]
         [--methods ...] [--removal pad|unk] [--batch_size 32] [--ig_steps 50] [--ig_chunk 1]
         [--checks [--checks_examples 100]] [--tiny]
 
@@ -32,13 +32,12 @@ import json
 import os
 import time
 
-from provenance import run_metadata  # this script's folder is on sys.path
-
 from jcaps.interpret import checks, explain
 from jcaps.interpret.explain import explain_workdir
 from jcaps.interpret.faithfulness import METRICS
 from jcaps.train.workdir import load_trained
 from jcaps.viz.html import checks_markdown
+from recording.provenance import run_metadata
 
 TINY = {"examples": 8, "batch_size": 8, "ig_steps": 4}
 TINY_METHODS = ("integrated_gradients", "random")
