@@ -16,7 +16,7 @@ and writes `DIR/results.json`:
     {"<length>": {"model_train_step_s", "model_train_examples_per_s", "model_compile_s",
                   "encoder_step_s", "encoder_examples_per_s", "encoder_input_shape",
                   "reference_step_s", "target_step_s", ...},
-     "_run": {commit, date, machine, load: `provenance.run_metadata`}}
+     "_run": {commit, date, machine, load: `recording.provenance.run_metadata`}}
 
 `--tiny` times the `:smoke` model at length 16, batch 4, vocabulary 200, one repeat: a check
 that it runs (seconds; the tests run it). Needs no data.

@@ -18,7 +18,7 @@ saves and restores it in a temporary folder beside `--out`, each timed `--repeat
 
 Writes DIR/results.json with those times, the state's size (`state_mb`, the files' total), the
 overheads (`save_overhead`, `restore_overhead`: jcaps / orbax) and "_run": {commit, date,
-machine, load: `provenance.run_metadata`}. `--tiny`: a small model, one repeat (the tests run
+machine, load: `recording.provenance.run_metadata`}. `--tiny`: a small model, one repeat (the tests run
 it).
 """
 

@@ -9,7 +9,7 @@ evaluation step of `configs/dilated_fcn_emoji.py` on random character ids, and w
 
     DIR/results.json  {"<length>": {"train_chars_per_s", "eval_chars_per_s", "train_step_s",
                        "eval_step_s", "compile_s", "peak_bytes", "batch_size", "length", ...},
-                       "_run": {commit, date, machine, load: `provenance.run_metadata`}}
+                       "_run": {commit, date, machine, load: `recording.provenance.run_metadata`}}
 
 The network has no fixed input size: every length compiles once and runs. `--tiny` times the
 config's `smoke` network at length 16, batch 4, one repeat: a check that it runs

@@ -8,7 +8,7 @@ Shapes: the encoder's word vectors [64, 200, 512] and a BiLSTM layer's outputs [
 Both sides are jitted, compiled before timing, medians of `--repeats` (`throughput.py`'s
 `median_seconds`). Writes DIR/results.json: {"<shape>@<rate>": {"bernoulli_s", "jcaps_s",
 "ratio", "bernoulli_grad_s", "jcaps_grad_s", "grad_ratio"}, "_run": {versions, devices, and
-commit, date, machine, load: `provenance.run_metadata`}}. `--tiny`: the one shape [4, 12, 16], one
+commit, date, machine, load: `recording.provenance.run_metadata`}}. `--tiny`: the one shape [4, 12, 16], one
 repeat (seconds; the tests run it). Needs no data.
 """
 

@@ -11,7 +11,7 @@ equations computes), checks that the two losses and gradients agree, and writes
 
     {"<T>": {"linear_s", "quadratic_s", "ratio", "max_abs_diff", "linear_peak_bytes", "quadratic_peak_bytes",
              "batch", "features", "device"},
-     "_run": {commit, date, machine, load: `provenance.run_metadata`}}
+     "_run": {commit, date, machine, load: `recording.provenance.run_metadata`}}
 
 Times are medians of `--repeats` device-synchronised runs after a warm-up; peak bytes are XLA's
 memory analysis of the compiled program (arguments + outputs + temporaries). A quadratic

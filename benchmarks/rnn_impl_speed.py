@@ -13,7 +13,7 @@ false). Writes
 
     DIR/results.json  {"scan": {"seconds", "compile_s"}, "cudnn": {...}, "cudnn_ran",
                        "scan_over_cudnn", "max_abs_output_difference", "device", shape keys,
-                       "_run": {commit, date, machine, load: `provenance.run_metadata`}}
+                       "_run": {commit, date, machine, load: `recording.provenance.run_metadata`}}
 
 `--tiny`: one layer of 8, batch 2, length 8, vocabulary 50, one repeat (seconds; the tests run
 it).

@@ -11,7 +11,7 @@ repeated calls, each synchronised with `block_until_ready`. NumPy: the same algo
 vectorised array ops and a Python loop over iterations; its backward pass is written by hand
 through the unrolled iterations from saved intermediates, and is checked against `jax.grad`
 before any timing. Writes DIR/results.json, `{"batch", "dim", "iterations", "rows": [...],
-"_run": {commit, date, machine, load: `provenance.run_metadata`}}` with rows
+"_run": {commit, date, machine, load: `recording.provenance.run_metadata`}}` with rows
 `{"routing", "I", "J", "pass", "jax_s", "numpy_s", "ratio", "jax_compile_s"}`,
 ratio = numpy_s / jax_s (results of earlier versions are the list of rows alone), and prints a
 Markdown table. `--quick` takes fewer repeats; `--tiny` times batch 4, I = 4, J = 2 once (seconds;

@@ -17,7 +17,7 @@ the ceiling: the FLOP/s of a float32 2048 x 2048 matmul. It writes
                         "eval_examples_per_s", "flops_per_step", "xla_flops_per_step",
                         "fraction_of_ceiling", "peak_bytes", ["greedy_examples_per_s",
                         "beam_examples_per_s"], "batch_size", "length", ...}},
-                        "_run": {commit, date, machine, load: `provenance.run_metadata`}}
+                        "_run": {commit, date, machine, load: `recording.provenance.run_metadata`}}
     OUT/scaling.json   {"<config>": {"length": {L: examples/s}, "batch": {B: examples/s}}}
     OUT/scaling_length.png, OUT/scaling_batch.png
 

@@ -14,7 +14,7 @@ vocabulary 50k, 90 labels + 4 specials); `config` uses `configs/sgm_reuters.py`'
     DIR/results.json  {"<model>": {"train_step_s", "train_examples_per_s", "compile_s",
                        "greedy_s", "greedy_examples_per_s", "beam_s", "beam_examples_per_s",
                        "batch_size", "length", "vocab_size", "sizes", ...},
-                       "_run": {commit, date, machine, load: `provenance.run_metadata`}}
+                       "_run": {commit, date, machine, load: `recording.provenance.run_metadata`}}
 
 with the PyTorch reference's step times (docs/performance.md) beside. `--tiny` times the configs'
 `:smoke` models (`sizes` "smoke") at batch 4, length 12, vocabulary 200, one repeat: a check

@@ -5,7 +5,7 @@
 
 Writes DIR/results.json: {"config", "compile_s", "train_examples_per_s",
 "eval_examples_per_s", "train_step_s", "eval_step_s", "batch_size", "length", ..., "_run":
-{commit, date, machine, load: `provenance.run_metadata`}}. Times are medians of R timed
+{commit, date, machine, load: `recording.provenance.run_metadata`}}. Times are medians of R timed
 steps after warm-up, each synchronised with `block_until_ready`; compile time is measured
 separately (lower + compile of the train step). `--tiny`: batch 4, length 16, vocabulary 200,
 one repeat (seconds, with a `:smoke` config; the tests run it). Needs no data: tokens are

@@ -40,7 +40,7 @@ repeat (the tests run it).
 Writes DIR/results.json: {"<shape>": {"jcaps_s", "torch_s" (medians), "ratio" (jcaps / torch,
 the median pair), "ratio_min", "ratio_max", "jcaps_compile_s", "max_abs_output_difference",
 ...}, "_run": {threads, versions, sizes, and commit, date, machine, load:
-`provenance.run_metadata`}}; the SGM shapes add both parameter counts, and instead of
+`recording.provenance.run_metadata`}}; the SGM shapes add both parameter counts, and instead of
 the output difference the teacher-forced logits and losses of both sides on the same weights
 (train step) or the decoded label sets and steps of both (greedy). The outputs of both sides
 are computed from the same weights and compared, so a fast but wrong layer shows. Needs no

@@ -241,7 +241,7 @@ def faithfulness(results: dict) -> str:
                  f"{results['integrated_gradients_over_forward']:.1f} forward passes.")
     if "checks" in results:
         settings = results["checks"]["settings"]
-        text += (f"\n\nSanity checks on the first {settings['limit']} of them ([what each means](explaining.md)); ⚑: "
+        text += (f"\n\nSanity checks on the first {settings['limit']} of them (what each means: docs/explaining.md); ⚑: "
                  f"randomisation ρ ≥ {settings['randomisation_flag']} or at least "
                  f"{settings['degenerate_flag'] * 100:.0f} % of the rows degenerate.\n\n" + checks_markdown(results["checks"]).rstrip())
     return text

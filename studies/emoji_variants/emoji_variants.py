@@ -17,7 +17,7 @@ Each finished run's model (the one selected on validation macro-F1) predicts eve
 once (`RUN/test_predictions.npz`: label, predicted). Then
 
     DIR/results.json   {"runs": {RUN: {...}}, "meta": {...}, "_run": {commit, date, machine,
-                       load when the command started: `provenance.run_metadata`}}
+                       load when the command started: `recording.provenance.run_metadata`}}
     DIR/results.md     the table, with the paper's ITAmoji numbers beside
 
 where each run has its variant, seed, test `macro_f1` and `accuracy` with 95 % bootstrap

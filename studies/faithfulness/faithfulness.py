@@ -17,7 +17,7 @@ per 100 explained predictions), plus, measured in the same run on the first batc
               on the first `--checks_examples` examples (each re-runs every method once per
               re-initialised stage and per noise draw, so it costs several faithfulness runs),
     "run": {"workdir", "split", "examples", "batch_size", "ig_steps", "wall_s", "model"},
-    "_run": {commit, date, machine, load: `provenance.run_metadata`}
+    "_run": {commit, date, machine, load: `recording.provenance.run_metadata`}
 
 and the same as a Markdown table in `DIR/results.md`. Reads the workdir's data (AG News, SemEval
 emoji, ... wherever its config points, e.g. ../shared/data). `--tiny` explains 8 examples in one

@@ -43,7 +43,7 @@ the model over the split and prints, with the predicted class j of each example:
     trained with its own r; other r only show how routing sharpens the coupling).
 
 `--out` also writes the numbers as JSON, with "_run": {commit, date, machine, load:
-`provenance.run_metadata`}. No training; about 20 s on 2 CPU cores for the AG News test split.
+`recording.provenance.run_metadata`}. No training; about 20 s on 2 CPU cores for the AG News test split.
 `--tiny` reads the first 16 examples of the split: a check that it runs, seconds on a `:smoke`
 workdir (the tests run it). docs/icapsnets.md quotes its output in its analysis of the global interpretation.
 """

@@ -11,7 +11,7 @@ and scores it against the box mask: weighted Jaccard (higher is better), Euclide
 
     DIR/results.json   {"<box>": {"<variant>": {"wjac", "euclidean", "auc", "accuracy", "train_series",
                         "test_series", "seconds"}}, "_run": {commit, date, machine, load:
-                        `provenance.run_metadata`}}
+                        `recording.provenance.run_metadata`}}
     DIR/results.md     the paper's Table 1 layout (WJac / Euc / accuracy %), the paper's rows beside
     DIR/figures/       input and saliency map of a few test series per (box, variant)
 

@@ -11,7 +11,7 @@ the split and writes
 
     DIR/results.json  {"split", "results": {"<workdir>": {"<decoding>": {<multi-label metrics>,
                        "errors": {...}}}}, "_run": {commit, date, machine, load:
-                       `provenance.run_metadata`}}
+                       `recording.provenance.run_metadata`}}
 
 with the metrics `jcaps.evaluate` prints (micro / macro F1, labels generated per example
 against the true number, ...) and `jcaps.train.metrics.label_sequence_errors`: the error rate
