@@ -24,8 +24,8 @@ dot-product routing a few "hub" capsules, long for every text, lead every class,
 selected capsule says little about the class: MI(class; capsule) / H(class) 0.385-0.403 on
 seeds 0-2 (`--config.model.conv_activation=none --config.model.routing=dynamic
 --config.model.capsule_selection=coupling`), against 0.79-1.00 on seeds 0-4 with the three.
-`studies/icapsnet_global/icapsnet_global.py --seeds 0,1,2,3,4 --out DIR` measures it per seed. The paper's
-shared W_j (--config.model.shared_transform=True): one capsule selected for every class.
+`python -m studies.icapsnet_global.icapsnet_global --seeds 0,1,2,3,4 --out DIR` measures it per
+seed. The paper's shared W_j (--config.model.shared_transform=True): one capsule selected for every class.
 TF-IDF + linear SVM on the same split: 0.873.
 """
 

@@ -1,13 +1,14 @@
-"""What a benchmark's or a study's numbers were measured on: the code, the day, the machine and its load.
+"""What a benchmark's or a study's numbers were measured on: the code, the day, the machine and
+its load.
 
     results["_run"] = run_metadata(tiny=args.tiny)   # at the start of the run, before timing
 
-`run_metadata` returns {"commit" (git short hash of HEAD), "dirty" (tracked files other than
-the results files, `RESULTS_PATHSPECS`, differ from it), "date", "cores", "device" (JAX's first device),
-"load_average_before" (the 1-minute load average when it was called), "idle" (that load under
-`IDLE_LOAD`), "tiny"}. Every benchmark and study writes it under "_run" in its results.json, so that a
-number read later says whether it is still the code's and whether the machine was busy when it
-was measured.
+`run_metadata` returns {"commit" (git short hash of HEAD), "dirty" (tracked files other than the
+results files, `RESULTS_PATHSPECS`, differ from it), "date", "cores", "device" (JAX's first
+device), "load_average_before" (the 1-minute load average when it was called), "idle" (that load
+under `IDLE_LOAD`), "tiny"}. Every benchmark and study writes it under "_run" in its
+results.json, so that a number read later says whether it is still the code's and whether the
+machine was busy when it was measured.
 """
 
 from __future__ import annotations

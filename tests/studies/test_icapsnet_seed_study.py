@@ -1,5 +1,5 @@
-"""studies/icapsnet_global/icapsnet_global.py --seeds at its tiny size: one-epoch smoke runs trained through
-train.py, resumed (not retrained) when the command runs again, and summarised per seed."""
+"""`python -m studies.icapsnet_global.icapsnet_global --seeds` at its tiny size: one-epoch smoke
+runs trained through train.py, resumed (not retrained) when the command runs again, and summarised per seed."""
 
 from __future__ import annotations
 
