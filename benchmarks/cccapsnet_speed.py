@@ -1,7 +1,7 @@
 """CCCapsNet training throughput: the BiGRU encoder alone and the whole model, against the
 PyTorch reference's measured step times (docs/performance.md).
 
-    python benchmarks/cccapsnet_speed.py --out DIR [--lengths 64,256] [--batch 32]
+    python -m benchmarks.cccapsnet_speed --out DIR [--lengths 64,256] [--batch 32]
         [--vocab_size 62535] [--repeats 10] [--config configs/cccapsnet_ag_news.py] [--tiny]
 
 For each length it times, after warm-up and synchronised, the median of `--repeats` steps of
@@ -16,7 +16,7 @@ and writes `DIR/results.json`:
     {"<length>": {"model_train_step_s", "model_train_examples_per_s", "model_compile_s",
                   "encoder_step_s", "encoder_examples_per_s", "encoder_input_shape",
                   "reference_step_s", "target_step_s", ...},
-     "_run": {commit, date, machine, load: `provenance.run_metadata`}}
+     "_run": {commit, date, machine, load: `recording.provenance.run_metadata`}}
 
 `--tiny` times the `:smoke` model at length 16, batch 4, vocabulary 200, one repeat: a check
 that it runs (seconds; the tests run it). Needs no data.
@@ -33,12 +33,13 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
-from provenance import run_metadata  # this script's folder is on sys.path
-from throughput import measure, median_seconds
 
+from benchmarks.throughput import measure
 from jcaps.models.cccapsnet import Encoder
 from jcaps.train.config import load
 from jcaps.train.families import build_model
+from recording.provenance import run_metadata
+from recording.timing import median_seconds
 
 # docs/performance.md: the PyTorch reference's seconds per training step at batch 32, and jcaps' target.
 REFERENCE = {64: (0.216, 0.108), 256: (0.825, 0.41)}

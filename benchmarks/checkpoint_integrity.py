@@ -1,6 +1,6 @@
 """What the checkpoint checksums cost: save and restore of a model's train state with and without them.
 
-    python benchmarks/checkpoint_integrity.py --out DIR [--sizes reference|config]
+    python -m benchmarks.checkpoint_integrity --out DIR [--sizes reference|config]
         [--vocab_size 50000] [--num_classes 90] [--repeats 3] [--tiny]
 
 Builds the train state of SGM (`configs/sgm_reuters.py`; `--sizes reference`, the default: the
@@ -18,7 +18,7 @@ saves and restores it in a temporary folder beside `--out`, each timed `--repeat
 
 Writes DIR/results.json with those times, the state's size (`state_mb`, the files' total), the
 overheads (`save_overhead`, `restore_overhead`: jcaps / orbax) and "_run": {commit, date,
-machine, load: `provenance.run_metadata`}. `--tiny`: a small model, one repeat (the tests run
+machine, load: `recording.provenance.run_metadata`}. `--tiny`: a small model, one repeat (the tests run
 it).
 """
 
@@ -37,16 +37,16 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 from absl import logging
-from provenance import run_metadata  # this script's folder is on sys.path
-from sgm_speed import sized
-from throughput import synthetic_batch
 
+from benchmarks.sgm_speed import sized
+from benchmarks.throughput import synthetic_batch
 from jcaps.train import mesh as mesh_lib
 from jcaps.train.checkpoints import Checkpoints
 from jcaps.train.config import load
 from jcaps.train.families import build_model, get_family
 from jcaps.train.state import DTYPES, create_train_state, parameter_count
 from jcaps.train.steps import model_inputs
+from recording.provenance import run_metadata
 
 
 def train_state(config, vocab_size: int, num_classes: int):

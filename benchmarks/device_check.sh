@@ -20,5 +20,5 @@ print("devices:", jax.devices())
 PY
 # The test suite pins CPU unless told otherwise; the GPU tests run on the GPU.
 JAX_PLATFORMS=cuda timeout 180 python -m pytest -m gpu tests -q 2>&1 | tee "$OUT/gpu_tests.txt"
-JAX_PLATFORMS=cuda timeout 120 python benchmarks/rnn_impl_speed.py --out "$OUT/rnn_impl" 2>&1 | tee "$OUT/rnn_impl.txt"
-JAX_PLATFORMS=cuda timeout 270 python benchmarks/run_all.py --quick --out "$OUT" 2>&1 | tee "$OUT/run_all.txt"
+JAX_PLATFORMS=cuda timeout 120 python -m benchmarks.rnn_impl_speed --out "$OUT/rnn_impl" 2>&1 | tee "$OUT/rnn_impl.txt"
+JAX_PLATFORMS=cuda timeout 270 python -m benchmarks.run_all --quick --out "$OUT" 2>&1 | tee "$OUT/run_all.txt"

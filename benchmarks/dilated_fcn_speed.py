@@ -1,6 +1,6 @@
 """Dilated causal convolution network throughput over input length (characters per second).
 
-    python benchmarks/dilated_fcn_speed.py --out DIR [--lengths 64,256,1024,4096] [--batch 32]
+    python -m benchmarks.dilated_fcn_speed --out DIR [--lengths 64,256,1024,4096] [--batch 32]
         [--attention none] [--repeats 3] [--tiny]
 
 For each length it times, through the harness (`benchmarks/throughput.py`: compile measured
@@ -9,7 +9,7 @@ evaluation step of `configs/dilated_fcn_emoji.py` on random character ids, and w
 
     DIR/results.json  {"<length>": {"train_chars_per_s", "eval_chars_per_s", "train_step_s",
                        "eval_step_s", "compile_s", "peak_bytes", "batch_size", "length", ...},
-                       "_run": {commit, date, machine, load: `provenance.run_metadata`}}
+                       "_run": {commit, date, machine, load: `recording.provenance.run_metadata`}}
 
 The network has no fixed input size: every length compiles once and runs. `--tiny` times the
 config's `smoke` network at length 16, batch 4, one repeat: a check that it runs
@@ -22,10 +22,10 @@ import argparse
 import json
 import os
 
-from provenance import run_metadata  # this script's folder is on sys.path
-from throughput import measure
 
+from benchmarks.throughput import measure
 from jcaps.train.config import load
+from recording.provenance import run_metadata
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = {"lengths": "16", "batch": 4, "vocab_size": 50, "repeats": 1}

@@ -1,14 +1,14 @@
 """Dropout's cost: `jcaps.ops.dropout` (8 or 16 random bits per element) against a mask from
 `jax.random.bernoulli` (32 bits per element), forward and forward + backward, at SGM's shapes.
 
-    python benchmarks/dropout_mask.py --out DIR [--repeats 10] [--tiny]
+    python -m benchmarks.dropout_mask --out DIR [--repeats 10] [--tiny]
 
 Shapes: the encoder's word vectors [64, 200, 512] and a BiLSTM layer's outputs [64, 200, 1024]
 (SGM at the reference sizes, batch 64, source 200), each at rate 0.5 (8 bits) and 0.1 (16 bits).
 Both sides are jitted, compiled before timing, medians of `--repeats` (`throughput.py`'s
 `median_seconds`). Writes DIR/results.json: {"<shape>@<rate>": {"bernoulli_s", "jcaps_s",
 "ratio", "bernoulli_grad_s", "jcaps_grad_s", "grad_ratio"}, "_run": {versions, devices, and
-commit, date, machine, load: `provenance.run_metadata`}}. `--tiny`: the one shape [4, 12, 16], one
+commit, date, machine, load: `recording.provenance.run_metadata`}}. `--tiny`: the one shape [4, 12, 16], one
 repeat (seconds; the tests run it). Needs no data.
 """
 
@@ -18,10 +18,11 @@ import argparse
 
 import jax
 import jax.numpy as jnp
-from provenance import run_metadata  # the script's folder is on sys.path
-from throughput import median_seconds, write_results
 
 from jcaps.ops.regularisation import dropout
+from recording.provenance import run_metadata
+from recording.results import write_results
+from recording.timing import median_seconds
 
 SHAPES = {"embeddings": (64, 200, 512), "layer_outputs": (64, 200, 1024)}
 TINY_SHAPES = {"embeddings": (4, 12, 16)}

@@ -1,6 +1,6 @@
 """Speed of the input-cell attention LSTM: the O(T) causal pool against the O(T^2) masked one.
 
-    python benchmarks/input_cell_speed.py --out DIR [--lengths 100,1000,5000] [--batch 50]
+    python -m benchmarks.input_cell_speed --out DIR [--lengths 100,1000,5000] [--batch 50]
         [--features 100] [--repeats 5] [--max_quadratic_gib 14] [--tiny]
 
 For each length T it compiles the model's forward + backward (gradient of the mean
@@ -11,7 +11,7 @@ equations computes), checks that the two losses and gradients agree, and writes
 
     {"<T>": {"linear_s", "quadratic_s", "ratio", "max_abs_diff", "linear_peak_bytes", "quadratic_peak_bytes",
              "batch", "features", "device"},
-     "_run": {commit, date, machine, load: `provenance.run_metadata`}}
+     "_run": {commit, date, machine, load: `recording.provenance.run_metadata`}}
 
 Times are medians of `--repeats` device-synchronised runs after a warm-up; peak bytes are XLA's
 memory analysis of the compiled program (arguments + outputs + temporaries). A quadratic
@@ -30,10 +30,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from provenance import run_metadata  # this script's folder is on sys.path
-from throughput import median_seconds  # the harness's timer
 
 from jcaps.models.input_cell_lstm import InputCellLSTM
+from recording.provenance import run_metadata
+from recording.timing import median_seconds
 
 NUM_CLASSES = 2
 TINY = {"lengths": "8", "batch": 2, "features": 4, "repeats": 1}

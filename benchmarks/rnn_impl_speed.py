@@ -1,6 +1,6 @@
 """SGM's encoder with each `model.rnn_impl`: the scan against cuDNN's fused LSTM, forward + backward.
 
-    python benchmarks/rnn_impl_speed.py --out DIR [--batch 64] [--length 200] [--layers 3]
+    python -m benchmarks.rnn_impl_speed --out DIR [--batch 64] [--length 200] [--layers 3]
         [--hidden 512] [--embedding 512] [--repeats 5] [--tiny]
 
 Times, through one `jax.jit` compiled before timing (median of `--repeats` after warm-up), the
@@ -13,7 +13,7 @@ false). Writes
 
     DIR/results.json  {"scan": {"seconds", "compile_s"}, "cudnn": {...}, "cudnn_ran",
                        "scan_over_cudnn", "max_abs_output_difference", "device", shape keys,
-                       "_run": {commit, date, machine, load: `provenance.run_metadata`}}
+                       "_run": {commit, date, machine, load: `recording.provenance.run_metadata`}}
 
 `--tiny`: one layer of 8, batch 2, length 8, vocabulary 50, one repeat (seconds; the tests run
 it).
@@ -29,11 +29,12 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
-from provenance import run_metadata  # this script's folder is on sys.path
-from throughput import median_seconds, write_results
 
 from jcaps.models.cudnn_lstm import cudnn_unavailable
 from jcaps.models.sgm import BiLSTMEncoder
+from recording.provenance import run_metadata
+from recording.results import write_results
+from recording.timing import median_seconds
 
 TINY = {"batch": 2, "length": 8, "layers": 1, "hidden": 8, "embedding": 8, "vocab_size": 50, "repeats": 1}
 

@@ -1,6 +1,6 @@
 """Routing speed: jcaps `dynamic_routing` and `kmeans_routing` under `jit` against NumPy.
 
-    python benchmarks/routing_speed.py --out /tmp/routing_speed [--quick | --tiny]
+    python -m benchmarks.routing_speed --out /tmp/routing_speed [--quick | --tiny]
 
 Batch 256, in_caps I in {16, 32, 128}, out_caps J in {4, 14}, capsule size 16, 3 iterations,
 float32; k-means uses its default cosine similarity. Two passes: `forward` (v and c) and
@@ -11,7 +11,7 @@ repeated calls, each synchronised with `block_until_ready`. NumPy: the same algo
 vectorised array ops and a Python loop over iterations; its backward pass is written by hand
 through the unrolled iterations from saved intermediates, and is checked against `jax.grad`
 before any timing. Writes DIR/results.json, `{"batch", "dim", "iterations", "rows": [...],
-"_run": {commit, date, machine, load: `provenance.run_metadata`}}` with rows
+"_run": {commit, date, machine, load: `recording.provenance.run_metadata`}}` with rows
 `{"routing", "I", "J", "pass", "jax_s", "numpy_s", "ratio", "jax_compile_s"}`,
 ratio = numpy_s / jax_s (results of earlier versions are the list of rows alone), and prints a
 Markdown table. `--quick` takes fewer repeats; `--tiny` times batch 4, I = 4, J = 2 once (seconds;
@@ -28,9 +28,9 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from provenance import run_metadata  # this script's folder is on sys.path
 
 from jcaps.ops import capsules
+from recording.provenance import run_metadata
 
 DIM = 16
 ITERATIONS = 3

@@ -1,6 +1,6 @@
 """Every model's speed, and its distance from what this machine's matrix units can do.
 
-    python benchmarks/run_all.py --out OUT [--quick | --tiny] [--models fasttext_ag_news,...]
+    python -m benchmarks.run_all --out OUT [--quick | --tiny] [--models fasttext_ag_news,...]
 
 For each model of `BENCH` (a config at its real workload's shape, random inputs: fastText,
 iCapsNets Short and Long, CCCapsNet, the input-cell LSTM, the dilated FCN, SGM, SGM + GE and
@@ -17,7 +17,7 @@ the ceiling: the FLOP/s of a float32 2048 x 2048 matmul. It writes
                         "eval_examples_per_s", "flops_per_step", "xla_flops_per_step",
                         "fraction_of_ceiling", "peak_bytes", ["greedy_examples_per_s",
                         "beam_examples_per_s"], "batch_size", "length", ...}},
-                        "_run": {commit, date, machine, load: `provenance.run_metadata`}}
+                        "_run": {commit, date, machine, load: `recording.provenance.run_metadata`}}
     OUT/scaling.json   {"<config>": {"length": {L: examples/s}, "batch": {B: examples/s}}}
     OUT/scaling_length.png, OUT/scaling_batch.png
 
@@ -40,11 +40,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from matplotlib.figure import Figure
-from provenance import run_metadata  # this script's folder is on sys.path
-from sgm_speed import decode_seconds
-from throughput import measure, median_seconds
 
+from benchmarks.sgm_speed import decode_seconds
+from benchmarks.throughput import measure
 from jcaps.train.config import load
+from recording.provenance import run_metadata
+from recording.timing import median_seconds
 
 CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
 

@@ -1,6 +1,6 @@
 """SGM and binary relevance throughput: training steps and label-set decoding (greedy vs beam 5).
 
-    python benchmarks/sgm_speed.py --out DIR [--batch 64] [--length 200] [--vocab_size 50000]
+    python -m benchmarks.sgm_speed --out DIR [--batch 64] [--length 200] [--vocab_size 50000]
         [--sizes reference|config] [--repeats 5] [--models sgm,sgm_ge,br] [--tiny]
 
 For SGM without and with the global embedding, and for BR, it times through the harness
@@ -14,7 +14,7 @@ vocabulary 50k, 90 labels + 4 specials); `config` uses `configs/sgm_reuters.py`'
     DIR/results.json  {"<model>": {"train_step_s", "train_examples_per_s", "compile_s",
                        "greedy_s", "greedy_examples_per_s", "beam_s", "beam_examples_per_s",
                        "batch_size", "length", "vocab_size", "sizes", ...},
-                       "_run": {commit, date, machine, load: `provenance.run_metadata`}}
+                       "_run": {commit, date, machine, load: `recording.provenance.run_metadata`}}
 
 with the PyTorch reference's step times (docs/performance.md) beside. `--tiny` times the configs'
 `:smoke` models (`sizes` "smoke") at batch 4, length 12, vocabulary 200, one repeat: a check
@@ -30,12 +30,14 @@ import time
 
 import jax
 import numpy as np
-from provenance import run_metadata  # the script's folder is on sys.path
-from throughput import earlier_results, measure, median_seconds, write_results
 
+from benchmarks.throughput import measure
 from jcaps.data.vocab import EOS
 from jcaps.train.config import load
 from jcaps.train.families import build_model
+from recording.provenance import run_metadata
+from recording.results import earlier_results, write_results
+from recording.timing import median_seconds
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # docs/performance.md, reference shape, batch 64, source 200: seconds per training step (6 label

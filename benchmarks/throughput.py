@@ -1,11 +1,11 @@
 """Compile time and train/eval throughput of a model config on synthetic batches of its shapes.
 
-    python benchmarks/throughput.py --config configs/NAME.py[:ARG] --out DIR \
+    python -m benchmarks.throughput --config configs/NAME.py[:ARG] --out DIR \
         [--vocab_size V] [--num_classes J] [--length L] [--batch B] [--repeats R] [--tiny]
 
 Writes DIR/results.json: {"config", "compile_s", "train_examples_per_s",
 "eval_examples_per_s", "train_step_s", "eval_step_s", "batch_size", "length", ..., "_run":
-{commit, date, machine, load: `provenance.run_metadata`}}. Times are medians of R timed
+{commit, date, machine, load: `recording.provenance.run_metadata`}}. Times are medians of R timed
 steps after warm-up, each synchronised with `block_until_ready`; compile time is measured
 separately (lower + compile of the train step). `--tiny`: batch 4, length 16, vocabulary 200,
 one repeat (seconds, with a `:smoke` config; the tests run it). Needs no data: tokens are
@@ -17,17 +17,14 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import os
-import statistics
 import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
 import numpy as np
-from flops import count_flops  # this script's folder is on sys.path
-from provenance import run_metadata
 
+from benchmarks.flops import count_flops
 from jcaps.data.datasets import is_series
 from jcaps.data.vocab import EOS, NUM_SPECIAL
 from jcaps.train import mesh as mesh_lib
@@ -35,6 +32,9 @@ from jcaps.train.config import load
 from jcaps.train.families import build_model, get_family
 from jcaps.train.state import DTYPES, create_train_state, parameter_count
 from jcaps.train.steps import eval_step, model_inputs, train_step
+from recording.provenance import run_metadata
+from recording.results import write_results
+from recording.timing import median_seconds
 
 TINY = {"batch": 4, "length": 16, "vocab_size": 200, "repeats": 1}
 
@@ -68,34 +68,6 @@ def synthetic_batch(rng: np.random.Generator, config, batch_size: int, length: i
         batch["labels"][i, labels] = 1.0
         batch["label_sequence"][i, : len(labels) + 1] = [*(labels + NUM_SPECIAL), EOS]
     return batch
-
-
-def earlier_results(out: str) -> dict:
-    """OUT/results.json of an earlier call, so that rows measured then (other models, other
-    shapes) stay beside the new ones; {} when there is none."""
-    path = os.path.join(out, "results.json")
-    if not os.path.isfile(path):
-        return {}
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
-
-
-def write_results(out: str, results: dict) -> None:
-    """OUT/results.json, written again after every row so an interrupted run keeps its rows."""
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
-        json.dump(results, f, indent=2)
-
-
-def median_seconds(fn, repeats: int, warmup: int = 2) -> float:
-    for _ in range(warmup):
-        jax.block_until_ready(fn())
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(fn())
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def _cost(compiled) -> dict:

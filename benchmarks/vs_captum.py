@@ -1,7 +1,7 @@
 """jcaps' explanations against Captum's on PyTorch twins of the same models, in one run.
 
     pip install -e ".[compare]"          # torch, Captum and scikit-learn, for this script only
-    python benchmarks/vs_captum.py --out DIR [--models fasttext,icapsnet_short,cccapsnet]
+    python -m benchmarks.vs_captum --out DIR [--models fasttext,icapsnet_short,cccapsnet]
         [--methods integrated_gradients,gradient_x_input,occlusion,kernel_shap,lime]
         [--examples 128] [--batch 32] [--length 64] [--samples 256] [--repeats 3] [--tiny]
 
@@ -58,16 +58,16 @@ import warnings
 import jax
 import jax.numpy as jnp
 import numpy as np
-from provenance import run_metadata  # the script's folder is on sys.path
 from scipy.stats import spearmanr
-from throughput import write_results
-from vs_pytorch import paired_seconds
 
 from jcaps.data.vocab import NUM_SPECIAL
 from jcaps.interpret.explain import Explainer, Options
 from jcaps.train.config import load
 from jcaps.train.families import build_model, get_family
 from jcaps.train.state import parameter_count
+from recording.provenance import run_metadata
+from recording.results import write_results
+from recording.timing import paired_seconds
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = ("fasttext", "icapsnet_short", "cccapsnet")
@@ -146,7 +146,7 @@ def agreement(method: str, ours: np.ndarray, theirs: np.ndarray) -> dict:
 
 def compare_model(name: str, args) -> dict:
     import torch
-    from torch_text_twins import twin
+    from benchmarks.torch_text_twins import twin
 
     vocab_size = 500 if args.tiny else VOCAB_SIZE
     config, model, params = jcaps_model(name, args.tiny, vocab_size)

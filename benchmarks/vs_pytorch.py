@@ -1,7 +1,7 @@
 """jcaps' recurrent layers against PyTorch's stock modules, forward + backward, in one run.
 
     pip install -e ".[compare]"          # torch, for this script only
-    python benchmarks/vs_pytorch.py --out DIR [--repeats 5] [--shapes a,b] [--sizes reference|tiny] [--tiny]
+    python -m benchmarks.vs_pytorch --out DIR [--repeats 5] [--shapes a,b] [--sizes reference|tiny] [--tiny]
 
 Each shape builds the same layer stack both ways, with the same inputs, and times one forward
 pass plus the gradients of sum(outputs * g) (g a fixed random cotangent) with respect to every
@@ -40,7 +40,7 @@ repeat (the tests run it).
 Writes DIR/results.json: {"<shape>": {"jcaps_s", "torch_s" (medians), "ratio" (jcaps / torch,
 the median pair), "ratio_min", "ratio_max", "jcaps_compile_s", "max_abs_output_difference",
 ...}, "_run": {threads, versions, sizes, and commit, date, machine, load:
-`provenance.run_metadata`}}; the SGM shapes add both parameter counts, and instead of
+`recording.provenance.run_metadata`}}; the SGM shapes add both parameter counts, and instead of
 the output difference the teacher-forced logits and losses of both sides on the same weights
 (train step) or the decoded label sets and steps of both (greedy). The outputs of both sides
 are computed from the same weights and compared, so a fast but wrong layer shows. Needs no
@@ -52,27 +52,23 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import time
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from provenance import run_metadata
-from sgm_speed import NUM_LABELS, ROOT, compiled_decoding, decoding_model, sized, source_tokens
-from throughput import (  # the script's folder is on sys.path
-    earlier_results,
-    synthetic_batch,
-    train_harness,
-    write_results,
-)
 
+from benchmarks.sgm_speed import NUM_LABELS, ROOT, compiled_decoding, decoding_model, sized, source_tokens
+from benchmarks.throughput import synthetic_batch, train_harness
 from jcaps.data.vocab import BOS, EOS, NUM_SPECIAL, PAD
 from jcaps.ops.losses import sequence_cross_entropy
 from jcaps.ops.recurrent import bidirectional_gru, bidirectional_lstm, lstm_cell, lstm_scan
 from jcaps.train.config import load
 from jcaps.train.state import parameter_count
+from recording.provenance import run_metadata
+from recording.results import earlier_results, write_results
+from recording.timing import paired_seconds
 
 
 class Shape(NamedTuple):
@@ -96,25 +92,6 @@ SHAPES = {
 
 def tiny(shape: Shape) -> Shape:
     return shape._replace(input_size=16, hidden=32, batch=4, steps=min(shape.steps, 12))
-
-
-def _seconds(fn) -> float:
-    start = time.perf_counter()
-    jax.block_until_ready(fn())
-    return time.perf_counter() - start
-
-
-def paired_seconds(jcaps_fn, torch_fn, repeats: int, warmup: int = 2) -> dict:
-    """Times the two sides call by call in turn (jcaps, PyTorch, jcaps, ...), so that a machine
-    whose speed drifts during the run slows both alike -> the median seconds of each side and
-    the median, lowest and highest of the `repeats` paired ratios jcaps / PyTorch."""
-    for _ in range(warmup):
-        _seconds(jcaps_fn)
-        _seconds(torch_fn)
-    pairs = [(_seconds(jcaps_fn), _seconds(torch_fn)) for _ in range(repeats)]
-    ratios = [jcaps_s / torch_s for jcaps_s, torch_s in pairs]
-    return {"jcaps_s": statistics.median(j for j, _ in pairs), "torch_s": statistics.median(t for _, t in pairs),
-            "ratio": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios)}
 
 
 class SGMSize(NamedTuple):
@@ -296,7 +273,7 @@ def sgm_config(size: SGMSize):
 
 def torch_sgm_module(config, params):
     """`benchmarks/torch_sgm.py`'s SGM for `config`, holding the jcaps parameters `params`."""
-    from torch_sgm import TorchSGM, load_jcaps_params
+    from benchmarks.torch_sgm import TorchSGM, load_jcaps_params
 
     model = config.model
     if model.global_embedding or model.label_embedding_dim or model.attention_dim:

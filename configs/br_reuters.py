@@ -10,7 +10,7 @@ ModApte: the plain multi-label baseline of docs/models.md §5, same data keys as
 
 A label is predicted when its probability reaches `model.threshold` (0.5).
 
-Measured (docs/sgm.md; `benchmarks/results/training/reuters/results.json`, on one core of the
+Measured (docs/sgm.md; `studies/training/results/reuters/results.json`, on one core of the
 2-core machine beside another run): 10 min 46 s, test micro-F1 0.835, hamming loss 0.0042 (seed 0).
 """
 

@@ -126,7 +126,7 @@ def get_config(arg: str = ""):
         # 0.59. One layer, and a decoy keyword of another class in every text
         # (`jcaps.data.synthetic`): a BiGRU spreads a word's evidence over the steps after it, and
         # with two layers and no decoy occlusion put a planted keyword first for 0.930 of the
-        # texts, 0.731 of the Science ones (`benchmarks/localisation.py`; docs/explaining.md).
+        # texts, 0.731 of the Science ones (`studies/localisation/localisation.py`; docs/explaining.md).
         text_smoke(config, num_epochs=10)
         config.data.bucket_boundaries = (64,)
         config.data.synthetic_train_size = 2048

@@ -26,11 +26,11 @@ at most 146 characters here; training batches are grouped by length (`data.lengt
 and padded to buckets of 16 characters up to 160, so only a few shapes compile; the network
 itself accepts any length. Model selection is by validation macro-F1, the task's official metric.
 
-Measured (docs/dilated-fcn.md; the `none` runs of `benchmarks/results/emoji_variants/results.json`,
+Measured (docs/dilated-fcn.md; the `none` runs of `studies/emoji_variants/results/results.json`,
 each on one core of the 2-core machine beside another run): test macro-F1 0.183 and 0.190, accuracy
 0.308 and 0.307 on seeds 0 and 1, both with the parameters of epoch 6 (selected on validation
 macro-F1), in 48 and 35 minutes. The bar of TF-IDF + linear SVM on the same split is in
-`benchmarks/results/training/emoji_recipe/results.json`.
+`studies/training/results/emoji_recipe/results.json`.
 """
 
 from jcaps.models.choices import DILATED_FCN_ATTENTIONS
@@ -60,7 +60,7 @@ def get_config(arg: str = ""):
         # attention passes the features on unchanged (docs/models.md §4). With the paper's block
         # ("one"), `simplified` still predicted only the majority class at step 400 of the full
         # schedule (validation macro-F1 0.018, train loss 2.89), against 0.054 and 2.83 with
-        # "uniform" and 2.83 for `none` at that step (measured; benchmarks/results/emoji_variants/
+        # "uniform" and 2.83 for `none` at that step (measured; studies/emoji_variants/results/
         # attention_gain/).
         model.attention_gain = "uniform"
     if model.attention.startswith("dot"):
@@ -69,7 +69,7 @@ def get_config(arg: str = ""):
         # Without the residual, after epoch 1 validation macro-F1 was 0.023 (dot) and 0.032 (dot8,
         # seed 1) against 0.105 / 0.115 for `none`, and the 7-epoch test macro-F1 0.124 (dot) and
         # 0.066 (dot8, seed 1) against 0.183 / 0.190 (measured;
-        # benchmarks/results/emoji_variants/dot_residual/).
+        # studies/emoji_variants/results/dot_residual/).
         model.attention_residual = True
     model.dropout_rate = 0.0
 
@@ -93,7 +93,7 @@ def get_config(arg: str = ""):
     train = config.train
     train.batch_size = 64
     # 7 epochs take 35 to 48 minutes on one core of the 2-core machine (the `none` runs of
-    # benchmarks/results/emoji_variants/results.json).
+    # studies/emoji_variants/results/results.json).
     train.num_epochs = 7
     train.optimizer = "adam"
     train.learning_rate = 2e-3
@@ -105,7 +105,7 @@ def get_config(arg: str = ""):
     # the rare classes (macro-F1) at some cost to the frequent ones (accuracy). Test macro-F1 /
     # accuracy: P = 0.5, 8 epochs 0.195 / 0.263; P = 0.375, 7 epochs 0.183 / 0.308 and 0.190 / 0.307
     # (seeds 0, 1); P = 0.25, 7 epochs 0.177 / 0.301. Of the three, only P = 0.375 clears both bars
-    # (0.18, 0.30) (benchmarks/results/training/emoji_recipe/ and emoji_variants/results.json).
+    # (0.18, 0.30) (studies/training/results/emoji_recipe/ and studies/emoji_variants/results/).
     train.class_weights = "balanced:0.375"
     train.log_every_steps = 100
 

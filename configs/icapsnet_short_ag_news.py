@@ -5,7 +5,7 @@ Local files (zhang_csv: train.csv, test.csv, classes.txt):
     python train.py --config configs/icapsnet_short_ag_news.py --workdir /tmp/ic \
         --config.data.dir=PATH/ag_news
     python -m jcaps.interpret --workdir /tmp/ic --split test --out /tmp/ic/interp
-    python benchmarks/icapsnet_global.py --workdir /tmp/ic     # why C looks as it does
+    python -m studies.icapsnet_global.icapsnet_global --workdir /tmp/ic     # why C looks as it does
 TFDS catalogue (downloads `ag_news_subset` on first use):
     python train.py --config configs/icapsnet_short_ag_news.py --workdir /tmp/ic
 Offline smoke run on generated data:
@@ -24,8 +24,8 @@ dot-product routing a few "hub" capsules, long for every text, lead every class,
 selected capsule says little about the class: MI(class; capsule) / H(class) 0.385-0.403 on
 seeds 0-2 (`--config.model.conv_activation=none --config.model.routing=dynamic
 --config.model.capsule_selection=coupling`), against 0.79-1.00 on seeds 0-4 with the three.
-`benchmarks/icapsnet_global.py --seeds 0,1,2,3,4 --out DIR` measures it per seed. The paper's
-shared W_j (--config.model.shared_transform=True): one capsule selected for every class.
+`python -m studies.icapsnet_global.icapsnet_global --seeds 0,1,2,3,4 --out DIR` measures it per
+seed. The paper's shared W_j (--config.model.shared_transform=True): one capsule selected for every class.
 TF-IDF + linear SVM on the same split: 0.873.
 """
 
@@ -42,7 +42,7 @@ def get_config(arg: str = ""):
     # the defaults by 0.875 to 0.859 (paper's routing, older dropout masks); with today's code
     # the defaults without dropout or class weights give 0.880 on seed 0, within this config's
     # seed spread (0.880-0.890): the smaller model stays for its 40 % fewer parameters
-    # (benchmarks/results/training/ag_news/results.json).
+    # (studies/training/results/ag_news/results.json).
     model.embed_dim = 200
     model.kernel_size = 3
     model.region_dim = 128

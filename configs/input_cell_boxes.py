@@ -8,7 +8,7 @@ Config argument: `BOX[,VARIANT][,smoke]`, e.g. `:earlier,input_cell` or `:middle
     python train.py --config configs/input_cell_boxes.py:earlier,input_cell --workdir /tmp/box
 
 The data is generated (seeded by `data.generator_seed`), so the config runs offline. The
-saliency benchmark `benchmarks/saliency_boxes.py` trains every (box, variant) pair with this
+saliency benchmark `studies/saliency_boxes/saliency_boxes.py` trains every (box, variant) pair with this
 config and scores the saliency maps against the boxes.
 """
 

@@ -16,9 +16,9 @@ Validation is carved by source package (`data.group_key`, `jcaps.train.config_bl
 debian_tags_config`): sibling packages share near-identical descriptions.
 
 Settings that the Reuters configs assumed about label sets, chosen here on validation data
-(`python benchmarks/sgm_sequences.py --split validation`; first on a 3-epoch seed-0 run, then
-checked on the 6-epoch seed-0 run of `benchmarks/results/training/debian_tags/results.json`,
-whose decodings are in `benchmarks/results/debian_tags/validation_decodings/results.json`),
+(`python -m studies.sgm_sequences.sgm_sequences --split validation`; first on a 3-epoch seed-0 run, then
+checked on the 6-epoch seed-0 run of `studies/training/results/debian_tags/results.json`,
+whose decodings are in `studies/sgm_sequences/results/validation_decodings/results.json`),
 validation micro-F1 of that 6-epoch run:
 - [decision] `model.length_penalty = 0.5`. Beam search that ranks finished label sequences by
   their summed log probability (0, the Reuters setting) prefers short ones, since every label

@@ -9,7 +9,7 @@ derail the rest. Everything else as in `sgm_reuters.py`.
 
 `PATH/reuters21578`: the Reuters-21578 files described in sgm_reuters.py.
 
-Measured (docs/sgm.md; `benchmarks/results/training/reuters/results.json`): test micro-F1 0.847 /
+Measured (docs/sgm.md; `studies/training/results/reuters/results.json`): test micro-F1 0.847 /
 0.849 / 0.829 on seeds 0 / 1 / 2 (mean 0.842; SGM without it: 0.845), 17 to 19 minutes a run on
 one core of the 2-core machine beside another run.
 """

@@ -23,7 +23,7 @@ many (WORKDIR/dropped_rows.json). Labels are generated most frequent first (`dat
 hour. Decoding is beam search (beam 5); validation micro-F1 selects the model. The data,
 encoder and training keys that `br_reuters.py` shares are `jcaps.train.config_blocks.reuters_config`.
 
-Measured (docs/sgm.md; `benchmarks/results/training/reuters/results.json`, each run on one core
+Measured (docs/sgm.md; `studies/training/results/reuters/results.json`, each run on one core
 of the 2-core machine beside another): test micro-F1 0.846 / 0.846 / 0.842 and hamming loss
 0.0041 / 0.0041 / 0.0042 on seeds 0 / 1 / 2, 12 to 17 minutes a run (TF-IDF + one-vs-rest linear
 SVM: 0.835 / 0.0041).

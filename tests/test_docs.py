@@ -12,7 +12,8 @@ subprocess on one CPU device):
   form for one epoch: `smoke` joins ARG and `--config.train.num_epochs=1` is added. The first
   block that names a workdir trained anywhere in the pages trains it (once a session, under a
   lock), so a block may read a workdir another page trains;
-- a benchmark, `python benchmarks/S.py ...`, runs at its `--tiny` size;
+- a script of the speed suite or a study, `python -m benchmarks.S ...` or `python -m studies.S ...`,
+  runs at its `--tiny` size (`studies.tables`, which reads files only, as written);
 - a block is skipped only where its first line says why, in one of the forms of `SKIP_REASONS`
   (`# needs data: ...`, `# needs the network: ...`, `# needs PyTorch: ...`, `# runs the tests:
   ...`), and the block must show it (a data folder, an install or a catalogue dataset, the
@@ -22,7 +23,6 @@ subprocess on one CPU device):
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import re
@@ -32,11 +32,13 @@ from pathlib import Path
 
 import pytest
 
+from studies import tables
 from tests.shared_tmp import locked, shared_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = [ROOT / "README.md", ROOT / "train.py"] + [
-    path for folder in ("jcaps", "configs", "benchmarks", "tests") for path in sorted((ROOT / folder).rglob("*.py"))
+    path for folder in ("jcaps", "configs", "benchmarks", "studies", "recording", "tests")
+    for path in sorted((ROOT / folder).rglob("*.py"))
 ]
 PAGES = [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md"))
 FENCE = re.compile(r"^```(\w+)?[^\n]*\n(.*?)^```\s*$", re.M | re.S)
@@ -45,7 +47,7 @@ TRAIN = re.compile(r"python train\.py --config (configs/\w+\.py)(?::([\w,-]+))?(
 SKIP_REASONS = {
     "# needs data:": re.compile(r"--config\.data\.dir=|--data_dir|\.\./shared/data"),
     "# needs the network:": re.compile(r"pip install|python train\.py --config configs/\w+\.py --workdir \S+\s*$", re.M),
-    "# needs PyTorch:": re.compile(r"vs_pytorch\.py|vs_captum\.py|\[compare\]"),
+    "# needs PyTorch:": re.compile(r"benchmarks\.vs_pytorch|benchmarks\.vs_captum|\[compare\]"),
     "# runs the tests:": re.compile(r"pytest"),
 }
 BLOCK_TIMEOUT = 600
@@ -75,24 +77,21 @@ def test_every_cited_models_section_exists():
 
 
 def test_results_tables_match_their_files():
-    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "tables.py"), "--check"], cwd=ROOT,
+    result = subprocess.run([sys.executable, "-m", "studies.tables", "--check"], cwd=ROOT,
                             capture_output=True, text=True, check=False, timeout=120)
     assert result.returncode == 0, result.stderr
 
 
-def tables_reading(monkeypatch, results: Path):
-    """benchmarks/tables.py as a module, reading its results files under `results`."""
-    spec = importlib.util.spec_from_file_location("tables", ROOT / "benchmarks" / "tables.py")
-    tables = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tables)
-    monkeypatch.setattr(tables, "RESULTS", str(results))
+def tables_reading(monkeypatch, root: Path):
+    """`studies.tables`, reading its results files under `root` instead of the repository's."""
+    monkeypatch.setattr(tables, "ROOT", str(root))
     return tables
 
 
 def test_a_table_without_its_results_file_is_a_one_line_error(monkeypatch, tmp_path):
     tables = tables_reading(monkeypatch, tmp_path)
-    with pytest.raises(SystemExit, match=r"^table training_reuters: benchmarks/results/training/reuters/results\.json "
-                                         r"does not exist; run the benchmark that writes it$"):
+    with pytest.raises(SystemExit, match=r"^table training_reuters: studies/training/results/reuters/results\.json "
+                                         r"does not exist; run the benchmark or study that writes it$"):
         tables.render("training_reuters")
 
 
@@ -146,8 +145,8 @@ def smoke_form(code: str, tmp: str) -> str:
         return f"python train.py --config {config}:{arg} --config.train.num_epochs=1{middle}--workdir {workdir}"
 
     code = TRAIN.sub(train, code)
-    code = re.sub(r"(python benchmarks/\w+\.py)(?!\S)", r"\1 --tiny", code)
-    code = code.replace("benchmarks/tables.py --tiny", "benchmarks/tables.py")  # tables.py reads files only
+    code = re.sub(r"(python -m (?:benchmarks|studies)\.[\w.]+)(?!\S)", r"\1 --tiny", code)
+    code = code.replace("studies.tables --tiny", "studies.tables")  # it reads files only
     return re.sub(r"/tmp/([\w.-]+)", lambda m: f"{tmp}/{m.group(1)}", code)
 
 

@@ -1,21 +1,12 @@
-"""The benchmarks' FLOP counter (benchmarks/flops.py): a scan counts its body times its length,
+"""The benchmarks' FLOP counter (`benchmarks.flops`): a scan counts its body times its length,
 matching XLA's own count of the same loop unrolled; convolutions count only taps on the input."""
-
-import importlib.util
-import sys
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-# benchmarks/ is a folder of scripts, not a package: the counter loads from its file (registered
-# first, as its dataclass needs its module).
-_spec = importlib.util.spec_from_file_location("benchmarks_flops",
-                                               Path(__file__).resolve().parents[1] / "benchmarks" / "flops.py")
-flops = sys.modules.setdefault(_spec.name, importlib.util.module_from_spec(_spec))
-_spec.loader.exec_module(flops)
+from benchmarks import flops
 
 BATCH, FEATURES, HIDDEN, STEPS = 16, 64, 128, 12
 

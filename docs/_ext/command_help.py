@@ -5,8 +5,9 @@
 
 shows what `COMMAND --help` prints. The commands (train.py, `python -m jcaps.X`) parse their
 flags with absl: their help is `--helpfull` cut to the flags jcaps defines (those of absl,
-orbax and tensorflow_datasets left out). The benchmark scripts parse theirs with argparse: they print
-their `--help` in one Python process, so JAX is imported once for all of them. Every command
+orbax and tensorflow_datasets left out). The speed suite and the studies (`python -m benchmarks.X`,
+`python -m studies.X`) parse theirs with argparse: they print their `--help` in one Python
+process, so JAX is imported once for all of them. Every command
 named in the pages runs once per build, several at a time.
 """
 
@@ -24,20 +25,21 @@ from sphinx.util.docutils import SphinxDirective
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DIRECTIVE = re.compile(r"^```\{command-help\}\s+(.+?)\s*$", re.M)
-# Prints {script: its --help} for the argparse scripts named in argv.
+# The packages whose modules are argparse commands.
+ARGPARSE_PACKAGES = ("benchmarks.", "studies.")
+# Prints {module: its --help} for the argparse modules named in argv.
 ARGPARSE_HELP = r"""
-import contextlib, io, json, os, runpy, sys
-sys.path.insert(0, "benchmarks")
+import contextlib, io, json, runpy, sys
 helps = {}
-for script in sys.argv[1:]:
+for module in sys.argv[1:]:
     out = io.StringIO()
-    sys.argv = [os.path.basename(script), "--help"]
+    sys.argv = [module, "--help"]
     with contextlib.redirect_stdout(out):
         try:
-            runpy.run_path(script, run_name="__main__")
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
         except SystemExit:
             pass
-    helps[script] = out.getvalue()
+    helps[module] = out.getvalue()
 print(json.dumps(helps))
 """
 _helps: dict[str, str] = {}
@@ -71,34 +73,35 @@ def _absl_help(command: str) -> str:
     return description.rstrip() + "\n\nflags:\n\n" + "\n\n".join(kept) + "\n"
 
 
-def _argparse_helps(scripts: list[str]) -> dict[str, str]:
-    result = subprocess.run([sys.executable, "-c", ARGPARSE_HELP, *scripts], cwd=ROOT, env=_environment(),
+def _argparse_helps(modules: list[str]) -> dict[str, str]:
+    result = subprocess.run([sys.executable, "-c", ARGPARSE_HELP, *modules], cwd=ROOT, env=_environment(),
                             capture_output=True, text=True, check=False, timeout=600)
     if result.returncode != 0:
-        raise RuntimeError(f"command-help: the benchmarks' --help failed:\n{result.stderr[-3000:]}")
+        raise RuntimeError(f"command-help: the speed suite's or studies' --help failed:\n{result.stderr[-3000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def _script(command: str) -> str | None:
-    """The argparse script `command` runs (`python benchmarks/NAME.py`), else None."""
+def _module(command: str) -> str | None:
+    """The argparse module `command` runs (`python -m benchmarks.NAME`, `python -m studies.NAME`), else None."""
     words = command.split()
-    return words[1] if len(words) == 2 and words[1].startswith("benchmarks/") else None
+    return words[2] if len(words) == 3 and words[1] == "-m" and words[2].startswith(ARGPARSE_PACKAGES) else None
 
 
 def collect(commands: list[str]) -> dict[str, str]:
     """{command: its help} for `commands`, run several at a time."""
-    scripts = [c for c in commands if _script(c)]
-    absl = [c for c in commands if not _script(c)]
+    argparse_commands = [c for c in commands if _module(c)]
+    absl = [c for c in commands if not _module(c)]
     helps = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
-        argparse_future = pool.submit(_argparse_helps, [_script(c) for c in scripts]) if scripts else None
+        argparse_future = (pool.submit(_argparse_helps, [_module(c) for c in argparse_commands])
+                           if argparse_commands else None)
         absl_futures = {command: pool.submit(_absl_help, command) for command in absl}
         for command, future in absl_futures.items():
             helps[command] = future.result()
         if argparse_future is not None:
-            by_script = argparse_future.result()
-            for command in scripts:
-                helps[command] = by_script[_script(command)]
+            by_module = argparse_future.result()
+            for command in argparse_commands:
+                helps[command] = by_module[_module(command)]
     return helps
 
 

@@ -1,4 +1,4 @@
-"""`benchmarks/vs_captum.py --tiny`: both sides run and agree (needs the `compare` extra)."""
+"""`python -m benchmarks.vs_captum --tiny`: both sides run and agree (needs the `compare` extra)."""
 
 import json
 import os
@@ -15,7 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def test_tiny_run_agrees_with_captum(tmp_path):
-    subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "vs_captum.py"), "--tiny", "--out", str(tmp_path)],
+    subprocess.run([sys.executable, "-m", "benchmarks.vs_captum", "--tiny", "--out", str(tmp_path)],
                    check=True, capture_output=True, cwd=ROOT)
     with open(tmp_path / "results.json", encoding="utf-8") as f:
         results = json.load(f)

@@ -403,8 +403,8 @@ def test_evaluate_on_truncated_best_parameters_is_one_error_line(tmp_path, refer
 
 
 def test_the_integrity_benchmark_runs_at_a_tiny_size(tmp_path):
-    result = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "checkpoint_integrity.py"),
-                             "--out", str(tmp_path), "--tiny"], cwd=ROOT, capture_output=True, text=True, timeout=300,
+    result = subprocess.run([sys.executable, "-m", "benchmarks.checkpoint_integrity", "--out", str(tmp_path), "--tiny"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=300,
                             env=dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=1"))
     assert result.returncode == 0, result.stdout + result.stderr
     results = json.loads((tmp_path / "results.json").read_text())

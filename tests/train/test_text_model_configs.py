@@ -198,7 +198,7 @@ def test_cli_predict_prints_a_label_set(multilabel_run):
 def test_sgm_sequences_script_agrees_with_evaluate(multilabel_run, tmp_path):
     workdir = str(multilabel_run("sgm_ge_debian_tags.py")[0])
     out = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "benchmarks", "sgm_sequences.py"), "--workdirs", workdir, "--split", "test",
+        [sys.executable, "-m", "studies.sgm_sequences.sgm_sequences", "--workdirs", workdir, "--split", "test",
          "--length_penalties", "0", "--out", str(tmp_path)],
         capture_output=True, text=True, cwd=ROOT, timeout=300, env=dict(os.environ, JAX_PLATFORMS="cpu"), check=False,
     )

@@ -1,7 +1,7 @@
 """Localisation on planted evidence: do the explanations of fastText, iCapsNets Short and
 CCCapsNet put a planted keyword of the predicted class first?
 
-    python benchmarks/localisation.py --out DIR [--models fasttext,icapsnet_short,cccapsnet]
+    python -m studies.localisation.localisation --out DIR [--models fasttext,icapsnet_short,cccapsnet]
         [--methods gradient,smoothgrad,integrated_gradients,occlusion,kernel_shap,lime,random] [--examples 128]
         [--decoys 1] [--train_size 2048] [--epochs 10] [--set KEY=VALUE ...] [--tiny]
 
@@ -25,12 +25,12 @@ import argparse
 import json
 import os
 
-from provenance import run_metadata  # this script's folder is on sys.path
-from studies import ROOT, final_test_metrics, train_pending
-
 from jcaps.interpret import checks
 from jcaps.train.workdir import load_trained
 from jcaps.viz.html import checks_markdown
+from recording.provenance import run_metadata
+from studies import ROOT
+from studies.training_runs import final_test_metrics, train_pending
 
 MODELS = {"fasttext": "fasttext_ag_news.py", "icapsnet_short": "icapsnet_short_ag_news.py",
           "cccapsnet": "cccapsnet_ag_news.py"}

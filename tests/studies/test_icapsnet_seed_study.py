@@ -1,18 +1,18 @@
-"""benchmarks/icapsnet_global.py --seeds at its tiny size: one-epoch smoke runs trained through
-train.py, resumed (not retrained) when the command runs again, and summarised per seed."""
+"""`python -m studies.icapsnet_global.icapsnet_global --seeds` at its tiny size: one-epoch smoke
+runs trained through train.py, resumed (not retrained) when the command runs again, and summarised per seed."""
 
 from __future__ import annotations
 
 import json
 import os
 
-from tests.benchmarks.test_tiny_runs import assert_run_metadata, run_tiny
+from tests.tiny_runs import assert_run_metadata, run_tiny
 
 
 def test_seed_study_trains_summarises_and_resumes(tmp_path):
     args = ("--seeds", "2", "--out", str(tmp_path), "--set", "model.num_capsules=6",
             "--set", "model.routing_similarity=dot", "--cache_dir", str(tmp_path / "cache"))
-    run_tiny("icapsnet_global.py", *args)
+    run_tiny("studies.icapsnet_global.icapsnet_global", *args)
     with open(tmp_path / "results.json", encoding="utf-8") as f:
         results = json.load(f)
     assert_run_metadata(results["_run"])
@@ -34,6 +34,6 @@ def test_seed_study_trains_summarises_and_resumes(tmp_path):
 
     # A finished study is not trained again: the logs keep one training each.
     logs = {name: (tmp_path / "runs" / name / "train.log").read_text() for name in results["runs"]}
-    run_tiny("icapsnet_global.py", *args)
+    run_tiny("studies.icapsnet_global.icapsnet_global", *args)
     assert {name: (tmp_path / "runs" / name / "train.log").read_text() for name in results["runs"]} == logs
     assert os.path.isfile(tmp_path / "results.json")

@@ -1,7 +1,7 @@
 """What SGM generates, decoded several ways: how many labels, how its mistakes follow one another,
 and where it stops.
 
-    python benchmarks/sgm_sequences.py --workdirs W [W ...] --split validation --out DIR
+    python -m studies.sgm_sequences.sgm_sequences --workdirs W [W ...] --split validation --out DIR
         [--length_penalties 0 0.5 1] [--greedy] [--eos_thresholds 0.4 0.5] [--config.data.dir=D] [--tiny]
 
 For each trained SGM workdir (with or without the global embedding) and each decoding (beam
@@ -11,7 +11,7 @@ the split and writes
 
     DIR/results.json  {"split", "results": {"<workdir>": {"<decoding>": {<multi-label metrics>,
                        "errors": {...}}}}, "_run": {commit, date, machine, load:
-                       `provenance.run_metadata`}}
+                       `recording.provenance.run_metadata`}}
 
 with the metrics `jcaps.evaluate` prints (micro / macro F1, labels generated per example
 against the true number, ...) and `jcaps.train.metrics.label_sequence_errors`: the error rate
@@ -31,11 +31,11 @@ import os
 
 import jax
 import numpy as np
-from provenance import run_metadata  # this script's folder is on sys.path
 
 from jcaps.data.vocab import EOS, NUM_SPECIAL
 from jcaps.train.metrics import label_sequence_errors, multilabel_metrics, multilabel_sums
 from jcaps.train.workdir import load_trained
+from recording.provenance import run_metadata
 
 TINY_LIMIT = 32
 

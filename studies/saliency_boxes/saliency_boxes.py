@@ -1,6 +1,6 @@
 """The input-cell attention paper's saliency benchmark on its synthetic box data (docs/models.md §3).
 
-    python benchmarks/saliency_boxes.py --out DIR [--boxes earlier,middle,...]
+    python -m studies.saliency_boxes.saliency_boxes --out DIR [--boxes earlier,middle,...]
         [--variants lstm,input_cell,...] [--quick | --tiny]
 
 For every (box, variant) pair it trains `configs/input_cell_boxes.py:BOX,VARIANT` in
@@ -11,7 +11,7 @@ and scores it against the box mask: weighted Jaccard (higher is better), Euclide
 
     DIR/results.json   {"<box>": {"<variant>": {"wjac", "euclidean", "auc", "accuracy", "train_series",
                         "test_series", "seconds"}}, "_run": {commit, date, machine, load:
-                        `provenance.run_metadata`}}
+                        `recording.provenance.run_metadata`}}
     DIR/results.md     the paper's Table 1 layout (WJac / Euc / accuracy %), the paper's rows beside
     DIR/figures/       input and saliency map of a few test series per (box, variant)
 
@@ -29,7 +29,6 @@ import os
 import time
 
 import numpy as np
-from provenance import run_metadata  # this script's folder is on sys.path
 
 from jcaps.data.boxes import BOX_NAMES, generate_boxes
 from jcaps.interpret.checks import box_metrics
@@ -40,17 +39,11 @@ from jcaps.train.loop import train_and_evaluate
 from jcaps.train.progress import quiet_libraries
 from jcaps.train.workdir import load_trained
 from jcaps.viz.figures import plot_saliency_maps
+from recording.provenance import run_metadata
+from studies import ROOT
+from studies.saliency_boxes.paper import PAPER, TABLE_BOXES
 
-CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs", "input_cell_boxes.py")
-TABLE_BOXES = ("earlier", "middle", "latter", "mixed", "three_earlier", "three_middle")
-PAPER = {  # Ismail et al. 2019, Table 1: WJac / Euclidean / accuracy %
-    "lstm": ("0.000 / 1.006 / 53.4", "0.000 / 1.003 / 98.6", "0.019 / 0.985 / 100", "0.000 / 1.003 / 49.1",
-             "0.000 / 1.003 / 52.2", "0.000 / 1.004 / 51.8"),
-    "lstm_self_attention": ("0.048 / 0.973 / 100", "0.048 / 0.963 / 100", "0.045 / 0.973 / 100",
-                            "0.060 / 0.953 / 100", "0.025 / 0.985 / 100", "0.075 / 0.939 / 99.9"),
-    "input_cell": ("0.103 / 0.914 / 100", "0.124 / 0.891 / 100", "0.110 / 0.903 / 100", "0.104 / 0.912 / 77.6",
-                   "0.108 / 0.903 / 100", "0.106 / 0.905 / 100"),
-}
+CONFIG = os.path.join(ROOT, "configs", "input_cell_boxes.py")
 FIGURES_PER_RUN = 3
 TINY_TEST_SERIES = 16
 

@@ -1,8 +1,8 @@
 """The ITAmoji attention comparison (Anderson 2018, Table 3) on SemEval-2018 Task 2 English emoji.
 
-    python benchmarks/emoji_variants.py --data_dir ../shared/data/semeval2018_emoji --out DIR
+    python -m studies.emoji_variants.emoji_variants --data_dir ../shared/data/semeval2018_emoji --out DIR
         [--variants none,dot,...,none@1] [--seeds 0] [--jobs 2] [--resamples 1000] [--quick]
-    python benchmarks/emoji_variants.py --tiny --out DIR [--variants none] [--cache_dir C]
+    python -m studies.emoji_variants.emoji_variants --tiny --out DIR [--variants none] [--cache_dir C]
 
 Trains `configs/dilated_fcn_emoji.py:VARIANT` for each variant and seed (`--seeds`, or the seed
 after `@` in `--variants`, e.g. `none@1`) with the same budget (the
@@ -17,7 +17,7 @@ Each finished run's model (the one selected on validation macro-F1) predicts eve
 once (`RUN/test_predictions.npz`: label, predicted). Then
 
     DIR/results.json   {"runs": {RUN: {...}}, "meta": {...}, "_run": {commit, date, machine,
-                       load when the command started: `provenance.run_metadata`}}
+                       load when the command started: `recording.provenance.run_metadata`}}
     DIR/results.md     the table, with the paper's ITAmoji numbers beside
 
 where each run has its variant, seed, test `macro_f1` and `accuracy` with 95 % bootstrap
@@ -41,30 +41,15 @@ import shutil
 import time
 
 import numpy as np
-from provenance import run_metadata  # this script's folder is on sys.path
-from studies import ROOT, final_test_metrics, train_pending, training_record
 
 from jcaps.models.choices import DILATED_FCN_ATTENTIONS
+from recording.provenance import run_metadata
+from recording.results import write_results
+from studies import ROOT
+from studies.emoji_variants.paper import PAPER, PAPER_NAMES
+from studies.training_runs import final_test_metrics, train_pending, training_record
 
 CONFIG = os.path.join(ROOT, "configs", "dilated_fcn_emoji.py")
-PAPER = {  # Anderson 2018 (ITAmoji, 25 emoji, Italian), Table 3: macro-F1, micro-F1
-    "none": (0.110, 0.319),
-    "simplified": (0.106, 0.341),
-    "local": (0.106, 0.341),
-    "dot": (0.105, 0.339),
-    "dot8": (0.113, 0.316),
-    "local8": (0.106, 0.337),
-    "simplified8": (0.109, 0.308),
-}
-PAPER_NAMES = {
-    "none": "no attention",
-    "simplified": "simplified attention",
-    "local": "local attention",
-    "dot": "1-head dot-product attention",
-    "dot8": "8-head dot-product attention",
-    "local8": "8-head local attention",
-    "simplified8": "8-head simplified attention",
-}
 PREDICTIONS_FILE = "test_predictions.npz"
 
 
@@ -280,8 +265,7 @@ def main():
                   for v in DILATED_FCN_ATTENTIONS]
     results = report(everything, args)
     results["_run"] = run_metadata(args.tiny, load_average_before)
-    with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
-        json.dump(results, f, indent=2)
+    write_results(args.out, results)
     with open(os.path.join(args.out, "results.md"), "w", encoding="utf-8") as f:
         f.write(markdown_table(results))
     print(markdown_table(results))

@@ -1,22 +1,23 @@
-"""Every results table of the documentation, rendered from the benchmarks' results.json files.
+"""Every results table of the pages, rendered from the results files of the studies
+(studies/NAME/results/) and of the speed suite (benchmarks/results/).
 
-    python benchmarks/tables.py            # rewrites the tables in README.md and docs/*.md
-    python benchmarks/tables.py --check    # exits 1, naming each table that differs, if any does
-    python benchmarks/tables.py --list     # each table's name, the file it reads and its provenance
+    python -m studies.tables            # rewrites the tables in README.md, docs/*.md, studies/*/README.md
+    python -m studies.tables --check    # exits 1, naming each table that differs, if any does
+    python -m studies.tables --list     # each table's name, the file it reads and its provenance
 
 A page marks where a table goes:
 
     <!-- table: NAME -->
-    (what this script writes: the table, then the provenance of its numbers)
+    (what this module writes: the table, then the provenance of its numbers)
     <!-- /table -->
 
-NAME is one of `TABLES`: a function that reads one file under benchmarks/results/ (or, for a
-path ending in `/`, every `*/results.json` of that folder, as {subfolder: results}) and returns
-Markdown. Under each table a line says where its numbers come from: the file, and the run's
-provenance as the benchmark recorded it under "_run" (benchmarks/provenance.py: commit, date,
-cores, device, and whether the machine was idle), or that it was not recorded, for files
-written before benchmarks recorded it. The paper's figures that some tables show beside jcaps'
-are read from the constants of the benchmark script that compares with them, never typed here.
+NAME is one of `TABLES`: a function that reads one results file (or, for a path ending in `/`,
+every `*/results.json` of that folder, as {subfolder: results}) and returns Markdown. Under each
+table a line says where its numbers come from: the file, and the run's provenance as the run
+recorded it under "_run" (`recording.provenance`: commit, date, cores, device, and whether the
+machine was idle), or that it was not recorded, for files written before runs recorded it. The
+paper's figures that some tables show beside jcaps' are imported from the study that compares
+with them (its `paper` module), never typed here.
 
 Reads JSON only (no JAX; the checks table's formatter comes from `jcaps.viz`, which needs
 none), so it runs in a second; CI runs `--check`.
@@ -25,7 +26,7 @@ none), so it runs in a second; CI runs `--check`.
 from __future__ import annotations
 
 import argparse
-import ast
+import glob
 import json
 import math
 import os
@@ -35,13 +36,16 @@ import sys
 from collections.abc import Callable
 
 from jcaps.viz.html import checks_markdown
+from studies import ROOT
+from studies.emoji_variants import paper as emoji_paper
+from studies.icapsnet_global.paper import BASELINE_KNOBS
+from studies.saliency_boxes import paper as saliency_paper
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RESULTS = os.path.join(ROOT, "benchmarks", "results")
-PAGES = ["README.md", "docs"]
+# The pages that hold tables, as glob patterns under the repository root.
+PAGES = ["README.md", "docs/*.md", "studies/*/README.md"]
 MARKER = re.compile(r"(<!-- table: ([\w-]+) -->\n)(.*?)(<!-- /table -->)", re.S)
 
-# name -> (results file under benchmarks/results/, renderer of its loaded JSON)
+# name -> (results file, from the repository root, renderer of its loaded JSON)
 TABLES: dict[str, tuple[str, Callable[[dict], str]]] = {}
 
 
@@ -51,16 +55,6 @@ def table(name: str, path: str):
         return render
 
     return register
-
-
-def script_constant(script: str, name: str):
-    """The literal value of `NAME = ...` in benchmarks/SCRIPT, read without importing it."""
-    with open(os.path.join(ROOT, "benchmarks", script), encoding="utf-8") as f:
-        tree = ast.parse(f.read())
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
-            return ast.literal_eval(node.value)
-    raise KeyError(f"benchmarks/{script} has no constant {name}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -103,7 +97,7 @@ def commit_text(run: dict) -> str:
 
 def provenance(path: str, results) -> str:
     """The line under a table: the file, and the run's provenance as far as it was recorded."""
-    source = f"Source: `benchmarks/results/{path}`"
+    source = f"Source: `{path}`"
     run = results.get("_run") if isinstance(results, dict) else None
     if not run or "commit" not in run:
         found = []
@@ -129,16 +123,14 @@ def provenance(path: str, results) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-@table("emoji_variants", "emoji_variants/results.json")
+@table("emoji_variants", "studies/emoji_variants/results/results.json")
 def emoji_variants(results: dict) -> str:
-    paper = script_constant("emoji_variants.py", "PAPER")
-    names = script_constant("emoji_variants.py", "PAPER_NAMES")
     body = []
     for name, r in results["runs"].items():
-        paper_macro, paper_micro = paper[r["variant"]]
+        paper_macro, paper_micro = emoji_paper.PAPER[r["variant"]]
         minutes, secs = divmod(int(r["seconds"]), 60)
         body.append([
-            names[r["variant"]], f"`{name}`", r["seed"], with_interval(r["macro_f1"], r["macro_f1_ci"]),
+            emoji_paper.PAPER_NAMES[r["variant"]], f"`{name}`", r["seed"], with_interval(r["macro_f1"], r["macro_f1_ci"]),
             with_interval(r["accuracy"], r["accuracy_ci"]),
             with_interval(r.get("macro_f1_minus_none"), r.get("macro_f1_minus_none_ci"), signed=True)
             if "macro_f1_minus_none" in r else "",
@@ -160,7 +152,7 @@ def emoji_variants(results: dict) -> str:
 VS_CAPTUM_MODELS = {"fasttext": "fastText", "icapsnet_short": "iCapsNets Short", "cccapsnet": "CCCapsNet"}
 
 
-@table("vs_captum", "vs_captum/results.json")
+@table("vs_captum", "benchmarks/results/vs_captum/results.json")
 def vs_captum(results: dict) -> str:
     body = []
     for key, model in VS_CAPTUM_MODELS.items():
@@ -209,7 +201,7 @@ def _layer_shape(r: dict) -> str:
     return ", ".join(f"{k} {v}" for k, v in r.items() if isinstance(v, int) and k in ("batch", "length", "steps"))
 
 
-@table("vs_pytorch", "vs_pytorch/results.json")
+@table("vs_pytorch", "benchmarks/results/vs_pytorch/results.json")
 def vs_pytorch(results: dict) -> str:
     body = []
     for key, r in results.items():
@@ -249,20 +241,20 @@ def faithfulness(results: dict) -> str:
                  f"{results['integrated_gradients_over_forward']:.1f} forward passes.")
     if "checks" in results:
         settings = results["checks"]["settings"]
-        text += (f"\n\nSanity checks on the first {settings['limit']} of them ([what each means](explaining.md)); ⚑: "
+        text += (f"\n\nSanity checks on the first {settings['limit']} of them (what each means: docs/explaining.md); ⚑: "
                  f"randomisation ρ ≥ {settings['randomisation_flag']} or at least "
                  f"{settings['degenerate_flag'] * 100:.0f} % of the rows degenerate.\n\n" + checks_markdown(results["checks"]).rstrip())
     return text
 
 
 for _name in ("icapsnet_short", "cccapsnet", "sgm_debian_tags", "dilated_fcn", "emoji_dot", "emoji_dot8"):
-    table(f"faithfulness_{_name}", f"faithfulness_{_name}/results.json")(faithfulness)
+    table(f"faithfulness_{_name}", f"studies/faithfulness/results/{_name}/results.json")(faithfulness)
 
 
 LOCALISATION_MODELS = {"fasttext": "fastText", "icapsnet_short": "iCapsNets Short", "cccapsnet": "CCCapsNet"}
 
 
-@table("localisation", "localisation/results.json")
+@table("localisation", "studies/localisation/results/results.json")
 def localisation(results: dict) -> str:
     settings = results["settings"]
     body = []
@@ -288,7 +280,7 @@ def localisation(results: dict) -> str:
             "the k top-ranked tokens that are keywords, k the text's number of keywords.")
 
 
-@table("run_all_quick", "run_all_quick/results.json")
+@table("run_all_quick", "benchmarks/results/run_all_quick/results.json")
 def run_all_quick(results: dict) -> str:
     body = []
     for name, r in results["models"].items():
@@ -309,10 +301,8 @@ def run_all_quick(results: dict) -> str:
             "beside it.")
 
 
-@table("saliency_boxes_quick", "saliency_boxes_quick/results.json")
+@table("saliency_boxes_quick", "studies/saliency_boxes/results/quick/results.json")
 def saliency_boxes_quick(results: dict) -> str:
-    paper = script_constant("saliency_boxes.py", "PAPER")
-    paper_boxes = script_constant("saliency_boxes.py", "TABLE_BOXES")
     boxes = [box for box in results if not box.startswith("_") and isinstance(results[box], dict)]
     variants = [v for v in ("lstm", "lstm_self_attention", "input_cell") if any(v in results[b] for b in boxes)]
     body = []
@@ -320,8 +310,8 @@ def saliency_boxes_quick(results: dict) -> str:
         body.append([f"{variant} (jcaps)"] + [
             f"{c['wjac']:.3f} / {c['euclidean']:.3f} / {100 * c['accuracy']:.1f}" if (c := results[b].get(variant)) else ""
             for b in boxes])
-        if variant in paper:
-            cells = dict(zip(paper_boxes, paper[variant]))
+        if variant in saliency_paper.PAPER:
+            cells = dict(zip(saliency_paper.TABLE_BOXES, saliency_paper.PAPER[variant]))
             body.append([f"{variant} (paper)"] + [cells.get(b, "") for b in boxes])
     return (rows(["model"] + boxes, body)
             + "\n\nCells: weighted Jaccard ↑ / Euclidean distance ↓ / test accuracy % of the gradient saliency of the "
@@ -332,7 +322,7 @@ def _by_length(results: dict) -> list[tuple[str, dict]]:
     return sorted(((k, v) for k, v in results.items() if not k.startswith("_")), key=lambda kv: int(kv[0]))
 
 
-@table("cccapsnet_speed", "cccapsnet_speed.json")
+@table("cccapsnet_speed", "benchmarks/results/cccapsnet_speed.json")
 def cccapsnet_speed(results: dict) -> str:
     body = [[length, f"{r['batch_size']}", f"{r['model_train_step_s']:.3f}", f"{r['encoder_step_s']:.3f}",
              r.get("reference_step_s", "–"), r.get("target_step_s", "–"),
@@ -342,7 +332,7 @@ def cccapsnet_speed(results: dict) -> str:
                  "PyTorch reference s (idle)", "target s", "encoder input shape"], body)
 
 
-@table("input_cell_speed", "input_cell_speed.json")
+@table("input_cell_speed", "benchmarks/results/input_cell_speed.json")
 def input_cell_speed(results: dict) -> str:
     body = []
     for length, r in _by_length(results):
@@ -356,7 +346,7 @@ def input_cell_speed(results: dict) -> str:
                  "largest difference"], body) + "\n\nBatch 50, 100 features, forward + backward."
 
 
-@table("dilated_fcn_speed", "dilated_fcn_speed/results.json")
+@table("dilated_fcn_speed", "benchmarks/results/dilated_fcn_speed/results.json")
 def dilated_fcn_speed(results: dict) -> str:
     body = [[length, f"{r['train_chars_per_s']:,.0f}", f"{r['eval_chars_per_s']:,.0f}", f"{r['train_step_s']:.2f}",
              f"{r['compile_s']:.1f}", f"{r['peak_bytes'] / 1e6:,.0f}"] for length, r in _by_length(results)]
@@ -387,11 +377,11 @@ def _sgm_speed(results: dict) -> str:
             f"{first.get('max_steps', 30)} steps.")
 
 
-table("sgm_speed", "sgm_speed/results.json")(_sgm_speed)
-table("sgm_speed_reference", "sgm_speed_reference/results.json")(_sgm_speed)
+table("sgm_speed", "benchmarks/results/sgm_speed/results.json")(_sgm_speed)
+table("sgm_speed_reference", "benchmarks/results/sgm_speed_reference/results.json")(_sgm_speed)
 
 
-@table("routing_speed", "routing_speed.json")
+@table("routing_speed", "benchmarks/results/routing_speed.json")
 def routing_speed(results) -> str:
     entries = results["rows"] if isinstance(results, dict) else results
     body = [[r["routing"], r["I"], r["J"], r["pass"].replace("_", " + "), f"{r['jax_s'] * 1e3:.2f}",
@@ -399,7 +389,7 @@ def routing_speed(results) -> str:
     return rows(["routing", "I", "J", "pass", "jit-compiled JAX ms", "NumPy ms", "NumPy ÷ JAX"], body)
 
 
-@table("dropout_mask", "dropout_mask/results.json")
+@table("dropout_mask", "benchmarks/results/dropout_mask/results.json")
 def dropout_mask(results: dict) -> str:
     body = [[key, f"{r['bernoulli_s']:.3f}", f"{r['jcaps_s']:.3f}", f"{r['ratio']:.2f}",
              f"{r['bernoulli_grad_s']:.3f}", f"{r['jcaps_grad_s']:.3f}"]
@@ -408,7 +398,7 @@ def dropout_mask(results: dict) -> str:
                  "bernoulli, with gradient s", "jcaps, with gradient s"], body)
 
 
-@table("checkpoint_integrity", "checkpoint_integrity/results.json")
+@table("checkpoint_integrity", "benchmarks/results/checkpoint_integrity/results.json")
 def checkpoint_integrity(r: dict) -> str:
     body = [["save", f"{r['orbax_save_s']:.2f}", f"{r['jcaps_save_s']:.2f}", f"{r['save_overhead']:.2f}"],
             ["restore", f"{r['orbax_restore_s']:.2f}", f"{r['jcaps_restore_s']:.2f}", f"{r['restore_overhead']:.2f}"]]
@@ -418,7 +408,7 @@ def checkpoint_integrity(r: dict) -> str:
             f"returned after {r['async_return_s']:.2f} s while orbax wrote in the background.")
 
 
-@table("throughput_icapsnet_short", "throughput_icapsnet_short_ag_news.json")
+@table("throughput_icapsnet_short", "benchmarks/results/throughput_icapsnet_short_ag_news.json")
 def throughput_icapsnet_short(r: dict) -> str:
     return rows(["config", "batch × length", "parameters", "compile s", "train examples/s", "eval examples/s"],
                 [[f"`{r['config']}`", f"{r['batch_size']} × {r['length']}", f"{r['parameters']:,}",
@@ -436,7 +426,7 @@ def _spread_of(values: list[float], digits: int = 3) -> str:
     return f"{mean:.{digits}f} ± {std:.{digits}f} ({min(values):.{digits}f}–{max(values):.{digits}f})"
 
 
-@table("icapsnet_global_seeds", "icapsnet_global/shipped/results.json")
+@table("icapsnet_global_seeds", "studies/icapsnet_global/results/shipped/results.json")
 def icapsnet_global_seeds(results: dict) -> str:
     runs = list(results["runs"].values())
     body = []
@@ -456,25 +446,24 @@ def icapsnet_global_seeds(results: dict) -> str:
             "2-core machine doing other work beside them, so the times are upper bounds.")
 
 
-@table("icapsnet_global_candidates", "icapsnet_global/")
+@table("icapsnet_global_candidates", "studies/icapsnet_global/results/")
 def icapsnet_global_candidates(studies: dict) -> str:
-    baseline = script_constant("icapsnet_global.py", "BASELINE_KNOBS")
     body = []
     for name, results in studies.items():
         runs = list(results["runs"].values())
         knobs = runs[0]["knobs"]
         if any(run["knobs"] != knobs for run in runs):
             raise ValueError(f"icapsnet_global/{name}: its seeds trained with different knobs")
-        body.append([f"`{name}`", _knob_changes(knobs, baseline), ", ".join(str(run["seed"]) for run in runs),
+        body.append([f"`{name}`", _knob_changes(knobs, BASELINE_KNOBS), ", ".join(str(run["seed"]) for run in runs),
                      _spread_of([r["accuracy"] for r in runs], 4),
                      _spread_of([r["mi_over_h_coupling"] for r in runs]),
                      _spread_of([r["mi_over_h_contribution"] for r in runs]),
                      sum(bool(run["shared_capsules"]) for run in runs)])
     return (rows(["study", "knobs changed", "seeds", "test accuracy", "MI / H, coupling (the paper's rule)",
                   "MI / H, contribution", "seeds with a shared capsule (own rule)"], body)
-            + "\n\nMean ± std (min–max) over the seeds. Each study: `python benchmarks/icapsnet_global.py --seeds S "
-            "--out DIR --data_dir ../shared/data/ag_news [--set model.KNOB=VALUE ...]`; the knobs are read from each "
-            "run's config.json, and the changes are against the paper's routing, attention and selection with one W_ij "
+            + "\n\nMean ± std (min–max) over the seeds. Each study: "
+            "`python -m studies.icapsnet_global.icapsnet_global --seeds S --out DIR --data_dir ../shared/data/ag_news "
+            "[--set model.KNOB=VALUE ...]`; the knobs are read from each run's config.json, and the changes are against the paper's routing, attention and selection with one W_ij "
             "per pair (`BASELINE_KNOBS`). `capsule_selection` changes only how capsules are read, not training, so "
             "both rules are measured on every run.")
 
@@ -490,7 +479,7 @@ def _minutes(value: float) -> str:
 
 
 def training_study(results: dict) -> str:
-    """One row per trained (run, seed) of `benchmarks/training_results.py`, a mean row under a
+    """One row per trained (run, seed) of `studies/training/training_results.py`, a mean row under a
     run of several seeds, and the runs still pending."""
     metrics = [m for m in results["metrics"] if m in TRAINING_METRICS]
     digits = {"hamming_loss": 4, "labels_per_example": 2}
@@ -528,14 +517,14 @@ def training_study(results: dict) -> str:
                      "upper bounds).")
     if results["pending"]:
         notes.append(f"Not trained yet with today's code: {', '.join(f'`{p}`' for p in results['pending'])} "
-                     f"(`python benchmarks/training_results.py --study {results['study']} ...` trains them).")
+                     f"(`python -m studies.training.training_results --study {results['study']} ...` trains them).")
     return (rows(["run", "config", "seed", "params", *(TRAINING_METRICS[m] for m in metrics),
                   "validation (selects)", "epochs (selected step)", "wall time"], body)
             + "\n\n" + " ".join(notes))
 
 
 for _study in ("ag_news", "cccapsnet", "input_cell_real", "emoji_recipe", "reuters", "debian_tags"):
-    table(f"training_{_study}", f"training/{_study}/results.json")(training_study)
+    table(f"training_{_study}", f"studies/training/results/{_study}/results.json")(training_study)
 
 
 def _sequence_model(workdir: str) -> str:
@@ -570,13 +559,13 @@ def _position_errors(results: dict) -> str:
             + ", ".join(f"{n} runs of {m}" for m, n in runs.items()) + ".")
 
 
-table("debian_tags_errors", "debian_tags/test_sequences/results.json")(_position_errors)
+table("debian_tags_errors", "studies/sgm_sequences/results/test_sequences/results.json")(_position_errors)
 
 DECODINGS = {"beam_lp0": "beam 5, summed log probability", "beam_lp0.5": "beam 5, log probability / length ** 0.5",
              "beam_lp1": "beam 5, / length ** 1", "beam_lp2": "beam 5, / length ** 2", "greedy": "greedy (argmax)"}
 
 
-@table("debian_tags_decodings", "debian_tags/validation_decodings/results.json")
+@table("debian_tags_decodings", "studies/sgm_sequences/results/validation_decodings/results.json")
 def debian_tags_decodings(results: dict) -> str:
     body = []
     for workdir, decodings in results["results"].items():
@@ -598,12 +587,12 @@ def debian_tags_decodings(results: dict) -> str:
 
 
 def load(path: str):
-    """The JSON of benchmarks/results/PATH; for a folder (PATH ends in `/`), {subfolder: the JSON
+    """The JSON of PATH (from the repository root); for a folder (PATH ends in `/`), {subfolder: the JSON
     of its results.json} over the subfolders that have one, in name order."""
     if not path.endswith("/"):
-        with open(os.path.join(RESULTS, path), encoding="utf-8") as f:
+        with open(os.path.join(ROOT, path), encoding="utf-8") as f:
             return json.load(f)
-    folder = os.path.join(RESULTS, path)
+    folder = os.path.join(ROOT, path)
     found = {}
     for name in sorted(os.listdir(folder)):
         file = os.path.join(folder, name, "results.json")
@@ -626,7 +615,7 @@ def folder_provenance(path: str, studies: dict) -> str:
                    f"{'idle' if run.get('idle') else 'busy'} machine")
         groups.setdefault(key, []).append(name)
     parts = [f"{key} ({', '.join(names)})" if len(groups) > 1 else key for key, names in groups.items()]
-    return f"Source: `benchmarks/results/{path}*/results.json`; " + "; ".join(parts) + "."
+    return f"Source: `{path}*/results.json`; " + "; ".join(parts) + "."
 
 
 def recorded(path: str) -> str:
@@ -647,22 +636,15 @@ def render(name: str) -> str:
     if name not in TABLES:
         raise KeyError(f"no table {name!r}; the tables: {', '.join(sorted(TABLES))}")
     path, renderer = TABLES[name]
-    if not os.path.exists(os.path.join(RESULTS, path)):
-        raise SystemExit(f"table {name}: benchmarks/results/{path} does not exist; run the benchmark that writes it")
+    if not os.path.exists(os.path.join(ROOT, path)):
+        raise SystemExit(f"table {name}: {path} does not exist; run the benchmark or study that writes it")
     results = load(path)
     source = folder_provenance(path, results) if path.endswith("/") else provenance(path, results)
     return f"{renderer(results)}\n\n{source}\n"
 
 
 def pages(root: str = ROOT) -> list[str]:
-    found = []
-    for entry in PAGES:
-        path = os.path.join(root, entry)
-        if os.path.isdir(path):
-            found += [os.path.join(path, n) for n in sorted(os.listdir(path)) if n.endswith(".md")]
-        elif os.path.isfile(path):
-            found.append(path)
-    return found
+    return [path for pattern in PAGES for path in sorted(glob.glob(os.path.join(root, pattern)))]
 
 
 def rewrite(text: str) -> tuple[str, list[str]]:
@@ -687,7 +669,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.list:
         for name, (path, _) in sorted(TABLES.items()):
-            print(f"{name}\tbenchmarks/results/{path}\t{recorded(path)}")
+            print(f"{name}\t{path}\t{recorded(path)}")
         return 0
     stale = []
     for page in pages(args.root):
@@ -703,7 +685,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{line} {'differs from its results file' if args.check else 'rewritten'}",
               file=sys.stderr if args.check else sys.stdout)
     if args.check and stale:
-        print("run `python benchmarks/tables.py` to render them again", file=sys.stderr)
+        print("run `python -m studies.tables` to render them again", file=sys.stderr)
         return 1
     return 0
 

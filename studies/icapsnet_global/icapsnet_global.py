@@ -1,8 +1,8 @@
 """Why the global interpretation of a trained iCapsNets Short model selects the capsules it does,
 and how it varies over training seeds.
 
-    python benchmarks/icapsnet_global.py --workdir W [--split test] [--limit N] [--out FILE.json] [--tiny]
-    python benchmarks/icapsnet_global.py --seeds 0,1,2,3,4 --out DIR [--data_dir D] [--jobs 2]
+    python -m studies.icapsnet_global.icapsnet_global --workdir W [--split test] [--limit N] [--out FILE.json] [--tiny]
+    python -m studies.icapsnet_global.icapsnet_global --seeds 0,1,2,3,4 --out DIR [--data_dir D] [--jobs 2]
         [--config configs/icapsnet_short_ag_news.py[:ARG]] [--set KEY=VALUE ...] [--tiny]
 
 Seeds: trains the config once per seed (`train.py`, `--config.train.seed=S`, in DIR/runs/seedS;
@@ -43,7 +43,7 @@ the model over the split and prints, with the predicted class j of each example:
     trained with its own r; other r only show how routing sharpens the coupling).
 
 `--out` also writes the numbers as JSON, with "_run": {commit, date, machine, load:
-`provenance.run_metadata`}. No training; about 20 s on 2 CPU cores for the AG News test split.
+`recording.provenance.run_metadata`}. No training; about 20 s on 2 CPU cores for the AG News test split.
 `--tiny` reads the first 16 examples of the split: a check that it runs, seconds on a `:smoke`
 workdir (the tests run it). docs/icapsnets.md quotes its output in its analysis of the global interpretation.
 """
@@ -58,8 +58,6 @@ import os
 import jax
 import jax.numpy as jnp
 import numpy as np
-from provenance import run_metadata  # this script's folder is on sys.path
-from studies import ROOT, final_test_metrics, train_pending, wall_seconds
 
 from jcaps.interpret.capsules import class_capsule_information, is_punctuation, shared_capsules
 from jcaps.ops.capsules import (
@@ -68,6 +66,10 @@ from jcaps.ops.capsules import (
 )
 from jcaps.train.workdir import load_trained
 from jcaps.viz.html import information_text
+from recording.provenance import run_metadata
+from studies import ROOT
+from studies.icapsnet_global.paper import BASELINE_KNOBS
+from studies.training_runs import final_test_metrics, train_pending, wall_seconds
 
 TOP_POSITIONS = 1  # attention positions per capsule kept for the token statistics
 TINY_LIMIT = 16
@@ -313,16 +315,6 @@ def _print(report):
     for r, s in report["routing_iterations"].items():
         print(f"  r={r}: accuracy {s['accuracy']:.4f}, coupling entropy median {s['row_entropy_median']:.3f}, "
               f"MI/H {information_text(s['nmi'])}")
-
-
-# The iCapsNets knobs a candidate setting may change, at the values of the paper's model as the
-# AG News config set it up before this study (its routing, attention and selection, Sec. II; one
-# W_ij per pair, its Eq. 7; squashed primary capsules, a decision). A run whose config predates
-# a knob trained with this value. tables.py names a study by the knobs its runs set otherwise.
-BASELINE_KNOBS = {"conv_activation": "none", "attention_scale": False, "attention_logit_scale": 1.0,
-                  "squash_primary": True, "shared_transform": False, "routing": "dynamic", "routing_iterations": 3,
-                  "routing_similarity": "paper", "routing_logit_scale": 1.0, "routing_logit_scale_learned": False,
-                  "routing_orphan": False, "capsule_selection": "coupling", "dropout_rate": 0.5}
 
 
 def knobs_of(workdir: str) -> dict:

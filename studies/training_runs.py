@@ -19,7 +19,7 @@ import sys
 import time
 from collections.abc import Callable
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from studies import ROOT
 
 
 def final_test_metrics(workdir: str) -> dict | None:

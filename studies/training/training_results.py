@@ -1,22 +1,22 @@
 """The test results of the shipped configs and of the variants the docs compare them with,
 trained from scratch by today's code: one study per results table of the docs.
 
-    python benchmarks/training_results.py --study NAME --data_root ../shared/data --workdirs DIR
+    python -m studies.training.training_results --study NAME --data_root ../shared/data --workdirs DIR
         [--runs RUN,...] [--jobs 2] [--report_only]
-    python benchmarks/training_results.py --study NAME --tiny --workdirs DIR
+    python -m studies.training.training_results --study NAME --tiny --workdirs DIR
 
 A study is a list of runs: a config, the flags it gets, the seeds and the data folder under
 `--data_root` (`STUDIES`; `--list` prints them; `series`: its data are not texts). Each (run,
 seed) trains through `train.py` in `DIR/NAME/RUN_seedS`; a finished run is reused and an
 interrupted one resumes, so running the same command again continues the study where it stopped
-(`benchmarks/studies.py`, `--jobs` trainings at once, each pinned to its own core). When a run
+(`studies/training_runs.py`, `--jobs` trainings at once, each pinned to its own core). When a run
 starts, its provenance (commit, date, load, jobs) is kept in `RUN_seedS/provenance.json`, since
 a study's runs may span days.
 
-Then `benchmarks/results/training/NAME/results.json` (`--tiny`: `DIR/NAME/results.json`) holds,
+Then `studies/training/results/NAME/results.json` (`--tiny`: `DIR/NAME/results.json`) holds,
 for every finished run, its test metrics of the model selected on validation, the validation
 score that selected it, the parameter count, steps, epochs, the step selected, the wall time
-train.py printed (summed over resumed parts) and the provenance; `benchmarks/tables.py` renders
+train.py printed (summed over resumed parts) and the provenance; `studies/tables.py` renders
 the docs' tables from it. Runs not finished yet are listed as pending. `--baseline` adds the bar
 every model is read against: TF-IDF + a linear SVM (scikit-learn, in the `dev` and `compare`
 extras) trained on the train split of the study's first finished run and scored on its test
@@ -34,8 +34,10 @@ import os
 import re
 import shlex
 
-from provenance import run_metadata  # this script's folder is on sys.path
-from studies import ROOT, final_test_metrics, train_pending, training_record
+from recording.provenance import run_metadata
+from recording.results import write_results
+from studies import ROOT
+from studies.training_runs import final_test_metrics, train_pending, training_record
 
 SINGLE_LABEL = ("accuracy", "macro_f1")
 MULTI_LABEL = ("hamming_loss", "micro_f1", "macro_f1", "example_f1", "labels_per_example",
@@ -268,10 +270,8 @@ def main():
     results = report(args.study, study, args)
     results["_run"] = run_metadata(args.tiny, load_average_before)
     folder = os.path.join(args.workdirs, args.study) if args.tiny else os.path.join(
-        ROOT, "benchmarks", "results", "training", args.study)
-    os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(folder, "results.json"), "w", encoding="utf-8") as f:
-        json.dump(results, f, indent=2)
+        ROOT, "studies", "training", "results", args.study)
+    write_results(folder, results)
     print(f"{len(results['runs'])} runs finished, {len(results['pending'])} pending; wrote {folder}/results.json")
 
 

@@ -1,6 +1,6 @@
 """Faithfulness of every explanation method of a trained workdir, with its cost.
 
-    python benchmarks/faithfulness.py --workdir W --out DIR [--examples 500] [--split test]
+    python -m studies.faithfulness.faithfulness --workdir W --out DIR [--examples 500] [--split test]
         [--methods ...] [--removal pad|unk] [--batch_size 32] [--ig_steps 50] [--ig_chunk 1]
         [--checks [--checks_examples 100]] [--tiny]
 
@@ -17,7 +17,7 @@ per 100 explained predictions), plus, measured in the same run on the first batc
               on the first `--checks_examples` examples (each re-runs every method once per
               re-initialised stage and per noise draw, so it costs several faithfulness runs),
     "run": {"workdir", "split", "examples", "batch_size", "ig_steps", "wall_s", "model"},
-    "_run": {commit, date, machine, load: `provenance.run_metadata`}
+    "_run": {commit, date, machine, load: `recording.provenance.run_metadata`}
 
 and the same as a Markdown table in `DIR/results.md`. Reads the workdir's data (AG News, SemEval
 emoji, ... wherever its config points, e.g. ../shared/data). `--tiny` explains 8 examples in one
@@ -32,13 +32,12 @@ import json
 import os
 import time
 
-from provenance import run_metadata  # this script's folder is on sys.path
-
 from jcaps.interpret import checks, explain
 from jcaps.interpret.explain import explain_workdir
 from jcaps.interpret.faithfulness import METRICS
 from jcaps.train.workdir import load_trained
 from jcaps.viz.html import checks_markdown
+from recording.provenance import run_metadata
 
 TINY = {"examples": 8, "batch_size": 8, "ig_steps": 4}
 TINY_METHODS = ("integrated_gradients", "random")

@@ -1,0 +1,1 @@
+"""How faithful each explanation method is to the trained models (comprehensiveness, sufficiency, AUCs)."""

@@ -1,0 +1,1 @@
+"""What iCapsNets' global interpretation (the capsule selected per class) reaches, per seed and per routing knob."""

@@ -1,0 +1,1 @@
+"""Whether the explanations point at the keywords of generated texts (pointing game, top-k hit)."""

@@ -1,0 +1,1 @@
+"""SGM's generated label sequences on Debian tags: decodings compared, errors by position."""
