@@ -1,6 +1,7 @@
 """Every model's speed, and its distance from what this machine's matrix units can do.
 
     python -m benchmarks.run_all --out OUT [--quick | --tiny] [--models fasttext_ag_news,...]
+        [--dtype float32 | bfloat16] [--no-scaling]
 
 For each model of `BENCH` (a config at its real workload's shape, random inputs: fastText,
 iCapsNets Short and Long, CCCapsNet, the input-cell LSTM, the dilated FCN, SGM, SGM + GE and
@@ -11,7 +12,8 @@ label-set decoding, greedy and beam search (`predict`, timed as `benchmarks/sgm_
 does). FLOPs are counted on the step's jaxpr with every scan body times its length
 (`benchmarks/flops.py`), so `fraction_of_ceiling` is an estimate for the recurrent models too;
 XLA's own count, which sees a loop body once, is kept beside it. In the same run it measures
-the ceiling: the FLOP/s of a float32 2048 x 2048 matmul. It writes
+the ceiling: the FLOP/s of a 2048 x 2048 matmul in `--dtype`, the dtype of the models'
+activations (`train.dtype`; parameters stay float32). It writes
 
     OUT/results.json   {"ceiling_flops", "models": {"<config>": {"compile_s", "train_examples_per_s",
                         "eval_examples_per_s", "flops_per_step", "xla_flops_per_step",
@@ -23,7 +25,8 @@ the ceiling: the FLOP/s of a float32 2048 x 2048 matmul. It writes
 
 and prints a Markdown table. `--quick` (under 15 minutes on an idle 2-core CPU) times 3 steps
 instead of 10 and adds one point a scaling axis, and none for a model whose train step takes
-longer than `QUICK_SCALING_MAX_STEP_S`. `--tiny` times each model's `:smoke` config at batch 4,
+longer than `QUICK_SCALING_MAX_STEP_S`; `--no-scaling` measures only each model's own shape.
+`--tiny` times each model's `:smoke` config at batch 4,
 length 16, input size at most 50, once, against a 256 x 256 matmul, with no scaling points: a
 check that the harness runs every model (seconds a model; the tests run it). A new model joins
 with one line in `BENCH`.
@@ -73,26 +76,28 @@ CEILING_SIZE, TINY_CEILING_SIZE = 2048, 256
 TINY_BATCH, TINY_LENGTH, TINY_INPUT_SIZE = 4, 16, 50
 
 
-def matmul_ceiling(size: int = CEILING_SIZE, repeats: int = 10) -> float:
-    """FLOP/s of a jit-compiled float32 size x size matmul: what the model steps are held to."""
-    a = jnp.asarray(np.random.default_rng(0).normal(size=(size, size)).astype(np.float32))
+def matmul_ceiling(size: int = CEILING_SIZE, repeats: int = 10, dtype: str = "float32") -> float:
+    """FLOP/s of a jit-compiled size x size matmul in `dtype`: what the model steps are held to."""
+    a = jnp.asarray(np.random.default_rng(0).normal(size=(size, size)).astype(np.float32), dtype)
     matmul = jax.jit(lambda x, y: x @ y)
     seconds = median_seconds(lambda: matmul(a, a), repeats)
     return 2 * size**3 / seconds
 
 
-def bench_config(name: str, batch: int, tiny: bool):
+def bench_config(name: str, batch: int, tiny: bool, dtype: str):
     path, batch_size, _, _, _ = BENCH[name]
     config = load(os.path.join(CONFIGS, path) + (":smoke" if tiny else ""))
     config.train.batch_size = batch or batch_size
+    config.train.dtype = dtype
     return config
 
 
-def run_model(name: str, ceiling: float, repeats: int, quick: bool, tiny: bool) -> tuple[dict, dict]:
+def run_model(name: str, ceiling: float, repeats: int, quick: bool, tiny: bool, dtype: str,
+              scaling_points: bool = True) -> tuple[dict, dict]:
     _, batch, length, input_size, num_classes = BENCH[name]
     if tiny:
         batch, length, input_size = TINY_BATCH, TINY_LENGTH, min(input_size, TINY_INPUT_SIZE)
-    config = bench_config(name, batch, tiny)
+    config = bench_config(name, batch, tiny, dtype)
     result = measure(config, input_size, num_classes, length, repeats)
     result["fraction_of_ceiling"] = result["flops_per_step"] / result["train_step_s"] / ceiling
     if config.model.name == "sgm":
@@ -101,16 +106,16 @@ def run_model(name: str, ceiling: float, repeats: int, quick: bool, tiny: bool) 
     # The measured shape is a point of both curves.
     curves = {"length": {length: result["train_examples_per_s"]}, "batch": {batch: result["train_examples_per_s"]}}
     scaling = SCALING
-    if tiny or (quick and result["train_step_s"] > QUICK_SCALING_MAX_STEP_S):
+    if tiny or not scaling_points or (quick and result["train_step_s"] > QUICK_SCALING_MAX_STEP_S):
         scaling = {"length": (), "batch": ()}
     elif quick:
         scaling = QUICK_SCALING
     for point in (p for p in scaling["length"] if p != length):
-        curves["length"][point] = measure(bench_config(name, batch, tiny), input_size, num_classes, point, repeats)[
-            "train_examples_per_s"]
+        point_config = bench_config(name, batch, tiny, dtype)
+        curves["length"][point] = measure(point_config, input_size, num_classes, point, repeats)["train_examples_per_s"]
     for point in (p for p in scaling["batch"] if p != batch):
-        curves["batch"][point] = measure(bench_config(name, point, tiny), input_size, num_classes, length, repeats)[
-            "train_examples_per_s"]
+        point_config = bench_config(name, point, tiny, dtype)
+        curves["batch"][point] = measure(point_config, input_size, num_classes, length, repeats)["train_examples_per_s"]
     return result, curves
 
 
@@ -131,7 +136,7 @@ def plot_scaling(scaling: dict, axis: str, path: str) -> None:
 def markdown(results: dict) -> str:
     size = results["ceiling_size"]
     lines = [
-        f"Ceiling: float32 {size}x{size} matmul at {results['ceiling_flops'] / 1e9:.1f} GFLOP/s on {results['device']}.",
+        f"Activations in {results['dtype']}. Ceiling: {results['dtype']} {size}x{size} matmul at {results['ceiling_flops'] / 1e9:.1f} GFLOP/s on {results['device']}.",
         "",
         "GFLOP/step counts every scan step (benchmarks/flops.py); XLA's count, a loop body once, beside it.",
         "",
@@ -159,6 +164,9 @@ def main():
     budgets.add_argument("--quick", action="store_true")
     budgets.add_argument("--tiny", action="store_true", help="the :smoke configs at one tiny shape, once (seconds)")
     parser.add_argument("--models", default=",".join(BENCH))
+    parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                        help="the models' activations (train.dtype) and the ceiling matmul's dtype")
+    parser.add_argument("--no-scaling", action="store_true", help="no scaling points: each model's own shape only")
     args = parser.parse_args()
     names = args.models.split(",")
     unknown = [name for name in names if name not in BENCH]
@@ -169,12 +177,13 @@ def main():
     metadata = run_metadata(args.tiny)
     start = time.perf_counter()
     ceiling_size = TINY_CEILING_SIZE if args.tiny else CEILING_SIZE
-    ceiling = matmul_ceiling(ceiling_size, repeats=1) if args.tiny else matmul_ceiling()
+    ceiling = matmul_ceiling(ceiling_size, repeats=1 if args.tiny else 10, dtype=args.dtype)
     results = {"ceiling_flops": ceiling, "ceiling_size": ceiling_size, "device": jax.devices()[0].device_kind,
-               "quick": args.quick, "models": {}, "_run": metadata}
+               "dtype": args.dtype, "quick": args.quick, "models": {}, "_run": metadata}
     scaling = {}
     for name in names:
-        results["models"][name], scaling[name] = run_model(name, ceiling, repeats, args.quick, args.tiny)
+        results["models"][name], scaling[name] = run_model(
+            name, ceiling, repeats, args.quick, args.tiny, args.dtype, scaling_points=not args.no_scaling)
         print(f"{name}: {results['models'][name]['train_examples_per_s']:.0f} train examples/s "
               f"({time.perf_counter() - start:.0f} s so far)", flush=True)
         results["seconds"] = time.perf_counter() - start

@@ -16,8 +16,9 @@ subprocess on one CPU device):
   runs at its `--tiny` size (`studies.tables`, which reads files only, as written);
 - a block is skipped only where its first line says why, in one of the forms of `SKIP_REASONS`
   (`# needs data: ...`, `# needs the network: ...`, `# needs PyTorch: ...`, `# runs the tests:
-  ...`), and the block must show it (a data folder, an install or a catalogue dataset, the
-  PyTorch benchmarks, pytest); `test_only_marked_blocks_are_skipped` checks both.
+  ...`, `# needs a GPU: ...`), and the block must show it (a data folder, an install or a
+  catalogue dataset, the PyTorch benchmarks, pytest, the device check);
+  `test_only_marked_blocks_are_skipped` checks both.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ SKIP_REASONS = {
     "# needs the network:": re.compile(r"pip install|python train\.py --config configs/\w+\.py --workdir \S+\s*$", re.M),
     "# needs PyTorch:": re.compile(r"benchmarks\.vs_pytorch|benchmarks\.vs_captum|\[compare\]"),
     "# runs the tests:": re.compile(r"pytest"),
+    # its dry run is tests/benchmarks/test_device_check.py
+    "# needs a GPU:": re.compile(r"benchmarks/device_check\.sh OUT"),
 }
 BLOCK_TIMEOUT = 600
 

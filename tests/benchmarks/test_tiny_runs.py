@@ -4,7 +4,8 @@ documents, the run's provenance under "_run", finite positive timings, and the s
 are the tiny ones asked for.
 
 `vs_pytorch` runs where PyTorch is installed; `vs_captum` has its own test
-(tests/benchmarks/test_vs_captum.py); `device_check.sh` needs a GPU. `checkpoint_integrity --tiny`
+(tests/benchmarks/test_vs_captum.py); `device_check.sh` runs its dry run in
+tests/benchmarks/test_device_check.py. `checkpoint_integrity --tiny`
 runs in tests/train/test_checkpoint_faults.py, where its results are checked against more.
 """
 
@@ -87,9 +88,11 @@ def test_routing_speed(tmp_path):
         assert_positive(row, "jax_s", "numpy_s", "ratio", "jax_compile_s")
 
 
-def test_run_all(tmp_path):
-    results = tiny_results("benchmarks.run_all", tmp_path, "--models", "fasttext_ag_news")
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_run_all(tmp_path, dtype):
+    results = tiny_results("benchmarks.run_all", tmp_path, "--models", "fasttext_ag_news", "--dtype", dtype)
     assert results["ceiling_size"] == 256 and set(results["models"]) == {"fasttext_ag_news"}
+    assert results["dtype"] == dtype
     assert_positive(results, "ceiling_flops", "seconds")
     row = results["models"]["fasttext_ag_news"]
     assert (row["batch_size"], row["length"], row["vocab_size"]) == (4, 16, 50)
