@@ -1,4 +1,4 @@
-"""jcaps' SGM (`jcaps.models.sgm.SGM`, docs/models.md §5, without the global embedding) built
+"""jcaps' SGM (`jcaps.models.sgm.SGM`, docs/sgm.md#equations, without the global embedding) built
 from PyTorch's stock modules, for `benchmarks/vs_pytorch.py` only (torch is the optional extra
 `compare`; nothing else imports this file).
 

@@ -6,9 +6,10 @@ exactly the same parameters (the counts are compared), and splits the forward pa
 attributions start: `embed(tokens)` gives the input vectors e [B, T, D] (fastText's and
 iCapsNets' word vectors, CCCapsNet's composed CWC vectors), `forward(e, tokens)` the raw class
 scores [B, J] from them (fastText's logits, the capsule lengths). The equations are those of
-`jcaps/models/` (docs/models.md §1, §2) in the form jcaps computes them (iCapsNets' attention
-with its query folded into the key map, routing without stopped gradients), so the two sides
-differ in framework only. Inputs are full-length (no padding): the twins take no mask.
+`jcaps/models/` (docs/icapsnets.md#equations, docs/cccapsnet.md#equations) in the form jcaps
+computes them (iCapsNets' attention with its query folded into the key map, routing without
+stopped gradients), so the two sides differ in framework only. Inputs are full-length (no
+padding): the twins take no mask.
 """
 
 from __future__ import annotations

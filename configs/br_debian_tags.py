@@ -1,4 +1,4 @@
-"""Binary relevance (one sigmoid per label over SGM's encoder, max-pooled; docs/models.md §5) on
+"""Binary relevance (one sigmoid per label over SGM's encoder, max-pooled; docs/sgm.md#equations) on
 Debian package tags, same data keys as `sgm_debian_tags.py`.
 
     python train.py --config configs/br_debian_tags.py --workdir /tmp/br_tags \\

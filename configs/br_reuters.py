@@ -1,5 +1,5 @@
 """Binary relevance (one sigmoid per label over SGM's encoder, max-pooled) on Reuters-21578
-ModApte: the plain multi-label baseline of docs/models.md §5, same data keys as `sgm_reuters.py`.
+ModApte: the plain multi-label baseline of docs/sgm.md#equations, same data keys as `sgm_reuters.py`.
 
     python train.py --config configs/br_reuters.py --workdir /tmp/br \
         --config.data.dir=PATH/reuters21578

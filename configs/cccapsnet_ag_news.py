@@ -1,4 +1,4 @@
-"""CCCapsNet (Ren & Lu 2022) on AG News: docs/models.md §2, the published CWC-Capsule setup.
+"""CCCapsNet (Ren & Lu 2022) on AG News: docs/cccapsnet.md#equations, the published CWC-Capsule setup.
 
 Local files (zhang_csv: train.csv, test.csv, classes.txt):
     python train.py --config configs/cccapsnet_ag_news.py --workdir /tmp/cc \

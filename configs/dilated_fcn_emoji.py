@@ -1,5 +1,5 @@
 """Dilated causal convolution network (Anderson, EVALITA 2018 ITAmoji) on SemEval-2018 Task 2,
-English emoji prediction (20 emoji): docs/models.md §4.
+English emoji prediction (20 emoji): docs/dilated-fcn.md#equations.
 
 Config argument: `[VARIANT][,smoke]`, VARIANT the attention block, one of
 none (default) | dot | dot8 | simplified | local | simplified8 | local8.
@@ -48,27 +48,28 @@ def get_config(arg: str = ""):
     model.filters = 128  # [ref]
     model.width = 7  # [ref]
     model.num_layers = 9  # [ref] dilations 1, 2, ..., 256
-    # [decision] The paper names no activation inside the residual layers (docs/models.md §4: the default
-    # 'none' keeps them linear); ReLU makes the stack a deep network at no cost. With 'none' and
-    # Adam 1e-3 the loss was still at the label prior's entropy after 350 steps (measured).
+    # [decision] The paper names no activation inside the residual layers (the default 'none' keeps
+    # them linear, docs/dilated-fcn.md#defaults-and-decisions); ReLU makes the stack a deep network
+    # at no cost. With 'none' and Adam 1e-3 the loss was still at the label prior's entropy after
+    # 350 steps (measured).
     model.activation = "relu"
     model.attention = argument.choice(DILATED_FCN_ATTENTIONS, "none")
     model.attention_axis = "channels"  # [decision]
     if model.attention.startswith(("simplified", "local")):
         # [decision] The softmax over a group's C/G channels scales the features by 1/(C/G) at the
         # start (1/128 for one group); "uniform" multiplies the block by C/G, so that a uniform
-        # attention passes the features on unchanged (docs/models.md §4). With the paper's block
-        # ("one"), `simplified` still predicted only the majority class at step 400 of the full
-        # schedule (validation macro-F1 0.018, train loss 2.89), against 0.054 and 2.83 with
-        # "uniform" and 2.83 for `none` at that step (measured; studies/emoji_variants/results/
+        # attention passes the features on unchanged (docs/dilated-fcn.md#defaults-and-decisions).
+        # With the paper's block ("one"), `simplified` still predicted only the majority class at
+        # step 400 of the full schedule (validation macro-F1 0.018, train loss 2.89), against 0.054
+        # and 2.83 with "uniform" and 2.83 for `none` at that step (measured; studies/emoji_variants/results/
         # attention_gain/).
         model.attention_gain = "uniform"
     if model.attention.startswith("dot"):
-        # [decision] a = h + Attention(h) (docs/models.md §4): near-uniform dot-product weights give
-        # every position the same vector, which leaves the max over positions nothing to pick.
-        # Without the residual, after epoch 1 validation macro-F1 was 0.023 (dot) and 0.032 (dot8,
-        # seed 1) against 0.105 / 0.115 for `none`, and the 7-epoch test macro-F1 0.124 (dot) and
-        # 0.066 (dot8, seed 1) against 0.183 / 0.190 (measured;
+        # [decision] a = h + Attention(h) (docs/dilated-fcn.md#defaults-and-decisions): near-uniform
+        # dot-product weights give every position the same vector, which leaves the max over
+        # positions nothing to pick. Without the residual, after epoch 1 validation macro-F1 was
+        # 0.023 (dot) and 0.032 (dot8, seed 1) against 0.105 / 0.115 for `none`, and the 7-epoch test
+        # macro-F1 0.124 (dot) and 0.066 (dot8, seed 1) against 0.183 / 0.190 (measured;
         # studies/emoji_variants/results/dot_residual/).
         model.attention_residual = True
     model.dropout_rate = 0.0

@@ -1,4 +1,4 @@
-"""iCapsNets Short (Wang, Hu, Ji 2020) on AG News: docs/models.md §1 defaults, except the sizes and
+"""iCapsNets Short (Wang, Hu, Ji 2020) on AG News: docs/icapsnets.md#defaults-and-decisions, except the sizes and
 one W_ij per (primary capsule, class) pair in place of the paper's shared W_j (see below).
 
 Local files (zhang_csv: train.csv, test.csv, classes.txt):
@@ -38,7 +38,7 @@ def get_config(arg: str = ""):
     config = base_config()
     model = config.model
     model.name = "icapsnet_short"
-    # [decision] Smaller than docs/models.md §1's d_e 300, d_w 256, I 32. Chosen when it led at
+    # [decision] Smaller than the paper's d_e 300, d_w 256, I 32. Chosen when it led at
     # the defaults by 0.875 to 0.859 (paper's routing, older dropout masks); with today's code
     # the defaults without dropout or class weights give 0.880 on seed 0, within this config's
     # seed spread (0.880-0.890): the smaller model stays for its 40 % fewer parameters

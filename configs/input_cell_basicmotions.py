@@ -1,5 +1,5 @@
 """Input-cell attention LSTM on UEA BasicMotions (6 accelerometer/gyroscope channels x 100 steps,
-4 activities, 40 train / 40 test series): docs/models.md §3, the paper's defaults.
+4 activities, 40 train / 40 test series): docs/input-cell-lstm.md#defaults-ref, the paper's defaults.
 
     python train.py --config configs/input_cell_basicmotions.py --workdir /tmp/bm \
         --config.data.dir=PATH/BasicMotions

@@ -1,4 +1,5 @@
-"""Input-cell attention LSTM (Ismail et al. 2019) on the paper's synthetic box data: docs/models.md §3.
+"""Input-cell attention LSTM (Ismail et al. 2019) on the paper's synthetic box data:
+docs/input-cell-lstm.md#synthetic-box-data-sec-5-ref.
 
 Config argument: `BOX[,VARIANT][,smoke]`, e.g. `:earlier,input_cell` or `:middle,lstm`.
     BOX      earlier | middle | latter | mixed | three_earlier | three_middle | moving

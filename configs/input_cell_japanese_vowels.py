@@ -1,5 +1,5 @@
 """Input-cell attention LSTM on UEA JapaneseVowels (12 LPC channels, 7 to 29 steps, 9 speakers,
-270 train / 370 test series): docs/models.md §3, the paper's defaults.
+270 train / 370 test series): docs/input-cell-lstm.md#defaults-ref, the paper's defaults.
 
     python train.py --config configs/input_cell_japanese_vowels.py --workdir /tmp/jv \
         --config.data.dir=PATH/JapaneseVowels

@@ -1,5 +1,5 @@
 """Input-cell attention LSTM on MNIST read as sequences: 28 steps (image rows) x 28 features
-(pixels of a row), 10 classes; the paper's qualitative saliency example (docs/models.md §3).
+(pixels of a row), 10 classes; the paper's qualitative saliency example (docs/input-cell-lstm.md#saliency).
 
     python train.py --config configs/input_cell_mnist.py --workdir /tmp/mnist \
         --config.data.dir=DIR_WITH_IDX_FILES

@@ -1,4 +1,4 @@
-"""SGM (Yang et al., COLING 2018; docs/models.md §5) on Debian package tags: the English
+"""SGM (Yang et al., COLING 2018; docs/sgm.md#equations) on Debian package tags: the English
 descriptions of Debian 12 packages with their debtags (54 tags, 2.87 a package). Without the
 global embedding; `sgm_ge_debian_tags.py` is the same model with it, `br_debian_tags.py` the
 binary-relevance baseline.

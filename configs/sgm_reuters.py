@@ -1,5 +1,5 @@
 """SGM (Yang et al., COLING 2018): multi-label classification as label-sequence generation, on
-Reuters-21578 ModApte (90 topics, 1.24 labels a document): docs/models.md §5. Without the global
+Reuters-21578 ModApte (90 topics, 1.24 labels a document): docs/sgm.md#equations. Without the global
 embedding; `sgm_ge_reuters.py` is the same model with it, `br_reuters.py` the binary-relevance
 baseline.
 

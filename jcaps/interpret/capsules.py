@@ -1,4 +1,4 @@
-"""Local and global interpretation of iCapsNets (Wang, Hu, Ji 2020), docs/models.md §1.
+"""Local and global interpretation of iCapsNets (Wang, Hu, Ji 2020), docs/icapsnets.md#interpretation-sec-ii-f.
 
 Capsules are ranked by the model's `selection` output [I, J]: the coupling c[i, j] (the paper), or
 the contribution of capsule i to class capsule j (`capsule_selection="contribution"`,

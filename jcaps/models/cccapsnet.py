@@ -9,8 +9,9 @@
          no bias, k-means routing, 3 iterations
       -> scores = capsule lengths [B, J]
 
-or, with `classifier="linear"`, scores = Linear(128 -> J, no bias) logits. docs/models.md §2 holds
-the equations and the published parameter counts this module reproduces (`count_parameters`).
+or, with `classifier="linear"`, scores = Linear(128 -> J, no bias) logits. The equations are in
+docs/cccapsnet.md#equations, the published parameter counts this module reproduces
+(`count_parameters`) in docs/cccapsnet.md#parameter-counts.
 Padding is masked in the GRU and the mean; `reference_padding=True` processes pads as words
 and averages over all T steps, as the authors' code does.
 """
@@ -139,7 +140,7 @@ class CapsuleClassifier(nn.Module):
 
 
 class CCCapsNet(nn.Module):
-    """CCCapsNet (docs/models.md §2); every default is the published configuration.
+    """CCCapsNet (docs/cccapsnet.md#equations); every default is the published configuration.
 
     Attributes:
         vocab_size: V, including PAD (id 0).

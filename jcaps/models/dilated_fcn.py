@@ -86,7 +86,8 @@ _stacked_kernel_init = nn.initializers.glorot_uniform(batch_axis=(0,))
 
 
 class DilatedFCN(nn.Module):
-    """Dilated causal convolution network (module docstring; defaults are docs/models.md §4).
+    """Dilated causal convolution network (module docstring; defaults and decisions:
+    docs/dilated-fcn.md#defaults-and-decisions).
 
     Attributes:
         vocab_size: V, including PAD (id 0).

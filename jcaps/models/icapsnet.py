@@ -4,7 +4,7 @@ Token ids in (0 = PAD), class capsules and their explanations out. Both models s
 (`_ICapsNet`: embedding, region convolution, primary-capsule queries and the capsule head) and
 one attention level (`HeadQueryAttention`); Long applies that level twice.
 
-Where each equation of docs/models.md §1 lives:
+Where each equation of docs/icapsnets.md#equations lives:
 
     Short
       1. e_n = E[x_n]                          `_ICapsNet.region_embeddings` (`self.embed`); PAD
@@ -108,7 +108,7 @@ class HeadQueryAttention(nn.Module):
 
 
 class _ICapsNet(nn.Module):
-    """Fields and layers shared by iCapsNets_Short and iCapsNets_Long (docs/models.md §1).
+    """Fields and layers shared by iCapsNets_Short and iCapsNets_Long (docs/icapsnets.md#equations).
 
     Attributes:
       vocab_size: V, including PAD (id 0).
@@ -176,7 +176,7 @@ class _ICapsNet(nn.Module):
         if self.kernel_size < 1 or self.kernel_size % 2 == 0:
             raise ValueError(
                 f"kernel_size must be a positive odd integer so that region n is centred on word n "
-                f"(docs/models.md §1), got {self.kernel_size}"
+                f"(docs/icapsnets.md#equations), got {self.kernel_size}"
             )
         if self.routing not in _ROUTINGS:
             raise ValueError(f"routing must be one of {_ROUTINGS}, got {self.routing!r}")

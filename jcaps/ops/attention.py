@@ -22,7 +22,7 @@ References:
   Lin, Feng, Nogueira dos Santos, Yu, Xiang, Zhou, Bengio. A Structured Self-attentive
   Sentence Embedding. ICLR 2017 (Sec. 2, the r-hop attention A = softmax(W_s2 tanh(W_s1 H^T))).
   Anderson. The dilated causal convolution network of the ITAmoji task, EVALITA 2018 (its
-  attention variants: simplified, local, 1- and 8-head dot-product; docs/models.md §4).
+  attention variants: simplified, local, 1- and 8-head dot-product; docs/dilated-fcn.md#equations).
   Vaswani, Shazeer, Parmar, Uszkoreit, Jones, Gomez, Kaiser, Polosukhin. Attention Is All You
   Need. NeurIPS 2017 (Sec. 3.2, scaled dot-product and multi-head attention).
   Bahdanau, Cho, Bengio. Neural Machine Translation by Jointly Learning to Align and Translate.
@@ -414,7 +414,7 @@ def structured_self_attention(
 # Convolutional-network attention (ITAmoji)
 # ---------------------------------------------------------------------------------------------
 #
-# The attention blocks of the dilated causal convolution network (docs/models.md §4), applied to
+# The attention blocks of the dilated causal convolution network (docs/dilated-fcn.md#equations), applied to
 # its features x [..., L, C] after ReLU(sum of skips). Each returns y [..., L, C] and its weights;
 # x, y and the weights are zero at padded positions, and a row with no valid position gives
 # zeros (no NaN, in value or gradient).

@@ -27,7 +27,7 @@ reads them (a global max pool: `jcaps.ops.recurrent.masked_max_over_time`).
 References:
   Anderson. The dilated causal convolution network of the ITAmoji task, EVALITA 2018 (CEUR-WS
   Vol-2263; char embedding, causal conv, 9 dilated residual layers, ReLU of summed skips,
-  width-1 conv head, global max pool; docs/models.md §4).
+  width-1 conv head, global max pool; docs/dilated-fcn.md#equations).
   van den Oord, Dieleman, Zen, Simonyan, Vinyals, Graves, Kalchbrenner, Senior, Kavukcuoglu.
   WaveNet: A Generative Model for Raw Audio. 2016 (Sec. 2.1 dilated causal convolutions,
   Sec. 2.3 gated activation units, Sec. 2.4 residual and skip connections).

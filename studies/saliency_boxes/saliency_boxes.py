@@ -1,4 +1,5 @@
-"""The input-cell attention paper's saliency benchmark on its synthetic box data (docs/models.md §3).
+"""The input-cell attention paper's saliency benchmark on its synthetic box data
+(docs/input-cell-lstm.md#synthetic-box-data-sec-5-ref).
 
     python -m studies.saliency_boxes.saliency_boxes --out DIR [--boxes earlier,middle,...]
         [--variants lstm,input_cell,...] [--quick | --tiny]
