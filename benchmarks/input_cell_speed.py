@@ -4,9 +4,10 @@
         [--features 100] [--repeats 5] [--max_quadratic_gib 14] [--tiny]
 
 For each length T it compiles the model's forward + backward (gradient of the mean
-cross-entropy with respect to all parameters) with `model.causal_pool='linear'` (the streaming
-scan) and `'quadratic'` (a [B, r, T, T] masked softmax, what a direct implementation of the
-equations computes), checks that the two losses and gradients agree, and writes
+cross-entropy with respect to all parameters) with the model's `pool` "linear",
+`jcaps.ops.causal_softmax_pool` (the streaming scan), and "quadratic",
+`causal_softmax_pool_quadratic` (a [B, r, T, T] masked softmax, what a direct implementation of
+the equations computes), checks that the two losses and gradients agree, and writes
 `DIR/results.json`:
 
     {"<T>": {"linear_s", "quadratic_s", "ratio", "max_abs_diff", "linear_peak_bytes", "quadratic_peak_bytes",
@@ -32,6 +33,7 @@ import numpy as np
 import optax
 
 from jcaps.models.input_cell_lstm import InputCellLSTM
+from jcaps.ops.attention import causal_softmax_pool, causal_softmax_pool_quadratic
 from recording.provenance import run_metadata
 from recording.timing import median_seconds
 
@@ -57,13 +59,13 @@ def measure(length: int, batch: int, features: int, repeats: int, max_quadratic_
     series = jnp.asarray(rng.normal(size=(batch, length, features)).astype(np.float32))
     mask = jnp.ones((batch, length), bool)
     labels = jnp.asarray(rng.integers(0, NUM_CLASSES, size=(batch,)), jnp.int32)
-    linear_model = InputCellLSTM(NUM_CLASSES, variant="input_cell", causal_pool="linear")
+    linear_model = InputCellLSTM(NUM_CLASSES, variant="input_cell", pool=causal_softmax_pool)
     # Jitted: one compile, where the eager initialisation compiles each of its many small ops.
     params = jax.jit(linear_model.init)(jax.random.key(0), series[:, :4], mask[:, :4])["params"]
     result = {}
     outputs = {}
-    for name in ("linear", "quadratic"):
-        model = InputCellLSTM(NUM_CLASSES, variant="input_cell", causal_pool=name)
+    for name, pool in (("linear", causal_softmax_pool), ("quadratic", causal_softmax_pool_quadratic)):
+        model = InputCellLSTM(NUM_CLASSES, variant="input_cell", pool=pool)
         compiled = loss_and_grad_fn(model).lower(params, series, mask, labels).compile()
         result[f"{name}_peak_bytes"] = peak_bytes(compiled)
         if name == "quadratic" and result[f"{name}_peak_bytes"] > max_quadratic_bytes:

@@ -31,6 +31,7 @@ Dropout (rate 0.1 [ref]) is applied to the LSTM inputs (m_t or x_t) and to the p
 vector fed to the readout.
 """
 
+from collections.abc import Callable
 from typing import Any
 
 import flax.linen as nn
@@ -41,16 +42,13 @@ from jcaps.models.choices import INPUT_CELL_LSTM_VARIANTS
 from jcaps.models.dropout import Dropout
 from jcaps.models.initializers import torch_linear_kernel, uniform
 from jcaps.models.recurrent_layers import RecurrentLayer
-from jcaps.ops.attention import causal_softmax_pool, causal_softmax_pool_quadratic, structured_self_attention
+from jcaps.ops.attention import causal_softmax_pool, structured_self_attention
 from jcaps.ops.recurrent import (
     bidirectional_final_state,
     last_valid_state,
     masked_max_over_time,
     masked_mean_over_time,
 )
-
-CAUSAL_POOLS = {"linear": causal_softmax_pool, "quadratic": causal_softmax_pool_quadratic}
-
 
 class InputCellLSTM(nn.Module):
     """Input-cell attention LSTM or one of its baselines (module docstring); defaults [ref].
@@ -62,8 +60,10 @@ class InputCellLSTM(nn.Module):
         num_hops: attention hops r (input_cell, lstm_self_attention).
         attention_dim: attention hidden size d_a (input_cell, lstm_self_attention).
         dropout_rate: dropout on the LSTM inputs and on the pooled hidden vector.
-        causal_pool: "linear" (the streaming O(T) scan) or "quadratic" (the [B, r, T, T] masked
-            softmax of the equations as written; same values, for benchmarks and checks).
+        pool: the input-cell pooling, (scores [B, T, r], series [B, T, N], mask [B, T] or
+            None) -> m [B, T, N]: `causal_softmax_pool`, the streaming O(T) scan. The tests and
+            the speed benchmark pass `jcaps.ops.causal_softmax_pool_quadratic`, the same
+            function from the [B, r, T, T] weights of the equations as written.
         dtype: activation dtype; parameters are float32.
         rnn_impl: how the LSTM layer runs, "scan" or "cudnn" (`RecurrentLayer`).
     """
@@ -74,15 +74,13 @@ class InputCellLSTM(nn.Module):
     num_hops: int = 20
     attention_dim: int = 50
     dropout_rate: float = 0.1
-    causal_pool: str = "linear"
+    pool: Callable[[jax.Array, jax.Array, jax.Array | None], jax.Array] = causal_softmax_pool
     dtype: Any = jnp.float32
     rnn_impl: str = "scan"
 
     def __post_init__(self):
         if self.variant not in INPUT_CELL_LSTM_VARIANTS:
             raise ValueError(f"variant must be one of {INPUT_CELL_LSTM_VARIANTS}, got {self.variant!r}")
-        if self.causal_pool not in CAUSAL_POOLS:
-            raise ValueError(f"causal_pool must be one of {tuple(CAUSAL_POOLS)}, got {self.causal_pool!r}")
         super().__post_init__()
 
     @nn.compact
@@ -102,7 +100,7 @@ class InputCellLSTM(nn.Module):
         lstm_inputs = series
         if self.variant == "input_cell":
             scores = self._attention_scores(series)
-            lstm_inputs = CAUSAL_POOLS[self.causal_pool](scores, series, mask)
+            lstm_inputs = self.pool(scores, series, mask)
             outputs["attention_scores"] = scores
         lstm_inputs = Dropout(self.dropout_rate, deterministic=not train)(lstm_inputs)
 

@@ -200,13 +200,13 @@ def _positive_or_one(total):
 
 
 @jax.custom_vjp
-def _causal_pool(scores, inputs, valid):
+def _streaming_pool(scores, inputs, valid):
     """Time-major `causal_softmax_pool`: scores [T, B, r], inputs [T, B, N], valid [T, B] ->
     [T, B, N]."""
-    return _causal_pool_forward(scores, inputs, valid)[0]
+    return _streaming_pool_forward(scores, inputs, valid)[0]
 
 
-def _causal_pool_forward(scores, inputs, valid):
+def _streaming_pool_forward(scores, inputs, valid):
     # Zeroed padded inputs: exp(-inf) = 0 times a NaN input would still be NaN.
     inputs = jnp.where(valid[..., None], inputs, 0)
 
@@ -221,7 +221,7 @@ def _causal_pool_forward(scores, inputs, valid):
     return pooled, (scores, inputs, valid, running_max, total)
 
 
-def _causal_pool_backward(residuals, pooled_cotangent):
+def _streaming_pool_backward(residuals, pooled_cotangent):
     """With e_j = exp(s_j - M_j), Z_t, P_t, M_t the carries after step t (per hop) and
     g_t = v_t dL/dm_t / r (v_t: step t valid), the gradients are
 
@@ -274,7 +274,7 @@ def _causal_pool_backward(residuals, pooled_cotangent):
     return score_cotangent, input_cotangent, None
 
 
-_causal_pool.defvjp(_causal_pool_forward, _causal_pool_backward)
+_streaming_pool.defvjp(_streaming_pool_forward, _streaming_pool_backward)
 
 
 def causal_softmax_pool(scores: jax.Array, inputs: jax.Array, mask: jax.Array | None = None) -> jax.Array:
@@ -328,7 +328,7 @@ def causal_softmax_pool(scores: jax.Array, inputs: jax.Array, mask: jax.Array | 
     scores, lead = merge_leading_axes(scores.astype(carry_dtype), 2)
     inputs, _ = merge_leading_axes(inputs.astype(carry_dtype), 2)
     valid, _ = merge_leading_axes(valid, 1)
-    pooled = _causal_pool(_time_major(scores), _time_major(inputs), _time_major(valid))
+    pooled = _streaming_pool(_time_major(scores), _time_major(inputs), _time_major(valid))
     return split_leading_axes(_time_major(pooled), lead).astype(dtype)
 
 

@@ -14,9 +14,9 @@ the split and writes
                        `recording.provenance.run_metadata`}}
 
 with the metrics `jcaps.evaluate` prints (micro / macro F1, labels generated per example
-against the true number, ...) and `jcaps.train.metrics.label_sequence_errors`: the error rate
-of the label at each position of the generated sequence, of the labels generated after a wrong
-one against after an all-true prefix, and how many true labels were lost because the decoder
+against the true number, ...) and `studies.sgm_sequences.errors.label_sequence_errors`: the
+error rate of the label at each position of the generated sequence, of the labels generated
+after a wrong one against after an all-true prefix, and how many true labels were lost because the decoder
 stopped (EOS) with every label so far true. Choose decoding settings on `validation`; read
 `test` only for the settings chosen. Reads the workdirs' data (`--config.data.dir` if it moved).
 `--tiny` decodes the first 32 examples of the split, beam search with length penalty 0 only: a
@@ -33,7 +33,8 @@ import jax
 import numpy as np
 
 from jcaps.data.vocab import EOS, NUM_SPECIAL
-from jcaps.train.metrics import label_sequence_errors, multilabel_metrics, multilabel_sums
+from jcaps.train.metrics import multilabel_metrics, multilabel_sums
+from studies.sgm_sequences.errors import label_sequence_errors
 from jcaps.train.workdir import load_trained
 from recording.provenance import run_metadata
 

@@ -11,6 +11,7 @@ import pytest
 
 from jcaps.models.choices import INPUT_CELL_LSTM_VARIANTS
 from jcaps.models.input_cell_lstm import InputCellLSTM
+from jcaps.ops.attention import causal_softmax_pool_quadratic
 from tests.ops.recurrent_references import np_lstm as np_lstm_loop
 
 B, T, N, C = 3, 7, 4, 2
@@ -130,6 +131,25 @@ def test_variant_shapes_numpy_reference_and_padding_invariance(batch, variant):
     if variant == "lstm_self_attention":
         np.testing.assert_allclose(longer["attention"][..., :T], outputs["attention"], rtol=1e-6, atol=1e-7)
         np.testing.assert_array_equal(longer["attention"][..., T:], 0.0)
+
+
+def test_the_pool_is_composed_in(batch):
+    """The model takes its pooling as a function: the O(T^2) form of the equations gives the
+    streaming default's scores, and a pool of the caller's own is the one that runs."""
+    series, mask = batch
+    model = InputCellLSTM(C, variant="input_cell", **SMALL)
+    params = _random_params(model, series, mask)
+    streaming = _apply(model)(params, series, mask)["scores"]
+    quadratic = _apply(model.clone(pool=causal_softmax_pool_quadratic))(params, series, mask)["scores"]
+    np.testing.assert_allclose(quadratic, streaming, rtol=1e-5, atol=1e-6)
+    seen = []
+
+    def recording_pool(scores, inputs, pool_mask):
+        seen.append(scores.shape)
+        return jnp.zeros_like(inputs)
+
+    _apply(model.clone(pool=recording_pool))(params, series, mask)
+    assert seen == [(B, T, SMALL["num_hops"])]
 
 
 def test_without_mask_every_step_is_valid(batch):

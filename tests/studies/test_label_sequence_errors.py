@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from jcaps.train.metrics import label_sequence_errors
+from studies.sgm_sequences.errors import label_sequence_errors
 
 EOS, PAD, SPECIAL = 3, 0, 4  # labels a, b, c, d are ids 4, 5, 6, 7
 
