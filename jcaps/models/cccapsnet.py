@@ -66,7 +66,7 @@ class Embedding(nn.Module):
     cc_samples: int = 10
 
     @nn.compact
-    def __call__(self, ids: jax.Array, train: bool) -> jax.Array:
+    def __call__(self, ids: jax.Array, *, train: bool) -> jax.Array:
         """ids [...] int -> [..., D] float32."""
         init = nn.initializers.normal(1.0)
         if self.kind == "normal":
@@ -90,7 +90,7 @@ class Encoder(nn.Module):
     dtype: Any = jnp.float32
 
     @nn.compact
-    def __call__(self, x: jax.Array, mask: jax.Array | None, train: bool) -> jax.Array:
+    def __call__(self, x: jax.Array, mask: jax.Array | None, *, train: bool) -> jax.Array:
         """x [B, T, D], mask [B, T] or None -> [B, H]."""
         outputs = RecurrentLayer("gru", self.hidden_dim, dtype=self.dtype, name="layer_0")(x, mask)
         for layer in range(1, self.num_layers):
@@ -230,12 +230,12 @@ class CCCapsNet(nn.Module):
             cc_sampling=self.cc_sampling,
             cc_samples=self.cc_samples,
             name="embedding",
-        )(tokens, train)
+        )(tokens, train=train)
         if embeddings is not None:
             words = embeddings
         embedded = Dropout(self.embedding_dropout, deterministic=not train)(words)
         encoder = Encoder(self.hidden_dim, self.num_layers, self.dropout_rate, dtype=self.dtype, name="encoder")
-        features = encoder(embedded.astype(self.dtype), mask, train)
+        features = encoder(embedded.astype(self.dtype), mask, train=train)
         if self.classifier == "linear":
             linear = nn.Dense(
                 self.num_classes,

@@ -107,7 +107,7 @@ class BiLSTMEncoder(nn.Module):
 
     @nn.compact
     def __call__(
-        self, tokens: jax.Array, train: bool = False, embeddings: jax.Array | None = None
+        self, tokens: jax.Array, *, train: bool = False, embeddings: jax.Array | None = None
     ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
         """tokens [B, L] int (0 = padding) -> (h [B, L, 2E] (zero at pads), mask [B, L] bool,
         summary [B, 2E] = [forward state at the last token; backward state at the first],
@@ -328,7 +328,7 @@ class SGM(nn.Module):
         return logits, new_state, attention
 
     def __call__(
-        self, tokens: jax.Array, label_sequence: jax.Array, train: bool = False, embeddings: jax.Array | None = None
+        self, tokens: jax.Array, label_sequence: jax.Array, *, train: bool = False, embeddings: jax.Array | None = None
     ) -> dict:
         """Teacher-forced pass.
 
@@ -440,7 +440,7 @@ class BinaryRelevance(nn.Module):
         super().__post_init__()
 
     @nn.compact
-    def __call__(self, tokens: jax.Array, train: bool = False, embeddings: jax.Array | None = None) -> dict:
+    def __call__(self, tokens: jax.Array, *, train: bool = False, embeddings: jax.Array | None = None) -> dict:
         """tokens [B, L] int (0 = padding) -> {"scores": [B, J] logits, "embeddings": the word
         vectors read [B, L, D]}. `embeddings` [B, L, D], when given, are read instead of the
         looked-up vectors (`tokens` still give the mask)."""
