@@ -33,7 +33,7 @@ import numpy as np
 import optax
 
 from jcaps.models.input_cell_lstm import InputCellLSTM
-from jcaps.ops.attention import causal_softmax_pool, causal_softmax_pool_quadratic
+from jcaps.ops.pooling import causal_softmax_pool, causal_softmax_pool_quadratic
 from recording.provenance import run_metadata
 from recording.timing import median_seconds
 

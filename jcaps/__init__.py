@@ -41,7 +41,7 @@ Each layer imports only the layers below it (checked by `lint-imports` in CI):
 - Train and use a model: `docs/getting-started.md`, as the README's quick start (`python train.py --config
   configs/fasttext_ag_news.py:smoke --workdir /tmp/ft_smoke`).
 - Use the ops in your own JAX code: `jcaps.ops` names every public op (`from jcaps import ops`;
-  for example `jcaps.ops.capsules.dynamic_routing`, `jcaps.ops.attention.causal_softmax_pool`,
+  for example `jcaps.ops.capsules.dynamic_routing`, `jcaps.ops.pooling.causal_softmax_pool`,
   `jcaps.ops.decoding.beam_search`), each with an example in its docstring.
 - Read a model: its module in `jcaps.models`, beside its section of `docs/models.md`.
 - Explain predictions: `jcaps.interpret` (attribution methods and their faithfulness).

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from jcaps.models.input_cell_lstm import InputCellLSTM
-from jcaps.ops.attention import causal_softmax_pool, causal_softmax_pool_quadratic
+from jcaps.ops.pooling import causal_softmax_pool, causal_softmax_pool_quadratic
 from tests.models.test_rnn_impl import LSTMStack, assert_impls_agree, mixed_length_batch
 
 pytestmark = pytest.mark.gpu

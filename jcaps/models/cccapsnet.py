@@ -34,7 +34,7 @@ from jcaps.ops.capsules import (
     unshared_prediction_vectors,
 )
 from jcaps.ops.embeddings import cc_embedding, cwc_embedding, num_codewords
-from jcaps.ops.recurrent import masked_mean_over_time
+from jcaps.ops.pooling import masked_mean_over_time
 
 _EMBEDDINGS = ("normal", "cwc", "cc")
 _CC_SAMPLINGS = ("straight_through", "repeated_argmax")

@@ -52,7 +52,7 @@ from jcaps.models.initializers import uniform
 from jcaps.models.token_ids import padding_mask
 from jcaps.ops.attention import CONV_ATTENTION_AXES, dot_product_attention, local_attention, simplified_attention
 from jcaps.ops.convolution import ACTIVATIONS, causal_conv1d, dilated_residual_stack, pointwise_conv
-from jcaps.ops.recurrent import masked_max_over_time
+from jcaps.ops.pooling import masked_max_over_time
 
 # Channel groups (simplified, local) or heads (dot) of each attention variant.
 _ATTENTION_GROUPS = {"dot": 1, "dot8": 8, "simplified": 1, "local": 1, "simplified8": 8, "local8": 8}
@@ -126,7 +126,8 @@ class DilatedFCN(nn.Module):
     def __post_init__(self):
         _check_attention(self.attention, self.attention_axis)
         if self.attention_gain not in DILATED_FCN_ATTENTION_GAINS:
-            raise ValueError(f"attention_gain must be one of {DILATED_FCN_ATTENTION_GAINS}, got {self.attention_gain!r}")
+            raise ValueError(
+                f"attention_gain must be one of {DILATED_FCN_ATTENTION_GAINS}, got {self.attention_gain!r}")
         if self.activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {ACTIVATIONS}, got {self.activation!r}")
         groups = _ATTENTION_GROUPS.get(self.attention, 1)

@@ -6,7 +6,7 @@ t, an attention summary m_t of the inputs x_1..x_t instead of x_t:
 
     S[j]   = W2 tanh(W1 x_j + b1) + b2       [B, T, r]: r hops, W1: d_a x N, W2: r x d_a, biases
                                              zero-init (`InputCellLSTM._attention_scores`).
-    A_t    = softmax_{j <= t}(S), per hop    `jcaps.ops.attention.causal_softmax_pool`: S does
+    A_t    = softmax_{j <= t}(S), per hop    `jcaps.ops.pooling.causal_softmax_pool`: S does
     m_t    = (1/r) sum_k sum_{j <= t}        not depend on t nor on the LSTM state, so m is
                A_t[k, j] x_j                 computed for every t before the recurrence, in one
                                              O(T) streaming-softmax scan.
@@ -42,13 +42,10 @@ from jcaps.models.choices import INPUT_CELL_LSTM_VARIANTS
 from jcaps.models.dropout import Dropout
 from jcaps.models.initializers import torch_linear_kernel, uniform
 from jcaps.models.recurrent_layers import RecurrentLayer
-from jcaps.ops.attention import causal_softmax_pool, structured_self_attention
-from jcaps.ops.recurrent import (
-    bidirectional_final_state,
-    last_valid_state,
-    masked_max_over_time,
-    masked_mean_over_time,
-)
+from jcaps.ops.attention import structured_self_attention
+from jcaps.ops.pooling import causal_softmax_pool, masked_max_over_time, masked_mean_over_time
+from jcaps.ops.recurrent import bidirectional_final_state, last_valid_state
+
 
 class InputCellLSTM(nn.Module):
     """Input-cell attention LSTM or one of its baselines (module docstring); defaults [ref].

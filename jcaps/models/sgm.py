@@ -76,7 +76,8 @@ from jcaps.models.token_ids import PAD_ID, padding_mask
 from jcaps.ops._arrays import add_bias
 from jcaps.ops.attention import additive_attention
 from jcaps.ops.decoding import beam_search, emitted_to_multi_hot, greedy_decode, label_mask_logits, mark_emitted
-from jcaps.ops.recurrent import bidirectional_final_state, lstm_cell, masked_max_over_time, masked_mean_over_time
+from jcaps.ops.pooling import masked_max_over_time, masked_mean_over_time
+from jcaps.ops.recurrent import bidirectional_final_state, lstm_cell
 from jcaps.ops.regularisation import dropout
 
 POOLS = {"max": masked_max_over_time, "mean": masked_mean_over_time}

@@ -6,14 +6,15 @@ sequence), with a padding mask [..., T] that is True at real positions; capsules
 package imports JAX only (no Flax, no Optax, nothing else of jcaps).
 
 Modules (each docstring gives the equations and the papers):
-  attention       masked softmax; head-query, causal-pool, structured self-,
-                  convolutional-network and additive attention
+  attention       masked softmax; head-query, structured self-, convolutional-network and
+                  additive attention
   capsules        squash, prediction vectors, dynamic and k-means routing, routing contributions
   convolution     causal convolutions and the dilated residual stack
   decoding        greedy and beam-search decoding of label sequences
   embeddings      compositional word embeddings (codeword-weighted and compositional coding)
   losses          per-example classification losses
-  recurrent       GRU and LSTM scans, pooling over time
+  pooling         masked means and maxima over time, input-cell attention's causal pooling
+  recurrent       GRU and LSTM scans, the states they end in
   regularisation  dropout, its mask from 8 or 16 random bits per element
 
 Example:
@@ -26,8 +27,6 @@ Example:
 from jcaps.ops.attention import (
     CONV_ATTENTION_AXES,
     additive_attention,
-    causal_softmax_pool,
-    causal_softmax_pool_quadratic,
     dot_product_attention,
     head_query_attention,
     local_attention,
@@ -70,6 +69,10 @@ from jcaps.ops.recurrent import (
     last_valid_state,
     lstm_cell,
     lstm_scan,
+)
+from jcaps.ops.pooling import (
+    causal_softmax_pool,
+    causal_softmax_pool_quadratic,
     masked_max_over_time,
     masked_mean_over_time,
 )

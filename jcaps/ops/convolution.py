@@ -22,7 +22,7 @@ layers of width W and dilations d_1..d_n see W_0 + (W - 1) sum_l d_l positions
 
 Padding: tokens are right-padded, so a causal conv never mixes padding into a valid position;
 the values these ops produce at padded positions are not zeroed and must be masked by whatever
-reads them (a global max pool: `jcaps.ops.recurrent.masked_max_over_time`).
+reads them (a global max pool: `jcaps.ops.pooling.masked_max_over_time`).
 
 References:
   Anderson. The dilated causal convolution network of the ITAmoji task, EVALITA 2018 (CEUR-WS

@@ -1,4 +1,4 @@
-"""Recurrent scans (GRU, LSTM) and pooling over time.
+"""Recurrent scans (GRU, LSTM) and the states they end in.
 
 Pure functions on arrays, usable under `jit`, `vmap` and `grad`. Sequences are batch-major,
 [..., T, F] with any leading axes (none for one sequence, [B] for a batch), and a `mask`
@@ -540,56 +540,3 @@ def bidirectional_final_state(states: jax.Array, mask: jax.Array | None = None) 
     return jnp.concatenate(
         [_state_at_one_step(forward, mask, last=True), _state_at_one_step(backward, mask, last=False)], axis=-1
     )
-
-
-# ---------------------------------------------------------------------------------------------
-# Pooling over time
-# ---------------------------------------------------------------------------------------------
-
-
-def masked_mean_over_time(x: jax.Array, mask: jax.Array | None = None) -> jax.Array:
-    """Mean over the valid steps, `sum_t mask_t x_t / max(sum_t mask_t, 1)`.
-
-    Args:
-        x: [..., T, F] values.
-        mask: optional [..., T] bool; None averages over all T steps.
-
-    Returns:
-        [..., F]; zero for a sequence with no valid step.
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> from jcaps.ops.recurrent import masked_mean_over_time
-        >>> x = jnp.array([[[1.0], [3.0], [100.0]], [[5.0], [7.0], [9.0]]])  # [B, T, F]
-        >>> print(masked_mean_over_time(x, jnp.array([[True, True, False], [True, True, True]])))
-        [[2.]
-         [7.]]
-    """
-    if mask is None:
-        return jnp.mean(x, axis=-2)
-    count = jnp.sum(mask, axis=-1, keepdims=True).astype(x.dtype)
-    return jnp.sum(zero_padding(x, mask), axis=-2) / jnp.maximum(count, 1)
-
-
-def masked_max_over_time(x: jax.Array, mask: jax.Array | None = None) -> jax.Array:
-    """Maximum over the valid steps; padding never wins, whatever it holds.
-
-    Args:
-        x: [..., T, F] values.
-        mask: optional [..., T] bool; None takes the maximum over all T steps.
-
-    Returns:
-        [..., F]; zero for a sequence with no valid step.
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> from jcaps.ops.recurrent import masked_max_over_time
-        >>> x = jnp.array([[1.0, -2.0], [3.0, 5.0], [jnp.nan, 9.0]])  # one sequence: [T, F]
-        >>> print(masked_max_over_time(x, jnp.array([True, True, False])))
-        [3. 5.]
-    """
-    if mask is None:
-        return jnp.max(x, axis=-2)
-    valid = jnp.asarray(mask)[..., None]
-    maximum = jnp.max(jnp.where(valid, x, -jnp.inf), axis=-2)
-    return jnp.where(jnp.any(valid, axis=-2), maximum, jnp.zeros_like(maximum))

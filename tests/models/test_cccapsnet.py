@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from jcaps.models.cccapsnet import CCCapsNet, count_parameters
-from jcaps.ops.recurrent import bidirectional_gru, masked_mean_over_time
+from jcaps.ops.pooling import masked_mean_over_time
+from jcaps.ops.recurrent import bidirectional_gru
 from jcaps.train.config import load
 from jcaps.train.families import cccapsnet_probabilities
 from jcaps.train.loop import train_and_evaluate

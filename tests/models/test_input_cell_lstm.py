@@ -11,7 +11,7 @@ import pytest
 
 from jcaps.models.choices import INPUT_CELL_LSTM_VARIANTS
 from jcaps.models.input_cell_lstm import InputCellLSTM
-from jcaps.ops.attention import causal_softmax_pool_quadratic
+from jcaps.ops.pooling import causal_softmax_pool_quadratic
 from tests.ops.recurrent_references import np_lstm as np_lstm_loop
 
 B, T, N, C = 3, 7, 4, 2

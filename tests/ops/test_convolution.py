@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from jcaps.ops import convolution
-from jcaps.ops.recurrent import masked_max_over_time
+from jcaps.ops.pooling import masked_max_over_time
 
 B, L, C = 2, 11, 4
 
@@ -164,7 +164,7 @@ def test_stack_output_sees_exactly_its_receptive_field():
     np.testing.assert_array_equal(grad[t + 1 :], 0)
 
 
-# --- masked max pool (`jcaps.ops.recurrent.masked_max_over_time`) -------------------------------
+# --- masked max pool (`jcaps.ops.pooling.masked_max_over_time`) ---------------------------------
 
 
 def test_masked_max_pool_ignores_padding_and_is_finite_without_valid_positions():

@@ -8,7 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jcaps.ops.attention import causal_softmax_pool, causal_softmax_pool_quadratic, structured_self_attention
+from jcaps.ops.attention import structured_self_attention
+from jcaps.ops.pooling import causal_softmax_pool, causal_softmax_pool_quadratic
 
 R, N = 3, 2  # hops, input features
 
