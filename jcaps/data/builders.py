@@ -36,13 +36,11 @@ from pathlib import Path
 import numpy as np
 import tensorflow_datasets as tfds
 
-from jcaps.data import boxes, choices
+from jcaps.data import boxes
 from jcaps.data.errors import DataError
 from jcaps.data.readers import idx, jsonl, text_labels, ts, zhang_csv
 from jcaps.data.vocab import LabelMap
 from jcaps.errors import ConfigError
-
-FORMATS = choices.TEXT_FORMATS
 
 # ---------------------------------------------------------------------------------------------
 # Text formats: the files of each split, the class names, one builder a format
@@ -65,47 +63,6 @@ class SplitFiles:
     labels: str = ""
 
 
-def split_files(data_format: str, directory: str, train_file: str = "", test_file: str = "") -> dict[str, SplitFiles]:
-    """Where each split of a local dataset lives; raises `DataError` for a missing file."""
-    directory = _source_directory(directory)
-    if data_format == "zhang_csv":
-        files = {s: SplitFiles(os.path.join(directory, f"{s}.csv")) for s in ("train", "test")}
-    elif data_format == "jsonl":
-        files = {
-            "train": SplitFiles(os.path.join(directory, (train_file or "train") + ".jsonl")),
-            "test": SplitFiles(os.path.join(directory, (test_file or "test") + ".jsonl")),
-        }
-    elif data_format == "text_labels":
-        stems = {"train": train_file or "train", "test": test_file or "test"}
-        files = {
-            s: SplitFiles(os.path.join(directory, f"{stem}.text"), os.path.join(directory, f"{stem}.labels"))
-            for s, stem in stems.items()
-        }
-    else:
-        raise ConfigError(f"data.format must be one of {', '.join(FORMATS)}, not {data_format!r}")
-    for split in files.values():
-        for path in (split.text, split.labels):
-            if path and not os.path.isfile(path):
-                raise DataError(path, None, "file not found")
-    return files
-
-
-def class_names(data_format: str, directory: str, files: dict[str, SplitFiles]) -> list[str] | None:
-    """Names of the classes when the format fixes them (integer labels); None for string labels."""
-    if data_format == "zhang_csv":
-        classes = os.path.join(directory, "classes.txt")
-        if os.path.isfile(classes):
-            return zhang_csv.read_classes(classes)
-        return [str(i + 1) for i in range(zhang_csv.zhang_csv_num_classes(directory))]
-    if data_format == "text_labels":
-        mappings = sorted(Path(directory).glob(Path(files["train"].text).stem.split("_")[0] + "_mapping.txt"))
-        if mappings:
-            return text_labels.read_emoji_mapping(str(mappings[0]))
-        num_classes = 1 + max(ex["label"] for _, ex in text_labels.read_text_labels(files["train"].text, files["train"].labels))
-        return [str(i) for i in range(num_classes)]
-    return None
-
-
 def _files_fingerprint(files: dict[str, SplitFiles]) -> str:
     digest = hashlib.sha1()
     for split in sorted(files):
@@ -117,22 +74,29 @@ def _files_fingerprint(files: dict[str, SplitFiles]) -> str:
 
 
 class TextFilesBuilder(tfds.core.GeneratorBasedBuilder):
-    """Shared plumbing: a builder configured with a source folder, cached by fingerprint."""
+    """Shared plumbing: a builder configured with a source folder, cached by fingerprint. Each
+    format is a subclass (`TEXT_BUILDERS`) that says where its splits live (`split_stems`,
+    `split_files`), what its classes are called (`class_names`) and how its rows are read
+    (`_generate_examples`)."""
 
     VERSION = tfds.core.Version("1.0.0")
-
-    # The formats whose records may carry a group field besides text and label (`data.group_key`).
-    GROUPED_FORMATS = ("jsonl",)
+    # Whether the format's records may carry a group field besides text and label (`data.group_key`).
+    GROUPED = False
 
     def __init__(
-        self, *, data_format, directory, train_file="", test_file="", multi_label=False, drop_bad_rows=False,
-        group_key="", **kwargs
+        self, *, directory, train_file="", test_file="", multi_label=False, drop_bad_rows=False, group_key="", **kwargs
     ):
-        if group_key and data_format not in self.GROUPED_FORMATS:
-            raise ConfigError(f"data.group_key: {data_format} files have no field besides the text and label; "
-                              f"a group is read from {', '.join(self.GROUPED_FORMATS)} files (or set data.group_key='')")
-        self._files = split_files(data_format, directory, train_file, test_file)
-        self._names = class_names(data_format, directory, self._files)
+        if group_key and not self.GROUPED:
+            grouped = ", ".join(name for name, builder in TEXT_BUILDERS.items() if builder.GROUPED)
+            raise ConfigError(f"data.group_key: {self.name} files have no field besides the text and label; "
+                              f"a group is read from {grouped} files (or set data.group_key='')")
+        directory = _source_directory(directory)
+        self._files = self.split_files(directory, train_file or "train", test_file or "test")
+        for split in self._files.values():
+            for path in (split.text, split.labels):
+                if path and not os.path.isfile(path):
+                    raise DataError(path, None, "file not found")
+        self._names = self.class_names(directory, self._files)
         self._multi_label = multi_label
         self._drop_bad_rows = drop_bad_rows
         self._group_key = group_key
@@ -140,9 +104,20 @@ class TextFilesBuilder(tfds.core.GeneratorBasedBuilder):
         config = tfds.core.BuilderConfig(
             name=f"{Path(directory).name or 'data'}-{_files_fingerprint(self._files)}" + ("-dropbad" if drop_bad_rows else "")
             + (f"-group-{group_key}" if group_key else ""),
-            description=f"{data_format} files in {os.path.abspath(directory)}",
+            description=f"{self.name} files in {directory}",
         )
         super().__init__(config=config, file_format="array_record", **kwargs)
+
+    @classmethod
+    def split_files(cls, directory: str, train_stem: str, test_stem: str) -> dict[str, SplitFiles]:
+        """The files of each split in `directory`, from the stems of the training and test files."""
+        raise NotImplementedError
+
+    @classmethod
+    def class_names(cls, directory: str, files: dict[str, SplitFiles]) -> list[str] | None:
+        """The names of the classes where the format fixes them (integer labels); None where
+        the labels are strings."""
+        return None
 
     def _split_generators(self, dl_manager):
         del dl_manager
@@ -195,7 +170,20 @@ class TextFilesBuilder(tfds.core.GeneratorBasedBuilder):
 
 
 class ZhangCsv(TextFilesBuilder):
-    """`train.csv` / `test.csv` with the class index 1..J first (Zhang et al. 2015)."""
+    """`train.csv` / `test.csv` with the class index 1..J first (Zhang et al. 2015); class names
+    from `classes.txt`, else the indices."""
+
+    @classmethod
+    def split_files(cls, directory, train_stem, test_stem):
+        # The format fixes the names, whatever the config's stems.
+        return {split: SplitFiles(os.path.join(directory, f"{split}.csv")) for split in ("train", "test")}
+
+    @classmethod
+    def class_names(cls, directory, files):
+        classes = os.path.join(directory, "classes.txt")
+        if os.path.isfile(classes):
+            return zhang_csv.read_classes(classes)
+        return [str(i + 1) for i in range(zhang_csv.zhang_csv_num_classes(directory))]
 
     def _generate_examples(self, files: SplitFiles, dropped: list[DataError] | None):
         for key, example in zhang_csv.read_zhang_csv(files.text, num_classes=len(self._names), dropped=dropped):
@@ -203,7 +191,15 @@ class ZhangCsv(TextFilesBuilder):
 
 
 class Jsonl(TextFilesBuilder):
-    """One JSON object a line, with `label` (single-label) or `labels` (multi-label)."""
+    """One JSON object a line, with `label` (single-label) or `labels` (multi-label): `STEM.jsonl`;
+    string labels."""
+
+    GROUPED = True
+
+    @classmethod
+    def split_files(cls, directory, train_stem, test_stem):
+        return {split: SplitFiles(os.path.join(directory, f"{stem}.jsonl"))
+                for split, stem in (("train", train_stem), ("test", test_stem))}
 
     def _generate_examples(self, files: SplitFiles, dropped: list[DataError] | None):
         label_key = "labels" if self._multi_label else "label"
@@ -213,7 +209,21 @@ class Jsonl(TextFilesBuilder):
 
 
 class TextLabels(TextFilesBuilder):
-    """Parallel `NAME.text` / `NAME.labels` files, one example a line (SemEval-2018 emoji)."""
+    """Parallel `NAME.text` / `NAME.labels` files, one example a line (SemEval-2018 emoji); class
+    names from `PREFIX_mapping.txt` beside them, else the label ids."""
+
+    @classmethod
+    def split_files(cls, directory, train_stem, test_stem):
+        return {split: SplitFiles(os.path.join(directory, f"{stem}.text"), os.path.join(directory, f"{stem}.labels"))
+                for split, stem in (("train", train_stem), ("test", test_stem))}
+
+    @classmethod
+    def class_names(cls, directory, files):
+        mappings = sorted(Path(directory).glob(Path(files["train"].text).stem.split("_")[0] + "_mapping.txt"))
+        if mappings:
+            return text_labels.read_emoji_mapping(str(mappings[0]))
+        num_classes = 1 + max(ex["label"] for _, ex in text_labels.read_text_labels(files["train"].text, files["train"].labels))
+        return [str(i) for i in range(num_classes)]
 
     def _generate_examples(self, files: SplitFiles, dropped: list[DataError] | None):
         for key, example in text_labels.read_text_labels(
@@ -222,6 +232,7 @@ class TextLabels(TextFilesBuilder):
             yield key, {**example, "line": int(key)}
 
 
+# The text formats (`data.format`): one builder each, as `SERIES_READERS` has one reader a series format.
 TEXT_BUILDERS = {"zhang_csv": ZhangCsv, "jsonl": Jsonl, "text_labels": TextLabels}
 
 

@@ -123,7 +123,7 @@ def prepare_local_files(data_format: str, directory: str, cache_dir: str, **kwar
         raise ConfigError(f"data.format must be one of {', '.join(choices.TEXT_FORMATS)}, not {data_format!r}")
     builder_class = builders.TEXT_BUILDERS[data_format]
     return prepared_once(
-        lambda: builder_class(data_format=data_format, directory=directory, data_dir=cache_dir, **kwargs),
+        lambda: builder_class(directory=directory, data_dir=cache_dir, **kwargs),
         cache_dir,
     )
 

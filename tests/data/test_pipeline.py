@@ -250,7 +250,7 @@ def test_a_run_waiting_on_another_runs_preparation_reads_the_prepared_splits(zha
         )
         waiting.start()
         time.sleep(0.5)  # let it reach the lock
-        builders.TEXT_BUILDERS["zhang_csv"](data_format="zhang_csv", directory=str(zhang_dir), data_dir=str(cache)).download_and_prepare()
+        builders.TEXT_BUILDERS["zhang_csv"](directory=str(zhang_dir), data_dir=str(cache)).download_and_prepare()
         fcntl.flock(lock, fcntl.LOCK_UN)
     waiting.join(timeout=60)
     assert set(result["builder"].info.splits) == {"train", "test"}
