@@ -161,8 +161,8 @@ NUMPY = {
     "kmeans": (np_kmeans_routing, np_kmeans_routing_vjp),
 }
 JAX = {
-    "dynamic": lambda u: capsules.dynamic_routing(u, ITERATIONS),
-    "kmeans": lambda u: capsules.kmeans_routing(u, ITERATIONS),
+    "dynamic": lambda u: capsules.dynamic_routing(u, num_iterations=ITERATIONS),
+    "kmeans": lambda u: capsules.kmeans_routing(u, num_iterations=ITERATIONS),
 }
 
 

@@ -129,9 +129,11 @@ class CapsuleClassifier(nn.Module):
         kernel = self.param("kernel", nn.initializers.glorot_uniform(**fans), shape)
         u_hat = predict(capsules.astype(self.dtype), kernel.astype(self.dtype))
         if self.routing == "kmeans":
-            class_capsules, coupling = kmeans_routing(u_hat, self.routing_iterations, self.similarity)
+            class_capsules, coupling = kmeans_routing(
+                u_hat, num_iterations=self.routing_iterations, similarity=self.similarity
+            )
         else:
-            class_capsules, coupling = dynamic_routing(u_hat, self.routing_iterations)
+            class_capsules, coupling = dynamic_routing(u_hat, num_iterations=self.routing_iterations)
         return {
             "scores": capsule_length(class_capsules),
             "class_capsules": class_capsules,

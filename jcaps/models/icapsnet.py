@@ -272,11 +272,10 @@ class _ICapsNet(nn.Module):
         if self.routing == "dynamic":
             scale = jnp.exp(self.routing_log_scale) if self.routing_logit_scale_learned else self.routing_logit_scale
             similarity = "dot" if self.routing_similarity == "paper" else self.routing_similarity
-            return dynamic_routing(
-                u_hat, iterations, mask, logit_scale=scale, orphan=self.routing_orphan, similarity=similarity
-            )
+            return dynamic_routing(u_hat, num_iterations=iterations, mask=mask, similarity=similarity,
+                                   logit_scale=scale, orphan=self.routing_orphan)
         similarity = "cosine" if self.routing_similarity == "paper" else self.routing_similarity
-        return kmeans_routing(u_hat, iterations, similarity=similarity, mask=mask)
+        return kmeans_routing(u_hat, num_iterations=iterations, mask=mask, similarity=similarity)
 
     def capsule_head(self, primary: jax.Array) -> dict[str, jax.Array]:
         """primary [B, I, d_p] unsquashed -> scores, class/primary capsules, coupling and the

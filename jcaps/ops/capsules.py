@@ -174,12 +174,13 @@ def _agreement(u_t: jax.Array, v: jax.Array) -> jax.Array:
 
 def dynamic_routing(
     u_hat: jax.Array,
+    *,
     num_iterations: int,
     mask: jax.Array | None = None,
+    similarity: Literal["dot", "cosine"] = "dot",
     eps: float = 1e-7,
     logit_scale: float | jax.Array = 1.0,
     orphan: bool = False,
-    similarity: Literal["dot", "cosine"] = "dot",
 ) -> tuple[jax.Array, jax.Array]:
     """Routing-by-agreement (Sabour et al. 2017, Procedure 1).
 
@@ -271,9 +272,10 @@ def dynamic_routing(
 
 def kmeans_routing(
     u_hat: jax.Array,
+    *,
     num_iterations: int,
-    similarity: Literal["cosine", "dot"] = "cosine",
     mask: jax.Array | None = None,
+    similarity: Literal["cosine", "dot"] = "cosine",
     eps: float = 1e-7,
 ) -> tuple[jax.Array, jax.Array]:
     """K-means routing (Ren & Lu 2022, Algorithm 1).

@@ -277,7 +277,7 @@ def test_unshared_transform_routes_one_prediction_per_capsule_and_class(model_cl
     out = jax.jit(model.apply)(params, tokens)
     primary = np.asarray(out["primary_capsules"], np.float64)
     u_hat = np.einsum("bid,ijed->bije", primary, np.asarray(kernel, np.float64)) + np.asarray(bias)
-    v, c = dynamic_routing(jnp.asarray(u_hat, jnp.float32), 3)
+    v, c = dynamic_routing(jnp.asarray(u_hat, jnp.float32), num_iterations=3)
     np.testing.assert_allclose(out["class_capsules"], v, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(out["coupling"], c, rtol=1e-5, atol=1e-6)
 
@@ -321,7 +321,7 @@ def test_routing_knobs_reach_dynamic_routing():
     np.testing.assert_allclose(params["params"]["routing_log_scale"], np.log(4.0), rtol=1e-6)
     u_hat = shared_prediction_vectors(out["primary_capsules"], params["params"]["class_kernel"],
                                       params["params"]["class_bias"])
-    _, expected = dynamic_routing(u_hat, 3, logit_scale=4.0, orphan=True)
+    _, expected = dynamic_routing(u_hat, num_iterations=3, logit_scale=4.0, orphan=True)
     np.testing.assert_allclose(out["coupling"], expected, rtol=1e-5, atol=1e-6)
     # `route`, the model's routing on given prediction vectors (what analyses call), is the same.
     np.testing.assert_allclose(model.apply(params, u_hat, method="route")[1], expected, rtol=1e-5, atol=1e-6)
@@ -343,7 +343,7 @@ def test_routing_similarity_reaches_the_routing(routing, similarity, expected):
     u_hat = shared_prediction_vectors(out["primary_capsules"], params["params"]["class_kernel"],
                                       params["params"]["class_bias"])
     op = dynamic_routing if routing == "dynamic" else kmeans_routing
-    _, coupling = op(u_hat, 3, similarity=expected)
+    _, coupling = op(u_hat, num_iterations=3, similarity=expected)
     np.testing.assert_allclose(out["coupling"], coupling, rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="routing_similarity"):
         ICapsNetShort(**TINY, routing_similarity="euclidean")

@@ -294,7 +294,7 @@ def test_learned_logit_scale_gets_its_finite_difference_gradient():
         projection = jnp.asarray(rng.normal(size=(5, 3)))
 
         def objective(scale):
-            return jnp.sum(capsules.dynamic_routing(u_hat, 3, logit_scale=scale, orphan=True)[1] * projection)
+            return jnp.sum(capsules.dynamic_routing(u_hat, num_iterations=3, logit_scale=scale, orphan=True)[1] * projection)
 
         grad = jax.grad(objective)(jnp.asarray(2.0))
         h = 1e-6
@@ -306,14 +306,14 @@ def test_learned_logit_scale_gets_its_finite_difference_gradient():
 def test_routing_rejects_fewer_than_one_iteration(bad):
     u_hat = jnp.ones((2, 2, 2))
     with pytest.raises(ValueError):
-        capsules.dynamic_routing(u_hat, bad)
+        capsules.dynamic_routing(u_hat, num_iterations=bad)
     with pytest.raises(ValueError):
-        capsules.kmeans_routing(u_hat, bad)
+        capsules.kmeans_routing(u_hat, num_iterations=bad)
 
 
 def test_kmeans_rejects_unknown_similarity():
     with pytest.raises(ValueError, match="similarity"):
-        capsules.kmeans_routing(jnp.ones((2, 2, 2)), 3, similarity="euclidean")
+        capsules.kmeans_routing(jnp.ones((2, 2, 2)), num_iterations=3, similarity="euclidean")
 
 
 def test_capsule_length_is_exact_with_a_finite_gradient_at_zero():

@@ -140,7 +140,7 @@ def _routing(route):
         def example(rng, mask):
             return _normal(rng, T, 3, 4), mask
 
-        return lambda u_hat, mask: route(u_hat, 3, mask=mask), _per_example(rng, example)
+        return lambda u_hat, mask: route(u_hat, num_iterations=3, mask=mask), _per_example(rng, example)
 
     return case
 
@@ -148,7 +148,7 @@ def _routing(route):
 def _routing_contributions(rng):
     def example(rng, mask):
         u_hat = _normal(rng, T, 3, 4)
-        return u_hat, ops.dynamic_routing(u_hat, 3, mask=mask)[1]
+        return u_hat, ops.dynamic_routing(u_hat, num_iterations=3, mask=mask)[1]
 
     return ops.routing_contributions, _per_example(rng, example)
 
