@@ -20,11 +20,11 @@ lists them under `model_overrides`. Example:
 
 from __future__ import annotations
 
-import json
+import math
 
 from absl import flags
 
-from jcaps import cli
+from jcaps import cli, strict_json
 from jcaps.errors import UserError
 
 FLAGS = flags.FLAGS
@@ -60,13 +60,18 @@ def evaluate(workdir: str, split: str = "test", data_overrides: dict | None = No
     _, eval_fn = compile_steps(trained.config, trained.family, trained.dataset.num_classes, mesh)
     batch_size = trained.config.train.eval_batch_size or trained.config.train.batch_size
     metrics = evaluate_split(eval_fn, trained.eval_state(), trained.dataset, split, batch_size, mesh)
+    not_finite = [f"{key} {value}" for key, value in metrics.items() if not math.isfinite(value)]
+    if not_finite:
+        raise UserError(f"the {trained.parameters} parameters of {workdir} (step {trained.selected_step}) score "
+                        f"{', '.join(not_finite)} on the {split} split: not finite",
+                        hint="--parameters last scores the newest intact checkpoint instead")
     overrides = {"model_overrides": dict(model_overrides)} if model_overrides else {}
     return {"split": split, **trained.selection, **overrides, **metrics}
 
 
 def main(argv):
     del argv
-    print(json.dumps(evaluate(FLAGS.workdir, FLAGS.split, cli.data_location_overrides(), cli.decoding_overrides(),
+    print(strict_json.dumps(evaluate(FLAGS.workdir, FLAGS.split, cli.data_location_overrides(), cli.decoding_overrides(),
                               FLAGS.parameters)))
 
 

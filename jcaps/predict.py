@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import codecs
 import functools
-import json
 import os
 import sys
 import time
@@ -29,7 +28,7 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 from absl import flags
 
-from jcaps import cli
+from jcaps import cli, strict_json
 from jcaps.data.vocab import NUM_SPECIAL
 from jcaps.errors import UserError
 
@@ -180,6 +179,10 @@ def _predictions(trained, texts, top_k, batch_size, threshold) -> Iterator[dict]
         if filled:
             tokens = _pad(dataset, [encoded[i] for i in filled], batch_size)
             outputs = jax.device_get(run(trained.params, tokens))
+            if not generates and not np.isfinite(outputs).all():
+                raise UserError(f"the {trained.parameters} parameters of step {trained.selected_step} give "
+                                "probabilities that are not finite (NaN or infinity)",
+                                hint="--parameters last uses the newest intact checkpoint instead")
             rows = zip(outputs["sequence"], outputs["length"]) if generates else outputs
             for i, row in zip(filled, rows):
                 results[i] = answer(row)
@@ -227,7 +230,7 @@ def _pad(dataset, encoded: list[np.ndarray], batch_size: int) -> np.ndarray:
 
 
 def _write(record: dict) -> None:
-    sys.stdout.buffer.write(json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n")
+    sys.stdout.buffer.write(strict_json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n")
 
 
 def main(argv):

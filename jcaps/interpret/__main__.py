@@ -14,12 +14,11 @@ input-cell attention LSTM and its baselines) one PNG of input and saliency maps 
 `saliency.json` (`jcaps.interpret.series_report`).
 """
 
-import json
 import os
 
 from absl import flags
 
-from jcaps import cli
+from jcaps import cli, strict_json
 from jcaps.errors import UserError
 from jcaps.interpret import attribution, checks, explain
 from jcaps.interpret.report import interpret_workdir
@@ -122,10 +121,10 @@ def main(argv):
     )
     if summary_of_checks is not None:
         with open(os.path.join(out, "checks.json"), "w", encoding="utf-8") as f:
-            json.dump(summary_of_checks, f, indent=1)
+            strict_json.dump(summary_of_checks, f, indent=1)
         if FLAGS.faithfulness:
             with open(os.path.join(out, "faithfulness.json"), "w", encoding="utf-8") as f:
-                json.dump({**faithfulness, "checks": summary_of_checks}, f, indent=1)
+                strict_json.dump({**faithfulness, "checks": summary_of_checks}, f, indent=1)
         closing.append("checks (checks.json):\n" + checks_markdown(summary_of_checks).rstrip())
     for method, values in faithfulness.items():
         closing.append(f"{method}: comprehensiveness {values['comprehensiveness']:.4f} sufficiency "

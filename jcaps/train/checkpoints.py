@@ -36,12 +36,14 @@ import jax
 import orbax.checkpoint as ocp
 
 from jcaps.errors import UserError
+from jcaps.train.state import all_finite
 
 CHECKSUMS_FILE = "checksums.json"
 # orbax's commit markers: they hold no data, and orbax reads them only on object stores.
 _UNSUMMED = (CHECKSUMS_FILE, "commit_success.txt")
 _HASH = "sha256"
 _DAMAGED_SUFFIX = ".damaged"
+NOT_FINITE = "its parameters are not finite (NaN or infinity)"
 
 
 class DamagedCheckpoint(UserError):
@@ -245,9 +247,17 @@ class Checkpoints:
         return self._read(self._manager, self.directory, step, ocp.args.Composite(state=args))["state"]["params"]
 
     def restore_newest_intact_params(self, params, warn) -> tuple[int, object]:
-        """(step, parameters) of the newest step that reads back as saved; each newer, damaged
-        step is named in one `warn` line and left where it is."""
-        return self._newest_intact(lambda s: self.restore_params(params, s), "use", warn, move_aside=False)
+        """(step, parameters) of the newest step that reads back as saved and whose parameters are
+        finite; each newer step, damaged or not finite, is named in one `warn` line and left where
+        it is."""
+
+        def finite_params(step: int):
+            restored = self.restore_params(params, step)
+            if not all_finite(restored):
+                raise DamagedCheckpoint(os.path.join(self.directory, str(step)), NOT_FINITE)
+            return restored
+
+        return self._newest_intact(finite_params, "use", warn, move_aside=False)
 
     def read_state(self, step: int | None = None) -> dict:
         """The saved state of `step` (default latest) as stored, without a target structure."""

@@ -17,6 +17,7 @@ from typing import Any
 
 import ml_collections
 
+from jcaps import strict_json
 from jcaps.data import choices
 from jcaps.errors import ConfigError
 from jcaps.models.choices import RNN_IMPLS, SGM_DECODINGS
@@ -345,7 +346,7 @@ def flatten(config: ml_collections.ConfigDict | dict, prefix: str = "") -> dict[
 
 
 def to_json(config: ml_collections.ConfigDict) -> str:
-    return json.dumps(json.loads(config.to_json()), indent=2, sort_keys=True)
+    return strict_json.dumps(json.loads(config.to_json()), indent=2, sort_keys=True)
 
 
 def incompatible_keys(saved: dict, config: ml_collections.ConfigDict) -> list[str]:

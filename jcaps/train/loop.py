@@ -2,8 +2,9 @@
 
 It resumes from the workdir's latest checkpoint (model, optimiser, RNG and data position),
 evaluates on validation during training and on validation and test at the end, writes
-`metrics.jsonl` and TensorBoard, stops on a non-finite loss without overwriting the last good
-checkpoint, and saves a checkpoint before exiting on SIGINT/SIGTERM. A resumed run first drops
+`metrics.jsonl` and TensorBoard, stops on a non-finite training loss, validation metric or
+parameters without overwriting the last good checkpoint (and before such a step can become the
+best), and saves a checkpoint before exiting on SIGINT/SIGTERM. A resumed run first drops
 the lines the interrupted run wrote to `metrics.jsonl` after that checkpoint; a workdir already
 trained to the end, with its final metrics, is left as it is (`reevaluate` evaluates it again).
 It ends with a summary of the run and where its files are.
@@ -21,6 +22,7 @@ import dataclasses
 import fcntl
 import functools
 import json
+import math
 import os
 import signal
 import socket
@@ -43,7 +45,7 @@ from jcaps.train.evaluation import evaluate_split
 from jcaps.train.families import MODELS, get_family
 from jcaps.train.metrics import MetricWriter
 from jcaps.train.progress import Progress, duration, format_metrics, quiet_libraries, run_summary
-from jcaps.train.state import create_train_state, dummy_inputs, model_for, parameter_count
+from jcaps.train.state import all_finite, create_train_state, dummy_inputs, model_for, parameter_count
 from jcaps.train.steps import TrainState, compile_steps
 
 DROPPED_ROWS_FILE = "dropped_rows.json"
@@ -462,8 +464,23 @@ def _evaluate_and_keep_best(run: _Run, compiled: _Compiled, position: _Position,
         )
     writer.write(position.step, "validation", metrics)
     progress.message(f"step {position.step}: validation " + format_metrics(metrics))
+    _stop_unless_finite(run, position, metrics)
     position.best = keep_if_best(
         run.checkpoints, position.best, position.step, position.state.params, metrics, run.config.train
+    )
+
+
+def _stop_unless_finite(run: _Run, position: _Position, metrics: dict) -> None:
+    """Stops the run (`NonFiniteLoss`) at a validation evaluation whose metrics or parameters are
+    not finite, before model selection: NaN scores all take one class, and their accuracy can
+    beat a real model's, so such a step must never become the best."""
+    not_finite = [f"{key} {value}" for key, value in metrics.items() if not math.isfinite(value)]
+    if not not_finite and all_finite(position.state.params):
+        return
+    what = f"validation {', '.join(not_finite)}" if not_finite else "non-finite parameters"
+    raise NonFiniteLoss(
+        f"{what} at step {position.step}; stopping before model selection "
+        f"({_last_good(position.last_saved, run.checkpoints.directory)}). {_NON_FINITE_HINT}"
     )
 
 
@@ -547,6 +564,13 @@ class _Profiler:
             self.running = False
 
 
+_NON_FINITE_HINT = "Try a lower train.learning_rate or train.grad_clip_norm."
+
+
+def _last_good(last_saved: int | None, directory: str) -> str:
+    return f"the last good checkpoint is step {last_saved} in {directory}" if last_saved else "no checkpoint was saved"
+
+
 def _summarise_window(window: list[dict], step: int, last_saved, directory: str) -> dict:
     """Means of the window's per-step metrics; stops the run at the first non-finite loss."""
     values = jax.device_get(window)
@@ -554,9 +578,8 @@ def _summarise_window(window: list[dict], step: int, last_saved, directory: str)
     bad = np.flatnonzero(~np.isfinite(losses))
     if bad.size:
         at = step - len(values) + 1 + int(bad[0])
-        kept = f"the last good checkpoint is step {last_saved} in {directory}" if last_saved else "no checkpoint was saved"
         raise NonFiniteLoss(
-            f"training loss became {losses[bad[0]]} at step {at}; stopping ({kept}). "
-            "Try a lower train.learning_rate or train.grad_clip_norm."
+            f"training loss became {losses[bad[0]]} at step {at}; stopping ({_last_good(last_saved, directory)}). "
+            f"{_NON_FINITE_HINT}"
         )
     return {key: float(np.mean([v[key] for v in values])) for key in values[0]}

@@ -20,6 +20,8 @@ import os
 import jax.numpy as jnp
 import numpy as np
 
+from jcaps import strict_json
+
 
 def classification_metrics(sums: dict) -> dict:
     """`loss`, `accuracy`, `macro_f1`, `micro_f1` from summed loss and a confusion matrix."""
@@ -192,7 +194,7 @@ class MetricWriter:
             return
         record = {"step": int(step), "split": split, **{k: _plain(v) for k, v in metrics.items()}, **extra}
         with open(self._path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
+            f.write(strict_json.dumps(record) + "\n")
         for name, value in record.items():
             if isinstance(value, float):
                 self._tensorboard.add_scalar(f"{split}/{name}", value, step)

@@ -4,8 +4,9 @@ Evaluation, prediction and interpretation need nothing but the workdir. The para
 the ones training reported as final: those of the best validation evaluation when the run
 selected one (`train.select_best`), else those of the last checkpoint; `TrainedModel` says
 which (`parameters`, `selected_step`, `last_step`). Damaged parameters (their checksums do not
-match, `jcaps.train.checkpoints`) are refused with a `DamagedCheckpoint` naming the file, never
-loaded; `parameters="last"` asks for the newest checkpoint that is intact instead.
+match, `jcaps.train.checkpoints`) and parameters that are not finite (NaN or infinity) are
+refused with a `DamagedCheckpoint` naming the step, never loaded; `parameters="last"` asks for
+the newest checkpoint that is intact and finite instead.
 
 Loading is quick because it builds nothing it does not use: the structure of the saved
 parameters comes from `jax.eval_shape` (no compiled initialisation), the optimiser state stays
@@ -29,7 +30,7 @@ from jcaps.errors import UserError
 from jcaps.train import config as config_lib
 from jcaps.train import mesh as mesh_lib
 from jcaps.train.families import ModelFamily, get_family
-from jcaps.train.state import dummy_inputs, model_for, parameter_shapes
+from jcaps.train.state import all_finite, dummy_inputs, model_for, parameter_shapes
 from jcaps.train.steps import TrainState
 
 
@@ -130,18 +131,31 @@ def load_trained(workdir: str, *, with_data: bool = False, data_overrides: dict 
 
 
 def _final_params(checkpoints, abstract_params, select_best: bool, last_step: int) -> tuple:
-    """(params, "best" or "last", step) of the model training reported as final."""
-    from jcaps.train.checkpoints import DamagedCheckpoint
+    """(params, "best" or "last", step) of the model training reported as final. Parameters that
+    are not finite (saved before training checked them) are refused like damaged ones, naming
+    the newest checkpoint whose parameters are finite."""
+    from jcaps.train.checkpoints import NOT_FINITE, DamagedCheckpoint
 
+    hint = ("--parameters last loads the newest checkpoint that is intact instead (the last parameters "
+            "trained, not those selected on validation)")
     try:
         record = checkpoints.best_record() if select_best else None
         if record is not None:
-            return checkpoints.restore_best_params(abstract_params), "best", int(record["step"])
-        return checkpoints.restore_params(abstract_params), "last", int(last_step)
+            params, which, step = checkpoints.restore_best_params(abstract_params), "best", int(record["step"])
+            directory = checkpoints.best_directory
+        else:
+            params, which, step = checkpoints.restore_params(abstract_params), "last", int(last_step)
+            directory = checkpoints.directory
     except DamagedCheckpoint as damage:
-        raise DamagedCheckpoint(damage.path, damage.problem, hint=(
-            "--parameters last loads the newest checkpoint that is intact instead (the last parameters "
-            "trained, not those selected on validation)")) from damage
+        raise DamagedCheckpoint(damage.path, damage.problem, hint=hint) from damage
+    if not all_finite(params):
+        try:
+            newest, _ = checkpoints.restore_newest_intact_params(abstract_params, lambda _: None)
+            good = f"the newest checkpoint with finite parameters is step {newest}"
+        except DamagedCheckpoint:
+            good, hint = "no checkpoint has finite parameters", "train the workdir again with a lower train.learning_rate"
+        raise DamagedCheckpoint(os.path.join(directory, str(step)), f"{NOT_FINITE}; {good}", hint=hint)
+    return params, which, step
 
 
 def _warn(message: str) -> None:

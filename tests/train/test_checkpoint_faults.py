@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import types
 
 import orbax.checkpoint as ocp
 import pytest
@@ -357,6 +358,73 @@ def test_sigkill_during_a_save_then_rerun_matches_an_uninterrupted_run(tmp_path,
     assert again.returncode == 0, again.stdout + again.stderr
     assert "Traceback" not in again.stderr
     assert_same_finals(workdir, reference[1])
+
+
+# ---------------------------------------------------------------------------------------------
+# Parameters that are not finite.
+# ---------------------------------------------------------------------------------------------
+
+
+def strict_records(path) -> list[dict]:
+    """The JSON lines of `path`, parsed by a reader that refuses `NaN` and `Infinity`."""
+
+    def refuse(token):
+        raise AssertionError(f"{path}: {token} is not JSON")
+
+    return [json.loads(line, parse_constant=refuse) for line in open(path, encoding="utf-8")]
+
+
+def test_a_nan_at_an_evaluation_step_stops_the_run_before_it_is_selected(tmp_path, cache_dir):
+    """The learning rate blows up after step 36 (×1e36 from 60 % of training); validation, each
+    step, sees the NaN before any log line does. NaN scores all take one class, whose accuracy
+    could beat the real model's: the step must stop the run, never become the best."""
+    config = smoke_config(cache_dir)
+    config.train.update(schedule="steps", decay_boundaries=(0.6,), decay_factor=1e36, eval_every_steps=1,
+                        log_every_steps=100)
+    workdir = tmp_path / "nan"
+    with pytest.raises(loop.NonFiniteLoss, match=r"validation loss nan at step (\d+); stopping before model "
+                                                 r"selection \(the last good checkpoint is step 30 in ") as raised:
+        loop.train_and_evaluate(config, str(workdir))
+    stopped_at = int(re.search(r"at step (\d+)", str(raised.value)).group(1))
+    [best] = [int(name) for name in os.listdir(workdir / "best")]
+    assert best < stopped_at
+    records = strict_records(workdir / "metrics.jsonl")
+    assert [r["loss"] for r in records if r["step"] == stopped_at] == [None]  # null, not NaN
+    from jcaps.evaluate import evaluate
+
+    assert evaluate(str(workdir), "test")["selected_step"] == best
+
+
+def test_parameters_that_are_not_finite_are_refused_naming_the_newest_finite_checkpoint(tmp_path, reference, capsys):
+    """A workdir whose best/ (or newest checkpoint) holds NaN weights, as training saved them before
+    it checked."""
+    import jax
+    import numpy as np
+
+    from jcaps.evaluate import evaluate
+
+    workdir = tmp_path / "trained"
+    shutil.copytree(reference[0], workdir)
+    checkpoints = Checkpoints(str(workdir))
+    nan_params = jax.tree.map(lambda x: np.full_like(x, np.nan), checkpoints.read_state(60)["params"])
+    shutil.rmtree(workdir / "best" / "60")
+    checkpoints.save_best(55, nan_params, "accuracy", 1.0)
+    checkpoints.close()
+    with pytest.raises(DamagedCheckpoint) as raised:
+        evaluate(str(workdir), "test")
+    assert str(raised.value) == (f"{workdir / 'best' / '55'}: its parameters are not finite (NaN or infinity); "
+                                 "the newest checkpoint with finite parameters is step 60")
+    assert raised.value.hint.startswith("--parameters last")
+    assert evaluate(str(workdir), "test", parameters="last")["selected_step"] == 60
+
+    checkpoints = Checkpoints(str(workdir))
+    checkpoints.save(70, types.SimpleNamespace(**{**checkpoints.read_state(60), "params": nan_params}), None)
+    checkpoints.close()
+    capsys.readouterr()
+    assert evaluate(str(workdir), "test", parameters="last")["selected_step"] == 60
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("warning: checkpoint step 70 is damaged") and "not finite" in line
+    assert line.endswith("use step 60")
 
 
 # ---------------------------------------------------------------------------------------------
