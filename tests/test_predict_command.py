@@ -181,6 +181,18 @@ def test_predict_checks_options_before_reading(trained):
         iter_predictions(trained, texts(), threshold=0.3)
 
 
+def test_probabilities_that_are_not_finite_are_refused(trained):
+    import dataclasses
+
+    import jax
+    import numpy as np
+
+    broken = dataclasses.replace(trained, params=jax.tree.map(lambda x: np.full_like(x, np.inf), trained.params))
+    with pytest.raises(UserError, match=f"parameters of step {trained.selected_step} give probabilities that are "
+                                        r"not finite \(NaN or infinity\)"):
+        predict(broken, ["shares and profit rose"])
+
+
 def test_last_parameters_when_the_run_selected_none(trained_run, tmp_path):
     copy = tmp_path / "last"
     shutil.copytree(trained_run[0], copy)
