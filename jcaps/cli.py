@@ -137,18 +137,33 @@ def run(main: Callable[[list[str]], object]) -> None:
 # not alter it. Spelt as train.py takes them, so an error's hint to set one works everywhere.
 DATA_LOCATION_KEYS = ("dir", "cache_dir")
 
+# Trust boundary: a workdir is data (it may come from someone else), so the commands that read
+# one never take a location to write to or load compiled code from out of its config.json:
+# prepared data goes where --config.data.cache_dir says, else to data.cache_dir's default
+# (~/tensorflow_datasets), and compiled programs to --compilation_cache (default: the user's
+# cache, under $XDG_CACHE_HOME).
+
 
 def define_data_location_flags() -> None:
     """`--config.data.dir` and `--config.data.cache_dir` for evaluate and interpret."""
     flags.DEFINE_string("config.data.dir", None, "Read the data from this folder instead of the workdir's data.dir.")
     flags.DEFINE_string("config.data.cache_dir", None,
-                        "Prepared data lives here instead of the workdir's data.cache_dir.")
+                        "Prepared data lives here (default: ~/tensorflow_datasets; never the workdir's "
+                        "data.cache_dir).")
 
 
 def data_location_overrides() -> dict[str, str]:
-    """{key: value} of the data-location flags given on the command line."""
+    """{key: value} of the data-location flags given on the command line; `cache_dir` always, ''
+    (the default location) when not given, so that the workdir's own is never used."""
     values = {key: flags.FLAGS[f"config.data.{key}"].value for key in DATA_LOCATION_KEYS}
-    return {key: value for key, value in values.items() if value is not None}
+    return {"cache_dir": "", **{key: value for key, value in values.items() if value is not None}}
+
+
+def define_compilation_cache_flag() -> None:
+    """`--compilation_cache` for the commands that compile a workdir's model."""
+    flags.DEFINE_string("compilation_cache", "auto",
+                        "Persistent compilation cache: 'auto' ($XDG_CACHE_HOME/jcaps/jax), a directory, or '' (off); "
+                        "never the workdir's train.compilation_cache.")
 
 
 # The model keys a command that scores a trained workdir may change: they turn the model's scores

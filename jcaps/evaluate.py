@@ -7,8 +7,12 @@ reported as final when it selected one) or "last" (the last checkpoint's), `sele
 step they come from and `last_step` the step of the last checkpoint. Damaged parameters stop it
 with one line naming the file; `--parameters last` scores the newest intact checkpoint instead.
 
-The data is read from where the workdir's config says; `--config.data.dir` and
-`--config.data.cache_dir` (the spellings train.py takes) point at it after it moved.
+The data is read from where the workdir's config says (`data.dir`), or from `--config.data.dir`
+(the spelling train.py takes) after it moved. Locations the command writes to or loads compiled
+code from come from the command line alone, never from the workdir (which is data, perhaps
+someone else's): prepared data is kept in `--config.data.cache_dir` (default
+~/tensorflow_datasets), compiled programs in `--compilation_cache` (default 'auto',
+$XDG_CACHE_HOME/jcaps/jax; '' turns it off).
 
 Decoding settings (`cli.DECODING_KEYS`: SGM's `decoding`, `beam_size`, `max_steps`,
 `length_penalty`, `eos_threshold`; binary relevance's `threshold`) may be changed for the
@@ -39,7 +43,7 @@ def evaluate(workdir: str, split: str = "test", data_overrides: dict | None = No
     from jcaps.train import mesh as mesh_lib
     from jcaps.train.evaluation import evaluate_split
     from jcaps.train.steps import compile_steps
-    from jcaps.train.workdir import load_trained, use_compilation_cache
+    from jcaps.train.workdir import load_trained
 
     for key in data_overrides or {}:
         if key not in cli.DATA_LOCATION_KEYS:
@@ -51,7 +55,6 @@ def evaluate(workdir: str, split: str = "test", data_overrides: dict | None = No
                             f"{', '.join(cli.DECODING_KEYS)} of config.model")
     trained = load_trained(workdir, with_data=True, data_overrides=data_overrides, model_overrides=model_overrides,
                            parameters=parameters)
-    use_compilation_cache(trained.config)
     if split not in trained.dataset.splits:
         raise UserError(f"--split: no split {split!r}; the dataset has {', '.join(trained.dataset.splits)}")
     if not len(trained.dataset.splits[split].source):
@@ -71,6 +74,9 @@ def evaluate(workdir: str, split: str = "test", data_overrides: dict | None = No
 
 def main(argv):
     del argv
+    from jcaps.train.workdir import use_compilation_cache
+
+    use_compilation_cache(FLAGS.compilation_cache)
     print(strict_json.dumps(evaluate(FLAGS.workdir, FLAGS.split, cli.data_location_overrides(), cli.decoding_overrides(),
                               FLAGS.parameters)))
 
@@ -82,4 +88,5 @@ if __name__ == "__main__":
     cli.define_data_location_flags()
     cli.define_decoding_flags()
     cli.define_parameters_flag()
+    cli.define_compilation_cache_flag()
     cli.run(main)

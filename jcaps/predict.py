@@ -13,7 +13,9 @@ the command before anything is predicted, naming FILE:LINE; `--errors replace` r
 bytes as U+FFFD instead. `--text` values are read the same way, their undecodable bytes as
 U+FFFD. The text is echoed up to `--echo_chars` characters (`"text_truncated": true` and the
 full length `text_chars` when it is longer; 0 echoes nothing). With `--input`, the speed
-(texts/s) is printed on standard error at the end.
+(texts/s) is printed on standard error at the end. Compiled programs are kept in
+`--compilation_cache` (default 'auto', $XDG_CACHE_HOME/jcaps/jax), never in the cache the
+workdir's config names: a workdir is data, and a cache holds executables.
 """
 
 from __future__ import annotations
@@ -249,7 +251,7 @@ def main(argv):
     else:
         items = [(None, clean_text(text)) for text in FLAGS.text]
     trained = load_trained(FLAGS.workdir, parameters=FLAGS.parameters)
-    use_compilation_cache(trained.config)
+    use_compilation_cache(FLAGS.compilation_cache)
     predictions = iter_predictions(trained, [text for _, text in items], FLAGS.top_k, FLAGS.batch_size, FLAGS.threshold)
     start = time.perf_counter()
     try:
@@ -279,5 +281,6 @@ if __name__ == "__main__":
     flags.DEFINE_integer("batch_size", 64, "Texts per forward pass (>= 1).")
     flags.DEFINE_integer("echo_chars", 200, "Echo at most this many characters of each text (0: do not echo).")
     cli.define_parameters_flag()
+    cli.define_compilation_cache_flag()
     flags.mark_flag_as_required("workdir")
     cli.run(main)

@@ -11,6 +11,8 @@ import textwrap
 
 import pytest
 
+from tests.workdir_flags import own_data_cache
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SMOKE = "configs/fasttext_ag_news.py:smoke"
 
@@ -78,9 +80,10 @@ def test_workdir_without_checkpoint(tmp_path, trained, command):
 
 
 def test_unknown_split(trained):
-    assert_user_error(run("-m", "jcaps.evaluate", "--workdir", str(trained), "--split", "dev"),
+    assert_user_error(run("-m", "jcaps.evaluate", "--workdir", str(trained), own_data_cache(trained), "--split", "dev"),
                       "no split 'dev'", "train, test, validation")
-    assert_user_error(run("-m", "jcaps.interpret", "--workdir", str(trained), "--split", "dev"), "no split 'dev'")
+    assert_user_error(run("-m", "jcaps.interpret", "--workdir", str(trained), own_data_cache(trained), "--split", "dev"),
+                      "no split 'dev'")
 
 
 def test_batch_size_not_a_multiple_of_the_devices(tmp_path):
@@ -117,3 +120,25 @@ def test_a_batch_larger_than_the_training_data(tmp_path):
     assert_user_error(run("train.py", "--config", SMOKE, "--workdir", str(tmp_path / "w"),
                           f"--config.data.cache_dir={tmp_path / 'cache'}", "--config.train.batch_size=1024"),
                       "train.batch_size=1024 is more than the", "examples of the train split")
+
+
+def test_a_workdir_never_chooses_where_commands_write_or_load_compiled_code(tmp_path, trained):
+    """A copied workdir is data: the caches its config.json names are neither read nor written;
+    the commands use those of the command line or the user's environment."""
+    import json
+    import shutil
+
+    workdir = tmp_path / "copied"
+    shutil.copytree(trained, workdir)
+    config = json.loads((workdir / "config.json").read_text())
+    config["train"]["compilation_cache"] = str(tmp_path / "planted_compilation_cache")
+    config["data"]["cache_dir"] = str(tmp_path / "planted_data_cache")
+    (workdir / "config.json").write_text(json.dumps(config))
+    home = tmp_path / "home"  # the default locations: ~/tensorflow_datasets, $XDG_CACHE_HOME/jcaps/jax
+    environment = {"HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache")}
+    predicted = run("-m", "jcaps.predict", "--workdir", str(workdir), "--text", "shares rose", **environment)
+    assert predicted.returncode == 0, predicted.stderr
+    evaluated = run("-m", "jcaps.evaluate", "--workdir", str(workdir), **environment)
+    assert evaluated.returncode == 0, evaluated.stderr
+    assert not (tmp_path / "planted_compilation_cache").exists() and not (tmp_path / "planted_data_cache").exists()
+    assert (home / ".cache" / "jcaps" / "jax").is_dir() and (home / "tensorflow_datasets").is_dir()

@@ -200,11 +200,12 @@ def _open_dataset(config, family: ModelFamily, directory: str, with_data: bool) 
     return datasets.inference_dataset(config.data, directory)
 
 
-def use_compilation_cache(config) -> None:
-    """Compiled programs are read from (and written to) the persistent cache of the workdir's
-    `train.compilation_cache`, however quickly they compiled: a command that runs the model a
-    few times spends more time compiling than running."""
-    cache = config_lib.compilation_cache_dir(config.train.compilation_cache)
+def use_compilation_cache(setting: str) -> None:
+    """Compiled programs are read from (and written to) the persistent cache `setting` (a
+    `train.compilation_cache` value given by the command line, never the workdir's: a cache
+    holds executables, and a workdir is data), however quickly they compiled: a command that
+    runs the model a few times spends more time compiling than running."""
+    cache = config_lib.compilation_cache_dir(setting)
     if not cache:
         return
     jax.config.update("jax_compilation_cache_dir", cache)

@@ -26,6 +26,7 @@ from jcaps.train import checkpoints as checkpoints_lib
 from jcaps.train import loop
 from jcaps.train.checkpoints import CHECKSUMS_FILE, Checkpoints, DamagedCheckpoint, SaveFailed
 from jcaps.train.config import load
+from tests.workdir_flags import own_data_cache
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SMOKE = os.path.join(ROOT, "configs", "fasttext_ag_news.py") + ":smoke"
@@ -462,7 +463,8 @@ def test_evaluate_on_truncated_best_parameters_is_one_error_line(tmp_path, refer
     for path in step_files(workdir, "best/60/params"):
         if f"{os.sep}d{os.sep}" in path:
             open(path, "w").close()
-    result = subprocess.run([sys.executable, "-m", "jcaps.evaluate", "--workdir", str(workdir)], cwd=ROOT,
+    result = subprocess.run([sys.executable, "-m", "jcaps.evaluate", "--workdir", str(workdir), own_data_cache(workdir)],
+                            cwd=ROOT,
                             capture_output=True, text=True, timeout=120, env=dict(os.environ, JAX_PLATFORMS="cpu"))
     assert result.returncode == 2 and result.stdout == ""
     error, hint = result.stderr.splitlines()
