@@ -12,6 +12,7 @@ import logging
 import os
 import re
 import sys
+import traceback
 from collections.abc import Callable
 
 from absl import app, flags
@@ -100,6 +101,15 @@ def _check_config_files_loaded() -> None:
         raise UserError(f"--{name}: config file {path} does not load: {_one_line(load_error)}")
 
 
+def _user_code_line(error: BaseException) -> str | None:
+    """FILE:LINE of the last frame of `error`'s traceback, below the flag parser, outside Python
+    and its installed libraries (a config file's, or jcaps' own that it calls), or None."""
+    libraries = (sys.prefix, sys.base_prefix, "<")
+    frames = traceback.extract_tb(error.__traceback__)[1:]  # the first is parse_flags'
+    frames = [frame for frame in frames if not frame.filename.startswith(libraries)]
+    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else None
+
+
 def parse_flags(argv: list[str]) -> list[str]:
     """absl's flag parser with jcaps' error style (the `flags_parser` of `app.run`)."""
     hint = f"see {os.path.basename(argv[0])} --help"
@@ -107,9 +117,18 @@ def parse_flags(argv: list[str]) -> list[str]:
         remaining = flags.FLAGS(argv)
     except flags.Error as error:
         raise UserError(_flag_error_message(error), hint=hint) from error
+    except SyntaxError as error:  # a --config file that is not Python
+        raise UserError(f"{error.filename}:{error.lineno}: {error.msg} (a --config file)", hint=hint) from error
     except (KeyError, AttributeError, TypeError, ValueError, OSError) as error:
         # A `--config.KEY=VALUE` override naming a key the config does not have.
         raise UserError(_unknown_key_message(_config_key_message(error), argv), hint=hint) from error
+    except Exception as error:
+        # Any other error of a --config file's code (an import that fails, a name undefined).
+        where = _user_code_line(error)
+        if where is None:
+            raise
+        raise UserError(f"{where}: {type(error).__name__}: {_one_line(error)} (running a --config file)",
+                        hint=hint) from error
     _check_config_files_loaded()
     return remaining
 

@@ -60,6 +60,27 @@ def test_config_file_not_found_and_unknown_config_argument(tmp_path):
                       "unknown config argument 'nosuch'")
 
 
+def test_a_config_file_that_does_not_run_is_named_with_its_line(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("import ml_collections\n\ndef get_config(:\n    return None\n")
+    assert_user_error(run("train.py", "--config", str(bad), "--workdir", str(tmp_path / "w")),
+                      f"{bad}:3: invalid syntax")
+    bad.write_text("def get_config():\n    return undefined_name\n")
+    assert_user_error(run("train.py", "--config", str(bad), "--workdir", str(tmp_path / "w")),
+                      f"{bad}:2: NameError: name 'undefined_name' is not defined")
+
+
+@pytest.mark.parametrize("flag,message", [
+    ("--config.model.embed_dim=0", "model.embed_dim must be an integer >= 1, not 0"),
+    ("--config.model.dropout_rate=1.5", "model.dropout_rate must be a number in [0, 1), not 1.5"),
+])
+def test_model_keys_out_of_range_stop_before_data_preparation(tmp_path, flag, message):
+    result = run("train.py", "--config", SMOKE, "--workdir", str(tmp_path / "w"),
+                 f"--config.data.cache_dir={tmp_path / 'cache'}", flag)
+    assert_user_error(result, message)
+    assert len(result.stderr.splitlines()) <= 2 and not (tmp_path / "cache").exists()
+
+
 def test_missing_required_flag_and_bad_flag_value(tmp_path):
     assert_user_error(run("train.py", "--config", SMOKE), "--workdir")
     assert_user_error(run("train.py", "--config", SMOKE, "--workdir", str(tmp_path), "--config.train.batch_size=abc"),
