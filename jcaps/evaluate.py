@@ -43,7 +43,7 @@ def evaluate(workdir: str, split: str = "test", data_overrides: dict | None = No
     from jcaps.train import mesh as mesh_lib
     from jcaps.train.evaluation import evaluate_split
     from jcaps.train.steps import compile_steps
-    from jcaps.train.workdir import load_trained
+    from jcaps.train.workdir import check_split, load_trained
 
     for key in data_overrides or {}:
         if key not in cli.DATA_LOCATION_KEYS:
@@ -55,10 +55,7 @@ def evaluate(workdir: str, split: str = "test", data_overrides: dict | None = No
                             f"{', '.join(cli.DECODING_KEYS)} of config.model")
     trained = load_trained(workdir, with_data=True, data_overrides=data_overrides, model_overrides=model_overrides,
                            parameters=parameters)
-    if split not in trained.dataset.splits:
-        raise UserError(f"--split: no split {split!r}; the dataset has {', '.join(trained.dataset.splits)}")
-    if not len(trained.dataset.splits[split].source):
-        raise UserError(f"--split: the {split} split of {workdir}'s data is empty")
+    check_split(trained, split, workdir)
     mesh = mesh_lib.data_mesh()
     _, eval_fn = compile_steps(trained.config, trained.family, trained.dataset.num_classes, mesh)
     batch_size = trained.config.train.eval_batch_size or trained.config.train.batch_size

@@ -107,6 +107,22 @@ def test_unknown_split(trained):
                       "no split 'dev'")
 
 
+@pytest.mark.parametrize("command", [["-m", "jcaps.evaluate"], ["-m", "jcaps.interpret"]])
+def test_an_empty_split_is_refused(tmp_path, trained, command):
+    import json
+    import shutil
+
+    workdir = tmp_path / "copied"
+    shutil.copytree(trained, workdir)
+    config = json.loads((workdir / "config.json").read_text())
+    config["data"]["validation_fraction"] = 0.0  # nothing held out of train: no validation example
+    (workdir / "config.json").write_text(json.dumps(config))
+    out = ["--out", str(tmp_path / "out")] if command[1] == "jcaps.interpret" else []
+    assert_user_error(run(*command, "--workdir", str(workdir), own_data_cache(workdir), "--split", "validation", *out),
+                      f"--split: the validation split of {workdir}'s data is empty")
+    assert not (tmp_path / "out").exists()
+
+
 def test_batch_size_not_a_multiple_of_the_devices(tmp_path):
     assert_user_error(run("train.py", "--config", SMOKE, "--workdir", str(tmp_path / "w"),
                           f"--config.data.cache_dir={tmp_path / 'cache'}", "--config.train.batch_size=12",

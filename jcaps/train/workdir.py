@@ -130,6 +130,17 @@ def load_trained(workdir: str, *, with_data: bool = False, data_overrides: dict 
     return TrainedModel(config, family, model, params, dataset, which, int(selected), int(last_step))
 
 
+def check_split(trained: TrainedModel, split: str, workdir: str) -> int:
+    """The number of examples of `split` in the workdir's data; a UserError (naming --split) for a
+    split the data has not, or an empty one: there is nothing to score or explain in it."""
+    if split not in trained.dataset.splits:
+        raise UserError(f"--split: no split {split!r}; the dataset has {', '.join(trained.dataset.splits)}")
+    size = len(trained.dataset.splits[split].source)
+    if not size:
+        raise UserError(f"--split: the {split} split of {workdir}'s data is empty")
+    return size
+
+
 def _final_params(checkpoints, abstract_params, select_best: bool, last_step: int) -> tuple:
     """(params, "best" or "last", step) of the model training reported as final. Parameters that
     are not finite (saved before training checked them) are refused like damaged ones, naming
