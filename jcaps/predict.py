@@ -7,10 +7,11 @@ k, or all) and takes `--threshold` (default: the model's `threshold`); a sequenc
 model prints its labels in the order it generated them (the first k with --top_k).
 
 `--input` reads one text a line ('-': standard input), in UTF-8, and answers every line, in
-order, with its number: `{"line": N, ...}`. A blank line (or one the tokenizer finds no token
-in) is answered `{"line": N, "empty": true}`, without a label. A line that is not UTF-8 stops
-the command before anything is predicted, naming FILE:LINE; `--errors replace` reads its bad
-bytes as U+FFFD instead. `--text` values are read the same way, their undecodable bytes as
+order, with its number: `{"line": N, ...}`; standard input is answered line by line, as it
+arrives. A blank line (or one the tokenizer finds no token in) is answered `{"line": N,
+"empty": true}`, without a label. A line of a file that is not UTF-8 stops the command before
+anything is predicted, naming FILE:LINE (one of standard input stops it at that line);
+`--errors replace` reads its bad bytes as U+FFFD instead. `--text` values are read the same way, their undecodable bytes as
 U+FFFD. The text is echoed up to `--echo_chars` characters (`"text_truncated": true` and the
 full length `text_chars` when it is longer; 0 echoes nothing). With `--input`, the speed
 (texts/s) is printed on standard error at the end. Compiled programs are kept in
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import codecs
 import functools
+import itertools
 import os
 import sys
 import time
@@ -54,13 +56,13 @@ def clean_text(text: str) -> str:
         return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
 
 
-def decode_lines(stream: Iterable[bytes], name: str, errors: str = "strict") -> list[tuple[int, str]]:
-    """`(line number, text)` for every line of `stream` (bytes), blank lines included; the line
-    break (`\\n` or `\\r\\n`) and a UTF-8 byte order mark are dropped. A line that is not UTF-8 is
-    a UserError naming `name:LINE` (`errors="strict"`) or has U+FFFD for its bad bytes ("replace")."""
+def stream_lines(stream: Iterable[bytes], name: str, errors: str = "strict") -> Iterator[tuple[int, str]]:
+    """`(line number, text)` for every line of `stream` (bytes), each as soon as it is read, blank
+    lines included; the line break (`\\n` or `\\r\\n`) and a UTF-8 byte order mark are dropped. A
+    line that is not UTF-8 is a UserError naming `name:LINE` (`errors="strict"`) or has U+FFFD
+    for its bad bytes ("replace")."""
     if errors not in ERRORS:
         raise UserError(f"--errors must be one of {', '.join(ERRORS)}, not {errors!r}")
-    lines = []
     for number, raw in enumerate(stream, 1):
         if raw.endswith(b"\n"):
             raw = raw[:-1]
@@ -78,14 +80,20 @@ def decode_lines(stream: Iterable[bytes], name: str, errors: str = "strict") -> 
                     "to read its undecodable bytes as U+FFFD",
                 ) from None
             text = raw.decode("utf-8", "replace")
-        lines.append((number, text))
-    return lines
+        yield number, text
 
 
-def read_input(path: str, errors: str = "strict") -> list[tuple[int, str]]:
-    """`decode_lines` of the file `path`, or of standard input for '-'."""
+def decode_lines(stream: Iterable[bytes], name: str, errors: str = "strict") -> list[tuple[int, str]]:
+    """Every line of `stream` (`stream_lines`), all read before the first is used."""
+    return list(stream_lines(stream, name, errors))
+
+
+def read_input(path: str, errors: str = "strict") -> Iterable[tuple[int, str]]:
+    """`decode_lines` of the file `path` (a line that is not UTF-8 stops the command before
+    anything is predicted), or for '-' `stream_lines` of standard input, each line answered as
+    it arrives (a bad line stops the command there)."""
     if path == "-":
-        return decode_lines(sys.stdin.buffer, "<stdin>", errors)
+        return stream_lines(sys.stdin.buffer, "<stdin>", errors)
     try:
         with open(path, "rb") as stream:
             return decode_lines(stream, path, errors)
@@ -252,19 +260,26 @@ def main(argv):
         items = [(None, clean_text(text)) for text in FLAGS.text]
     trained = load_trained(FLAGS.workdir, parameters=FLAGS.parameters)
     use_compilation_cache(FLAGS.compilation_cache)
-    predictions = iter_predictions(trained, [text for _, text in items], FLAGS.top_k, FLAGS.batch_size, FLAGS.threshold)
-    start = time.perf_counter()
+    # Standard input is answered a line at a time, as it arrives (a reader may wait for each
+    # answer before writing the next line); a file, `--batch_size` lines a forward pass.
+    streaming = FLAGS.input == "-"
+    items, texts = itertools.tee(items)
+    predictions = iter_predictions(trained, (text for _, text in texts), FLAGS.top_k,
+                                   1 if streaming else FLAGS.batch_size, FLAGS.threshold)
+    start, count = time.perf_counter(), 0
     try:
         for (line, text), prediction in zip(items, predictions):
             _write({**({} if line is None else {"line": line}), **echo(text, FLAGS.echo_chars), **prediction})
+            count += 1
+            if streaming:
+                sys.stdout.flush()
         sys.stdout.flush()
     except BrokenPipeError:  # `| head`: the reader has all it wants
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return
     if FLAGS.input:
         elapsed = max(time.perf_counter() - start, 1e-9)
-        print(f"predicted {len(items)} lines in {elapsed:.2f} s ({len(items) / elapsed:.1f} texts/s)",
-              file=sys.stderr, flush=True)
+        print(f"predicted {count} lines in {elapsed:.2f} s ({count / elapsed:.1f} texts/s)", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

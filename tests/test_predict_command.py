@@ -239,6 +239,25 @@ def test_cli_predict_stdin_answers_every_line(trained_run, tmp_path):
     assert "texts/s" in stderr
 
 
+def test_cli_predict_stdin_answers_each_line_as_it_arrives(trained_run, tmp_path):
+    """A reader that waits for each answer before writing the next line gets it."""
+    import select
+
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=1", JAX_PLATFORMS="cpu",
+               XDG_CACHE_HOME=str(tmp_path / "xdg_cache"))
+    with subprocess.Popen([sys.executable, "-m", "jcaps.predict", "--workdir", trained_run[0], "--input", "-"],
+                          cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL) as process:
+        for number, text in enumerate(["the striker scored a goal", "shares and profit rose"], 1):
+            process.stdin.write(text.encode() + b"\n")
+            process.stdin.flush()
+            ready, _, _ = select.select([process.stdout], [], [], 120)
+            assert ready, f"no answer to line {number} while standard input stays open"
+            assert json.loads(process.stdout.readline())["line"] == number
+        process.stdin.close()
+        assert process.wait(timeout=60) == 0
+
+
 def test_cli_predict_text_with_invalid_bytes_prints_utf8_json(trained_run, tmp_path):
     returncode, stdout, stderr = run(
         "jcaps.predict", "--workdir", trained_run[0], "--text", os.fsdecode(b"caf\xe9 shares profit \xff"),
