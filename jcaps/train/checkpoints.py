@@ -193,16 +193,19 @@ class Checkpoints:
     """The steps of `WORKDIR/checkpoints` and the best parameters of `WORKDIR/best`, saved with
     checksums and verified when read (module docstring)."""
 
-    def __init__(self, workdir: str, keep: int = 3):
+    def __init__(self, workdir: str, keep: int = 3, read_only: bool = False):
+        """`read_only`: a reader's view (evaluate, predict, interpret), which creates and deletes
+        nothing, beside a training that may be writing the workdir."""
         self.directory = checkpoint_directory(workdir)
         self.best_directory = os.path.join(os.path.abspath(workdir), "best")
         self._best = None
+        self._read_only = read_only
         self._is_primary = jax.process_index() == 0
         self._verified: set[str] = set()  # step directories verified by this process
         self._manager = ocp.CheckpointManager(
             self.directory,
             item_names=("state", "data"),
-            options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=True),
+            options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=not read_only, read_only=read_only),
         )
 
     def latest_step(self) -> int | None:
@@ -280,7 +283,8 @@ class Checkpoints:
                 item_names=("params", "record"),
                 options=ocp.CheckpointManagerOptions(
                     max_to_keep=1,
-                    create=True,
+                    create=not self._read_only,
+                    read_only=self._read_only,
                     # Both managers may save the same step (the last one): in a multi-process
                     # run their barriers must not share names.
                     multiprocessing_options=ocp.options.MultiprocessingOptions(barrier_sync_key_prefix="best"),
@@ -305,9 +309,10 @@ class Checkpoints:
         args = ocp.args.Composite(params=ocp.args.StandardSave(params), record=ocp.args.JsonSave(record))
         self._save(self._best_manager, self.best_directory, step, args)
 
-    def restore_best_params(self, params):
-        """The best parameters, restored into the structure and shardings of `params`."""
-        step = self._best_manager.latest_step()
+    def restore_best_params(self, params, step: int | None = None):
+        """The best parameters (of `step`, that of a `best_record` read before; default the
+        latest), restored into the structure and shardings of `params`."""
+        step = self._best_manager.latest_step() if step is None else step
         target = jax.tree.map(ocp.utils.to_shape_dtype_struct, params)
         args = ocp.args.Composite(params=ocp.args.StandardRestore(target))
         return self._read(self._best_manager, self.best_directory, step, args)["params"]
@@ -362,7 +367,10 @@ class Checkpoints:
             try:
                 result = read(step)
             except DamagedCheckpoint as damage:
-                damaged.append((step, damage))
+                if os.path.isdir(os.path.join(self.directory, str(step))):
+                    damaged.append((step, damage))
+                # else a training writing the workdir deleted the step (it keeps the newest few):
+                # not damage, and an older one may still be read.
                 continue
             for bad_step, damage in damaged:
                 where = ""

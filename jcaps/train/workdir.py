@@ -20,6 +20,7 @@ import dataclasses
 import json
 import os
 import sys
+import time
 
 import jax
 
@@ -117,17 +118,52 @@ def load_trained(workdir: str, *, with_data: bool = False, data_overrides: dict 
     shapes = parameter_shapes(config, model, dummy_inputs(config, dataset))
     abstract_params = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=replicated), shapes)
 
-    checkpoints = Checkpoints(workdir, keep=config.train.keep_checkpoints)
+    params, which, selected, last_step = _read_params(workdir, abstract_params, parameters, config.train.select_best)
+    return TrainedModel(config, family, model, params, dataset, which, int(selected), int(last_step))
+
+
+# Reads of a workdir that a training changes meanwhile (a save, a step deleted) before one
+# holds still; each starts with a new view of the saved steps.
+READ_ATTEMPTS = 20
+
+
+def _read_params(workdir: str, abstract_params, parameters: str, select_best: bool) -> tuple:
+    """(params, "best" or "last", their step, the last checkpoint's step). A training writing the
+    workdir commits each step whole (orbax renames it into place once written) but deletes old
+    ones, the previous best among them, perhaps while they are read: a read that fails while
+    the saved steps change is made again on the new ones (and says so on stderr), up to
+    `READ_ATTEMPTS` times; one that fails on steps that hold still is what it says."""
+    attempt = 1
+    while True:
+        before = _saved_steps(workdir)
+        try:
+            return _read_params_once(workdir, abstract_params, parameters, select_best)
+        except Exception:  # orbax and tensorstore report a file gone as a plain Exception
+            if attempt == READ_ATTEMPTS or _saved_steps(workdir) == before:
+                raise
+            _warn(f"warning: {workdir} changed while it was read (a training is writing it); reading it again")
+            time.sleep(0.05 * attempt)
+            attempt += 1
+
+
+def _read_params_once(workdir: str, abstract_params, parameters: str, select_best: bool) -> tuple:
+    from jcaps.train.checkpoints import Checkpoints
+
+    checkpoints = Checkpoints(workdir, read_only=True)
     try:
         last_step = checkpoints.latest_step()
         if parameters == "last":
             selected, params = checkpoints.restore_newest_intact_params(abstract_params, _warn)
-            which = "last"
-        else:
-            params, which, selected = _final_params(checkpoints, abstract_params, config.train.select_best, last_step)
+            return params, "last", selected, last_step
+        return (*_final_params(checkpoints, abstract_params, select_best, last_step), last_step)
     finally:
         checkpoints.close()
-    return TrainedModel(config, family, model, params, dataset, which, int(selected), int(last_step))
+
+
+def _saved_steps(workdir: str) -> tuple:
+    """The step directories of WORKDIR/checkpoints and WORKDIR/best, as they stand."""
+    return tuple(sorted(name for name in os.listdir(os.path.join(workdir, folder)) if name.isdigit())
+                 if os.path.isdir(os.path.join(workdir, folder)) else () for folder in ("checkpoints", "best"))
 
 
 def check_split(trained: TrainedModel, split: str, workdir: str) -> int:
@@ -152,7 +188,8 @@ def _final_params(checkpoints, abstract_params, select_best: bool, last_step: in
     try:
         record = checkpoints.best_record() if select_best else None
         if record is not None:
-            params, which, step = checkpoints.restore_best_params(abstract_params), "best", int(record["step"])
+            step = int(record["step"])
+            params, which = checkpoints.restore_best_params(abstract_params, step), "best"
             directory = checkpoints.best_directory
         else:
             params, which, step = checkpoints.restore_params(abstract_params), "last", int(last_step)

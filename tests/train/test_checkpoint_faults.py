@@ -472,6 +472,43 @@ def test_evaluate_on_truncated_best_parameters_is_one_error_line(tmp_path, refer
     assert hint.startswith("hint: --parameters last")
 
 
+def test_best_parameters_replaced_while_they_are_read_are_read_again(tmp_path, reference, capsys):
+    """A training saves a new best step, deleting the old one, between the reader's look at
+    best/ and its read of the parameters: the reader reads the new step, and says so."""
+    from jcaps.train.workdir import load_trained
+
+    workdir = tmp_path / "trained"
+    shutil.copytree(reference[0], workdir)
+    restore, moved_on = Checkpoints.restore_best_params, []
+
+    def training_moves_on(self, params, step=None):
+        if not moved_on:
+            writer = Checkpoints(str(workdir))
+            writer.save_best(61, writer.read_state(60)["params"], "accuracy", 1.0)  # deletes best/60
+            writer.close()
+            moved_on.append(step)
+        return restore(self, params, step)
+
+    capsys.readouterr()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Checkpoints, "restore_best_params", training_moves_on)
+        trained = load_trained(str(workdir))
+    assert moved_on == [60] and (trained.parameters, trained.selected_step) == ("best", 61)
+    [line] = capsys.readouterr().err.splitlines()
+    assert line == f"warning: {workdir} changed while it was read (a training is writing it); reading it again"
+
+
+def test_readers_beside_a_training_never_fail(tmp_path):
+    """The reader benchmark at its tiny size: loads and predict calls while train.py saves a best
+    step at every step and deletes old checkpoints."""
+    result = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "readers_beside_training.py"),
+                             "--out", str(tmp_path), "--tiny"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert (results["load_failures"], results["predict_failures"]) == (0, 0), results["failures"]
+    assert results["loads"] == 40 and results["steps_during_reads"] > 0
+
+
 def test_the_integrity_benchmark_runs_at_a_tiny_size(tmp_path):
     result = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "checkpoint_integrity.py"),
                              "--out", str(tmp_path), "--tiny"], cwd=ROOT, capture_output=True, text=True, timeout=300,
