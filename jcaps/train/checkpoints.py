@@ -25,17 +25,16 @@ Faults, and what each costs:
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import json
 import logging
 import os
-import shutil
+import sys
 
 import jax
 import orbax.checkpoint as ocp
 
-from jcaps.errors import UserError
+from jcaps.errors import RERUN_HINT, UserError, WriteFailed, failure_reason, free_space
 from jcaps.train.state import all_finite
 
 CHECKSUMS_FILE = "checksums.json"
@@ -55,7 +54,7 @@ class DamagedCheckpoint(UserError):
         self.path, self.problem = path, problem
 
 
-class SaveFailed(UserError):
+class SaveFailed(WriteFailed):
     """A checkpoint could not be written (a full disk, a read-only or vanished filesystem)."""
 
 
@@ -148,27 +147,22 @@ def _is_io_failure(error: BaseException) -> bool:
     )
 
 
-def _failure_reason(error: BaseException) -> str:
-    message = str(error)
-    if getattr(error, "errno", None) == errno.ENOSPC or "os_error_code='28'" in message:
-        return "no space left on the device"
-    if isinstance(error, OSError) and error.strerror:
-        return error.strerror
-    return " ".join(message.split())[:200]
+def _drop_closed_event_loop_reports() -> None:
+    """After a failed save, tensorstore's callbacks still wake orbax's event loop once it has
+    closed; each raises "Event loop is closed" where nothing can catch it, and Python prints it
+    as an unraisable exception: a traceback apiece, around the one-line report of the failure.
+    Drops those (idempotent); every other unraisable exception is printed as before."""
+    previous = sys.unraisablehook
+    if getattr(previous, "drops_closed_event_loops", False):
+        return
 
+    def hook(unraisable) -> None:
+        error = unraisable.exc_value
+        if not (isinstance(error, RuntimeError) and str(error) == "Event loop is closed"):
+            previous(unraisable)
 
-def _free_space(directory: str) -> str:
-    while not os.path.isdir(directory) and os.path.dirname(directory) != directory:
-        directory = os.path.dirname(directory)
-    try:
-        free = shutil.disk_usage(directory).free
-    except OSError:
-        return "unknown"
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if free < 1024 or unit == "GiB":
-            return f"{free:.0f} {unit}" if unit == "bytes" else f"{free:.1f} {unit}"
-        free /= 1024
-    raise AssertionError  # the loop returns at GiB
+    hook.drops_closed_event_loops = True
+    sys.unraisablehook = hook
 
 
 @contextlib.contextmanager
@@ -200,6 +194,7 @@ class Checkpoints:
         self.best_directory = os.path.join(os.path.abspath(workdir), "best")
         self._best = None
         self._read_only = read_only
+        self._save_failed = False
         self._is_primary = jax.process_index() == 0
         self._verified: set[str] = set()  # step directories verified by this process
         self._manager = ocp.CheckpointManager(
@@ -269,9 +264,14 @@ class Checkpoints:
         return self._read(self._manager, self.directory, step, args)["state"]
 
     def close(self) -> None:
-        self._manager.close()
-        if self._best is not None:
-            self._best.close()
+        for manager in (self._manager, self._best):
+            try:
+                if manager is not None:
+                    manager.close()
+            except Exception:
+                # orbax raises a failed save's error again when closed: `SaveFailed` reported it.
+                if not self._save_failed:
+                    raise
 
     # The best-on-validation parameters (model selection never looks at test).
 
@@ -324,6 +324,7 @@ class Checkpoints:
     # Shared by both managers.
 
     def _save(self, manager: ocp.CheckpointManager, directory: str, step: int, args) -> None:
+        _drop_closed_event_loop_reports()
         try:
             with _orbax_errors_unlogged():
                 manager.save(step, args=args, force=True)
@@ -337,12 +338,11 @@ class Checkpoints:
             # with its traceback, when it is collected: after the one-line report, as the process
             # ends.
             logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+            self._save_failed = True
             raise SaveFailed(
                 f"cannot save the {'best parameters' if directory == self.best_directory else 'checkpoint'} of step "
-                f"{step} in {directory}: {_failure_reason(error)} "
-                f"({_free_space(directory)} free there)",
-                hint="free some space (or move the workdir to a larger disk) and run the same command again: "
-                     "it resumes from the last checkpoint saved",
+                f"{step} in {directory}: {failure_reason(error)} ({free_space(directory)} free there)",
+                hint=RERUN_HINT,
             ) from error
 
     def _read(self, manager: ocp.CheckpointManager, directory: str, step: int, args):

@@ -36,7 +36,7 @@ import numpy as np
 
 from jcaps.data import datasets
 from jcaps.data.batching import ExampleDataset
-from jcaps.errors import ConfigError, UserError
+from jcaps.errors import ConfigError, UserError, writing
 from jcaps.train import config as config_lib
 from jcaps.train import mesh as mesh_lib
 from jcaps.train import metrics as metrics_lib
@@ -90,7 +90,10 @@ def exclusive_workdir(workdir: str, is_main: bool):
     if not is_main:
         yield
         return
-    with open(os.path.join(workdir, ".lock"), "a+", encoding="utf-8") as lock:
+    path = os.path.join(workdir, ".lock")
+    with writing("the lock of the workdir", path):
+        lock = open(path, "a+", encoding="utf-8")
+    with lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -100,10 +103,10 @@ def exclusive_workdir(workdir: str, is_main: bool):
                 f"{workdir} is in use by a training run ({holder}); wait for it or stop it (it resumes "
                 "from its last checkpoint), or pass another --workdir"
             ) from None
-        lock.seek(0)
-        lock.truncate()
-        lock.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
-        lock.flush()
+        with writing("the lock of the workdir", path):
+            # Unbuffered: a write that fails leaves nothing for the file's close to fail on again.
+            os.ftruncate(lock.fileno(), 0)
+            os.pwrite(lock.fileno(), f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
         try:
             yield
         finally:
@@ -141,7 +144,8 @@ def report_dropped_rows(dataset: ExampleDataset, workdir: str, log) -> None:
         return
     for path, record in dropped.items():
         log(f"data.drop_bad_rows: dropped {record['count']} bad rows of {path} (first: {record['first'][0]})")
-    with open(os.path.join(workdir, DROPPED_ROWS_FILE), "w", encoding="utf-8") as f:
+    path = os.path.join(workdir, DROPPED_ROWS_FILE)
+    with writing("the list of dropped rows", path), open(path, "w", encoding="utf-8") as f:
         json.dump(dropped, f, indent=1)
 
 
@@ -229,8 +233,9 @@ def _open_run(config, workdir: str, is_main: bool, log) -> _Run:
             hint="set train.num_epochs or train.num_steps to 1 or more",
         )
     if not has_metadata and is_main:
-        os.makedirs(checkpoints.directory, exist_ok=True)
-        dataset.save_metadata(checkpoints.directory)
+        with writing("the vocabulary and labels of the data in", checkpoints.directory):
+            os.makedirs(checkpoints.directory, exist_ok=True)
+            dataset.save_metadata(checkpoints.directory)
     final_splits = [s for s in ("validation", "test") if s in dataset.splits and len(dataset.splits[s].source)]
     return _Run(config, workdir, dataset, checkpoints, num_steps, steps_per_epoch, final_splits, is_main, log)
 
@@ -250,7 +255,8 @@ def _finished_records(run: _Run, reevaluate: bool) -> dict | None:
 def _write_run_config(run: _Run) -> None:
     """Writes WORKDIR/config.json."""
     if run.is_main:
-        with open(os.path.join(run.workdir, "config.json"), "w", encoding="utf-8") as f:
+        path = os.path.join(run.workdir, "config.json")
+        with writing("the config", path), open(path, "w", encoding="utf-8") as f:
             f.write(config_lib.to_json(run.config))
 
 
@@ -348,7 +354,8 @@ def train_and_evaluate(config, workdir: str, reevaluate: bool = False) -> dict:
     workdir (`exclusive_workdir`)."""
     started = time.perf_counter()
     workdir = os.path.abspath(workdir)
-    os.makedirs(workdir, exist_ok=True)
+    with writing("the workdir", workdir):
+        os.makedirs(workdir, exist_ok=True)
     with exclusive_workdir(workdir, jax.process_index() == 0):
         try:
             return _train_and_evaluate(config, workdir, reevaluate, started)
