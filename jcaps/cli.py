@@ -3,7 +3,7 @@
 `run(main)` replaces `absl.app.run(main)`: a `jcaps.errors.UserError` (and a flag or config
 override the parser rejects) prints `error: <message>` on stderr, then `hint: <hint>` when there
 is one, and exits with status 2. Set `JCAPS_DEBUG=1` to see the traceback instead. Other
-exceptions are bugs and keep their traceback.
+exceptions are bugs and keep their traceback. Ctrl-C prints one line and exits with status 130.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import signal
 import sys
 import traceback
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from absl import app, flags
 from jcaps.errors import UserError
 
 EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 128 + signal.SIGINT  # as a shell reports a command Ctrl-C stopped
 # The logger of the JAX module that probes backends (an internal module's name: JAX offers no
 # public handle on these records).
 BACKEND_PROBE_LOGGER = "jax._src.xla_bridge"
@@ -150,6 +152,9 @@ def run(main: Callable[[list[str]], object]) -> None:
             raise
         report(error)
         sys.exit(EXIT_USER_ERROR)
+    except KeyboardInterrupt:  # Ctrl-C where the command handles no signal: one line, the shell's status
+        print("interrupted by SIGINT", file=sys.stderr, flush=True)
+        sys.exit(EXIT_INTERRUPTED)
 
 
 # The data keys a command that reads a trained workdir's data may change: they move the data,

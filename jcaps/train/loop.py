@@ -52,14 +52,15 @@ DROPPED_ROWS_FILE = "dropped_rows.json"
 
 
 class TrainingInterrupted(RuntimeError):
-    """SIGINT/SIGTERM arrived; a checkpoint was saved. `exit_code` follows the shell's 128 + N.
-    `wall_seconds`, once `train_and_evaluate` sets it, joins the message in the form of the end
-    summary's ("wall time H:MM:SS"), so the wall time of a run stopped and resumed adds up."""
+    """SIGINT/SIGTERM arrived: `where` says at which step, and what was saved. `exit_code`
+    follows the shell's 128 + N (130 for Ctrl-C). `wall_seconds`, once `train_and_evaluate` sets
+    it, joins the message in the form of the end summary's ("wall time H:MM:SS"), so the wall
+    time of a run stopped and resumed adds up."""
 
-    def __init__(self, signum: int, step: int, directory: str):
+    def __init__(self, signum: int, where: str):
         self.exit_code = 128 + signum
         self.wall_seconds: float | None = None
-        super().__init__(f"interrupted by {signal.Signals(signum).name} at step {step}; checkpoint saved in {directory}")
+        super().__init__(f"interrupted by {signal.Signals(signum).name} {where}")
 
     def __str__(self) -> str:
         wall = "" if self.wall_seconds is None else f"; wall time {duration(self.wall_seconds)}"
@@ -167,6 +168,7 @@ class _Run:
     final_splits: list[str]  # the non-empty ones of validation and test
     is_main: bool  # process 0, the one that writes files and logs
     log: Callable[..., None]
+    signals: _Signals
 
     def warn(self, message: str) -> None:
         """One warning line, on stderr (process 0 only)."""
@@ -215,7 +217,7 @@ def _prepare_process(config) -> None:
         jax.config.update("jax_compilation_cache_dir", cache)
 
 
-def _open_run(config, workdir: str, is_main: bool, log) -> _Run:
+def _open_run(config, workdir: str, is_main: bool, log, signals) -> _Run:
     """The data and the checkpoints of the run. The vocabulary (or standardisation) of a resumed
     run is the saved one, never rebuilt. The checkpoint manager (which creates its folder) opens
     only once the data has loaded, and a new run's data metadata is saved there only once there
@@ -237,7 +239,8 @@ def _open_run(config, workdir: str, is_main: bool, log) -> _Run:
             os.makedirs(checkpoints.directory, exist_ok=True)
             dataset.save_metadata(checkpoints.directory)
     final_splits = [s for s in ("validation", "test") if s in dataset.splits and len(dataset.splits[s].source)]
-    return _Run(config, workdir, dataset, checkpoints, num_steps, steps_per_epoch, final_splits, is_main, log)
+    return _Run(config, workdir, dataset, checkpoints, num_steps, steps_per_epoch, final_splits, is_main, log,
+                signals)
 
 
 def _finished_records(run: _Run, reevaluate: bool) -> dict | None:
@@ -324,11 +327,16 @@ def _log_start(run: _Run, position: _Position, mesh) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-class _SignalFlag:
-    """Remembers the first SIGINT/SIGTERM so the loop can stop at a step boundary."""
+class _Signals:
+    """SIGINT and SIGTERM for the length of a run. Outside the training steps (reading data,
+    compiling, resuming, the final evaluation) one stops the run at once, raising
+    `TrainingInterrupted` where the program is: nothing it leaves is trusted by a rerun
+    (checkpoints are committed whole, final metrics are written again). During the steps
+    (`deferred`) the first is remembered, so that the loop stops at a step boundary and saves."""
 
     def __init__(self):
         self.signum = None
+        self._deferring = False
         self._previous = {}
 
     def __enter__(self):
@@ -338,7 +346,18 @@ class _SignalFlag:
 
     def _handle(self, signum, frame):
         del frame
+        if not self._deferring:
+            raise TrainingInterrupted(signum, "outside the training steps; the checkpoints saved are intact: the "
+                                              "same command goes on from the last one")
         self.signum = self.signum or signum
+
+    @contextlib.contextmanager
+    def deferred(self):
+        self._deferring = True
+        try:
+            yield self
+        finally:
+            self._deferring = False
 
     def __exit__(self, *exc):
         for signum, handler in self._previous.items():
@@ -356,21 +375,21 @@ def train_and_evaluate(config, workdir: str, reevaluate: bool = False) -> dict:
     workdir = os.path.abspath(workdir)
     with writing("the workdir", workdir):
         os.makedirs(workdir, exist_ok=True)
-    with exclusive_workdir(workdir, jax.process_index() == 0):
+    with exclusive_workdir(workdir, jax.process_index() == 0), _Signals() as signals:
         try:
-            return _train_and_evaluate(config, workdir, reevaluate, started)
+            return _train_and_evaluate(config, workdir, reevaluate, started, signals)
         except TrainingInterrupted as stopped:
             stopped.wall_seconds = time.perf_counter() - started
             raise
 
 
-def _train_and_evaluate(config, workdir: str, reevaluate: bool = False, started: float | None = None) -> dict:
+def _train_and_evaluate(config, workdir: str, reevaluate: bool, started: float, signals: _Signals) -> dict:
     _prepare_process(config)
     is_main = jax.process_index() == 0
     log = functools.partial(print, flush=True) if is_main else (lambda *a, **k: None)
     check_workdir(config, workdir)
     class_weight_power = config_lib.class_weight_power(config.train.class_weights)  # fails before the data loads
-    run = _open_run(config, workdir, is_main, log)
+    run = _open_run(config, workdir, is_main, log, signals)
     try:
         finished = _finished_records(run, reevaluate)
         if finished is not None:
@@ -418,10 +437,8 @@ def _train(run: _Run, compiled: _Compiled, position: _Position, writer, profiler
     checkpoint_every = train.checkpoint_every_steps or run.steps_per_epoch
     has_validation = len(run.dataset.splits["validation"].source) > 0
     first_step, loop_started, first_step_seconds, evaluated = position.step, time.perf_counter(), None, False
-    with _SignalFlag() as stop:
+    with run.signals.deferred() as stop:
         while position.step < run.num_steps:
-            if stop.signum is not None:
-                _save_and_stop(run, position, stop.signum)
             profiler.before_step(position.step - first_step)
             metrics = _train_step(compiled, position)
             profiler.after_step(metrics)
@@ -440,6 +457,8 @@ def _train(run: _Run, compiled: _Compiled, position: _Position, writer, profiler
                 evaluated = True
             if due_checkpoint:
                 _save(run, position)
+            if stop.signum is not None:  # the last step's too: the final evaluation is not begun
+                _save_and_stop(run, position, stop.signum)
     return position.step - first_step, time.perf_counter() - loop_started, first_step_seconds
 
 
@@ -501,7 +520,7 @@ def _save_and_stop(run: _Run, position: _Position, signum: int) -> None:
     written) and raises `TrainingInterrupted`."""
     if position.last_saved != position.step:
         _save(run, position)
-    raise TrainingInterrupted(signum, position.step, run.checkpoints.directory)
+    raise TrainingInterrupted(signum, f"at step {position.step}; checkpoint saved in {run.checkpoints.directory}")
 
 
 def _evaluate_final(run: _Run, compiled: _Compiled, position: _Position, writer) -> dict:

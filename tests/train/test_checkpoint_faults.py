@@ -21,7 +21,8 @@ import types
 import orbax.checkpoint as ocp
 import pytest
 
-from jcaps.errors import UserError
+from jcaps.data import datasets
+from jcaps.errors import UserError, WriteFailed
 from jcaps.train import checkpoints as checkpoints_lib
 from jcaps.train import loop
 from jcaps.train.checkpoints import CHECKSUMS_FILE, Checkpoints, DamagedCheckpoint, SaveFailed
@@ -289,6 +290,40 @@ def test_a_full_disk_stops_the_run_with_one_line_and_the_next_run_resumes(
     assert_same_finals(workdir, reference[1])
 
 
+def full_disk(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def full_disk_in_array_record(*args, **kwargs):
+    raise RuntimeError('Failed to finalize writing of split "train": write() failed: No space left on device')
+
+
+# (what fails, how, the start of the one-line message): every write of a training but the saves.
+FULL_DISK_WRITES = [
+    ("os.pwrite", full_disk, "cannot write the lock of the workdir "),
+    ("jcaps.data.preparation.prepare_text_splits", full_disk_in_array_record, "cannot write the prepared data in "),
+    ("jcaps.data.text.TextDataset.save_metadata", full_disk, "cannot write the vocabulary and labels of the data in "),
+    ("jcaps.train.config.to_json", full_disk, "cannot write the config "),
+    ("jcaps.train.metrics.open", full_disk, "cannot write the metrics "),
+    ("tensorboardX.SummaryWriter.add_scalar", full_disk, "cannot write the TensorBoard events in "),
+]
+
+
+@pytest.mark.parametrize("target,failure,message", FULL_DISK_WRITES, ids=[m.split(" ")[3] for _, _, m in FULL_DISK_WRITES])
+def test_a_full_disk_at_any_write_is_one_line_and_the_run_resumes(tmp_path, cache_dir, reference, target, failure,
+                                                                   message):
+    workdir = tmp_path / "run"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(target, failure, raising=False)  # metrics.open: the builtin, for that module alone
+        with pytest.raises(WriteFailed) as raised:
+            loop.train_and_evaluate(smoke_config(cache_dir), str(workdir))
+    assert str(raised.value).startswith(message) and str(raised.value).endswith("free there)"), raised.value
+    assert "no space left on the device" in str(raised.value) and "\n" not in str(raised.value)
+    assert "run the same command again" in raised.value.hint
+    loop.train_and_evaluate(smoke_config(cache_dir), str(workdir))
+    assert_same_finals(workdir, reference[1])
+
+
 def test_a_bug_in_a_save_is_not_taken_for_a_full_disk(tmp_path, crashed, cache_dir):
     workdir = tmp_path / "run"
     shutil.copytree(crashed, workdir)
@@ -301,6 +336,47 @@ def test_a_bug_in_a_save_is_not_taken_for_a_full_disk(tmp_path, crashed, cache_d
         with pytest.raises(ValueError, match="tree structure mismatch") as raised:
             loop.train_and_evaluate(smoke_config(cache_dir), str(workdir))
     assert not isinstance(raised.value, UserError)
+
+
+# ---------------------------------------------------------------------------------------------
+# Ctrl-C at each phase of a run.
+# ---------------------------------------------------------------------------------------------
+
+
+def interrupted(function):
+    """`function`, with a SIGINT arriving as it starts."""
+
+    def with_sigint(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)
+        return function(*args, **kwargs)
+
+    return with_sigint
+
+
+# (what the SIGINT interrupts, how the one line goes on): outside the steps the run stops at once,
+# during a step's save at the step boundary after it.
+OUTSIDE_THE_STEPS = "outside the training steps; the checkpoints saved are intact"
+SIGINT_PHASES = [
+    (datasets, "load_dataset", OUTSIDE_THE_STEPS),
+    (loop, "_compile", OUTSIDE_THE_STEPS),
+    (Checkpoints, "save", "at step 50; checkpoint saved in "),
+    (Checkpoints, "save_best", "at step 60; checkpoint saved in "),  # the last step: no final evaluation
+    (loop, "_evaluate_final", OUTSIDE_THE_STEPS),
+]
+
+
+@pytest.mark.parametrize("owner,name,where", SIGINT_PHASES, ids=[name for _, name, _ in SIGINT_PHASES])
+def test_ctrl_c_at_any_phase_stops_with_status_130_and_the_run_resumes(tmp_path, crashed, cache_dir, reference,
+                                                                        owner, name, where):
+    workdir = tmp_path / "run"
+    shutil.copytree(crashed, workdir)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(owner, name, interrupted(getattr(owner, name)))
+        with pytest.raises(loop.TrainingInterrupted) as raised:
+            loop.train_and_evaluate(smoke_config(cache_dir), str(workdir))
+    assert raised.value.exit_code == 130 and str(raised.value).startswith(f"interrupted by SIGINT {where}")
+    loop.train_and_evaluate(smoke_config(cache_dir), str(workdir))
+    assert_same_finals(workdir, reference[1])
 
 
 # ---------------------------------------------------------------------------------------------
