@@ -147,18 +147,24 @@ def _is_io_failure(error: BaseException) -> bool:
     )
 
 
-def _drop_closed_event_loop_reports() -> None:
-    """After a failed save, tensorstore's callbacks still wake orbax's event loop once it has
-    closed; each raises "Event loop is closed" where nothing can catch it, and Python prints it
-    as an unraisable exception: a traceback apiece, around the one-line report of the failure.
-    Drops those (idempotent); every other unraisable exception is printed as before."""
+def _quiet_abandoned_orbax_work() -> None:
+    """After a save or a restore that failed (a full disk, a step deleted under a reader), orbax
+    leaves asyncio tasks that nothing retrieves, and asyncio logs each one with its traceback as
+    it is collected; tensorstore's callbacks still wake orbax's event loop once it has closed,
+    each raising "Event loop is closed" where nothing can catch it, which Python prints as an
+    unraisable exception. Both come around or after the one line that reports the failure (or
+    the read made again), so both are dropped (idempotent); every other unraisable exception is
+    printed as before."""
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)
     previous = sys.unraisablehook
     if getattr(previous, "drops_closed_event_loops", False):
         return
 
     def hook(unraisable) -> None:
-        error = unraisable.exc_value
-        if not (isinstance(error, RuntimeError) and str(error) == "Event loop is closed"):
+        error, code = unraisable.exc_value, getattr(unraisable.object, "cr_code", None)
+        closed_loop = isinstance(error, RuntimeError) and str(error) == "Event loop is closed"
+        orbax_coroutine = code is not None and f"{os.sep}orbax{os.sep}" in code.co_filename  # a failed read's
+        if not (closed_loop or orbax_coroutine):
             previous(unraisable)
 
     hook.drops_closed_event_loops = True
@@ -197,6 +203,7 @@ class Checkpoints:
         self._save_failed = False
         self._is_primary = jax.process_index() == 0
         self._verified: set[str] = set()  # step directories verified by this process
+        _quiet_abandoned_orbax_work()
         self._manager = ocp.CheckpointManager(
             self.directory,
             item_names=("state", "data"),
@@ -324,7 +331,6 @@ class Checkpoints:
     # Shared by both managers.
 
     def _save(self, manager: ocp.CheckpointManager, directory: str, step: int, args) -> None:
-        _drop_closed_event_loop_reports()
         try:
             with _orbax_errors_unlogged():
                 manager.save(step, args=args, force=True)
@@ -334,10 +340,6 @@ class Checkpoints:
         except (OSError, ValueError) as error:
             if not _is_io_failure(error):
                 raise
-            # orbax leaves the failed write's asyncio tasks unretrieved, and asyncio logs each one,
-            # with its traceback, when it is collected: after the one-line report, as the process
-            # ends.
-            logging.getLogger("asyncio").setLevel(logging.CRITICAL)
             self._save_failed = True
             raise SaveFailed(
                 f"cannot save the {'best parameters' if directory == self.best_directory else 'checkpoint'} of step "
