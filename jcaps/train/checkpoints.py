@@ -19,7 +19,10 @@ Faults, and what each costs:
   cannot read): resuming moves it aside (`checkpoints/60.damaged`, with a warning line) and
   restores the newest step that is intact; loading a model for inference refuses it;
 - a save that fails (`SaveFailed`: a full disk, any OSError): the run stops with one line naming
-  the workdir and its free space; the step was never committed, the previous one is intact.
+  the workdir and its free space; the step was never committed, the previous one is intact;
+- a reader beside a training (`read_only=True`: evaluate, predict, interpret) sees committed
+  steps only, but one may be deleted while it is read (`keep` steps are kept, one best): such a
+  step is skipped, not reported as damaged, and `jcaps.train.workdir` reads again.
 """
 
 from __future__ import annotations

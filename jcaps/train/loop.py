@@ -4,7 +4,8 @@ It resumes from the workdir's latest checkpoint (model, optimiser, RNG and data 
 evaluates on validation during training and on validation and test at the end, writes
 `metrics.jsonl` and TensorBoard, stops on a non-finite training loss, validation metric or
 parameters without overwriting the last good checkpoint (and before such a step can become the
-best), and saves a checkpoint before exiting on SIGINT/SIGTERM. A resumed run first drops
+best), and stops on SIGINT/SIGTERM: during the steps after saving a checkpoint, elsewhere at once
+(`_Signals`); a failed write (a full disk) stops it with one line naming the path. A resumed run first drops
 the lines the interrupted run wrote to `metrics.jsonl` after that checkpoint; a workdir already
 trained to the end, with its final metrics, is left as it is (`reevaluate` evaluates it again).
 It ends with a summary of the run and where its files are.
