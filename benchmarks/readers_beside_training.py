@@ -11,8 +11,8 @@ then runs `python -m jcaps.predict --text ...` `--predicts` times, and stops the
 
 Writes DIR/results.json: `loads`, `load_failures`, `predicts`, `predict_failures`, the first
 few failure messages (`failures`), the training steps done meanwhile (`steps_during_reads`),
-the mean seconds a load took and "_run" (`provenance.run_metadata`). `--tiny`: 40 loads and 2
-predict calls (the tests run it).
+the mean seconds a load took and "_run" (`provenance.run_metadata`). `--tiny`: 30 loads and 1
+predict call (the tests run it).
 """
 
 from __future__ import annotations
@@ -52,9 +52,9 @@ def main():
     parser.add_argument("--out", required=True)
     parser.add_argument("--loads", type=int, default=500)
     parser.add_argument("--predicts", type=int, default=100)
-    parser.add_argument("--tiny", action="store_true", help="40 loads, 2 predict calls")
+    parser.add_argument("--tiny", action="store_true", help="30 loads, 1 predict call")
     args = parser.parse_args()
-    loads, predicts = (40, 2) if args.tiny else (args.loads, args.predicts)
+    loads, predicts = (30, 1) if args.tiny else (args.loads, args.predicts)
     metadata = run_metadata(args.tiny)
     os.makedirs(args.out, exist_ok=True)
     workdir, cache_dir = os.path.join(args.out, "workdir"), os.path.join(args.out, "cache")

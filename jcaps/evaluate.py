@@ -74,8 +74,8 @@ def main(argv):
     from jcaps.train.workdir import use_compilation_cache
 
     use_compilation_cache(FLAGS.compilation_cache)
-    print(strict_json.dumps(evaluate(FLAGS.workdir, FLAGS.split, cli.data_location_overrides(), cli.decoding_overrides(),
-                              FLAGS.parameters)))
+    print(strict_json.dumps(evaluate(FLAGS.workdir, FLAGS.split, cli.data_location_overrides(),
+                                     cli.decoding_overrides(), FLAGS.parameters)))
 
 
 if __name__ == "__main__":

@@ -11,10 +11,11 @@ order, with its number: `{"line": N, ...}`; standard input is answered line by l
 arrives. A blank line (or one the tokenizer finds no token in) is answered `{"line": N,
 "empty": true}`, without a label. A line of a file that is not UTF-8 stops the command before
 anything is predicted, naming FILE:LINE (one of standard input stops it at that line);
-`--errors replace` reads its bad bytes as U+FFFD instead. `--text` values are read the same way, their undecodable bytes as
-U+FFFD. The text is echoed up to `--echo_chars` characters (`"text_truncated": true` and the
-full length `text_chars` when it is longer; 0 echoes nothing). With `--input`, the speed
-(texts/s) is printed on standard error at the end. Compiled programs are kept in
+`--errors replace` reads its bad bytes as U+FFFD instead. `--text` values are read the same
+way, their undecodable bytes as U+FFFD. The text is echoed up to `--echo_chars` characters
+(`"text_truncated": true` and the full length `text_chars` when it is longer; 0 echoes
+nothing). With `--input`, the speed (texts/s) is printed on standard error at the end.
+Compiled programs are kept in
 `--compilation_cache` (default 'auto', $XDG_CACHE_HOME/jcaps/jax), never in the cache the
 workdir's config names: a workdir is data, and a cache holds executables.
 """
@@ -279,7 +280,8 @@ def main(argv):
         return
     if FLAGS.input:
         elapsed = max(time.perf_counter() - start, 1e-9)
-        print(f"predicted {count} lines in {elapsed:.2f} s ({count / elapsed:.1f} texts/s)", file=sys.stderr, flush=True)
+        print(f"predicted {count} lines in {elapsed:.2f} s ({count / elapsed:.1f} texts/s)", file=sys.stderr,
+              flush=True)
 
 
 if __name__ == "__main__":

@@ -218,7 +218,7 @@ def _prepare_process(config) -> None:
         jax.config.update("jax_compilation_cache_dir", cache)
 
 
-def _open_run(config, workdir: str, is_main: bool, log, signals) -> _Run:
+def _open_run(config, workdir: str, is_main: bool, log, signals: _Signals) -> _Run:
     """The data and the checkpoints of the run. The vocabulary (or standardisation) of a resumed
     run is the saved one, never rebuilt. The checkpoint manager (which creates its folder) opens
     only once the data has loaded, and a new run's data metadata is saved there only once there

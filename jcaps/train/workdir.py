@@ -201,7 +201,8 @@ def _final_params(checkpoints, abstract_params, select_best: bool, last_step: in
             newest, _ = checkpoints.restore_newest_intact_params(abstract_params, lambda _: None)
             good = f"the newest checkpoint with finite parameters is step {newest}"
         except DamagedCheckpoint:
-            good, hint = "no checkpoint has finite parameters", "train the workdir again with a lower train.learning_rate"
+            good = "no checkpoint has finite parameters"
+            hint = "train the workdir again with a lower train.learning_rate"
         raise DamagedCheckpoint(os.path.join(directory, str(step)), f"{NOT_FINITE}; {good}", hint=hint)
     return params, which, step
 
