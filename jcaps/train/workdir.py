@@ -98,7 +98,9 @@ def load_trained(workdir: str, *, with_data: bool = False, data_overrides: dict 
 
     from jcaps.train.checkpoints import Checkpoints
 
-    logging.set_verbosity(logging.ERROR)  # orbax logs every restore at INFO
+    # orbax logs every restore at INFO, and at ERROR a step it could not read, which the load
+    # reports itself in one line (or reads again, a step deleted by a training beside it).
+    logging.set_verbosity(logging.FATAL)
     if parameters not in PARAMETER_CHOICES:
         raise UserError(f"--parameters must be one of {', '.join(PARAMETER_CHOICES)}, not {parameters!r}")
     config = read_config(workdir)
