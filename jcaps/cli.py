@@ -3,7 +3,7 @@
 `run(main)` replaces `absl.app.run(main)`: a `jcaps.errors.UserError` (and a flag or config
 override the parser rejects) prints `error: <message>` on stderr, then `hint: <hint>` when there
 is one, and exits with status 2. Set `JCAPS_DEBUG=1` to see the traceback instead. Other
-exceptions are bugs and keep their traceback.
+exceptions are bugs and keep their traceback. Ctrl-C prints one line and exits with status 130.
 """
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ from __future__ import annotations
 import logging
 import os
 import re
+import signal
 import sys
+import traceback
 from collections.abc import Callable
 
 from absl import app, flags
@@ -19,6 +21,7 @@ from absl import app, flags
 from jcaps.errors import UserError
 
 EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 128 + signal.SIGINT  # as a shell reports a command Ctrl-C stopped
 # The logger of the JAX module that probes backends (an internal module's name: JAX offers no
 # public handle on these records).
 BACKEND_PROBE_LOGGER = "jax._src.xla_bridge"
@@ -100,6 +103,15 @@ def _check_config_files_loaded() -> None:
         raise UserError(f"--{name}: config file {path} does not load: {_one_line(load_error)}")
 
 
+def _user_code_line(error: BaseException) -> str | None:
+    """FILE:LINE of the last frame of `error`'s traceback, below the flag parser, outside Python
+    and its installed libraries (a config file's, or jcaps' own that it calls), or None."""
+    libraries = (sys.prefix, sys.base_prefix, "<")
+    frames = traceback.extract_tb(error.__traceback__)[1:]  # the first is parse_flags'
+    frames = [frame for frame in frames if not frame.filename.startswith(libraries)]
+    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else None
+
+
 def parse_flags(argv: list[str]) -> list[str]:
     """absl's flag parser with jcaps' error style (the `flags_parser` of `app.run`)."""
     hint = f"see {os.path.basename(argv[0])} --help"
@@ -107,9 +119,18 @@ def parse_flags(argv: list[str]) -> list[str]:
         remaining = flags.FLAGS(argv)
     except flags.Error as error:
         raise UserError(_flag_error_message(error), hint=hint) from error
+    except SyntaxError as error:  # a --config file that is not Python
+        raise UserError(f"{error.filename}:{error.lineno}: {error.msg} (a --config file)", hint=hint) from error
     except (KeyError, AttributeError, TypeError, ValueError, OSError) as error:
         # A `--config.KEY=VALUE` override naming a key the config does not have.
         raise UserError(_unknown_key_message(_config_key_message(error), argv), hint=hint) from error
+    except Exception as error:
+        # Any other error of a --config file's code (an import that fails, a name undefined).
+        where = _user_code_line(error)
+        if where is None:
+            raise
+        raise UserError(f"{where}: {type(error).__name__}: {_one_line(error)} (running a --config file)",
+                        hint=hint) from error
     _check_config_files_loaded()
     return remaining
 
@@ -131,24 +152,42 @@ def run(main: Callable[[list[str]], object]) -> None:
             raise
         report(error)
         sys.exit(EXIT_USER_ERROR)
+    except KeyboardInterrupt:  # Ctrl-C where the command handles no signal: one line, the shell's status
+        print("interrupted by SIGINT", file=sys.stderr, flush=True)
+        sys.exit(EXIT_INTERRUPTED)
 
 
 # The data keys a command that reads a trained workdir's data may change: they move the data,
 # not alter it. Spelt as train.py takes them, so an error's hint to set one works everywhere.
 DATA_LOCATION_KEYS = ("dir", "cache_dir")
 
+# Trust boundary: a workdir is data (it may come from someone else), so the commands that read
+# one never take a location to write to or load compiled code from out of its config.json:
+# prepared data goes where --config.data.cache_dir says, else to data.cache_dir's default
+# (~/tensorflow_datasets), and compiled programs to --compilation_cache (default: the user's
+# cache, under $XDG_CACHE_HOME).
+
 
 def define_data_location_flags() -> None:
     """`--config.data.dir` and `--config.data.cache_dir` for evaluate and interpret."""
     flags.DEFINE_string("config.data.dir", None, "Read the data from this folder instead of the workdir's data.dir.")
     flags.DEFINE_string("config.data.cache_dir", None,
-                        "Prepared data lives here instead of the workdir's data.cache_dir.")
+                        "Prepared data lives here (default: ~/tensorflow_datasets; never the workdir's "
+                        "data.cache_dir).")
 
 
 def data_location_overrides() -> dict[str, str]:
-    """{key: value} of the data-location flags given on the command line."""
+    """{key: value} of the data-location flags given on the command line; `cache_dir` always, ''
+    (the default location) when not given, so that the workdir's own is never used."""
     values = {key: flags.FLAGS[f"config.data.{key}"].value for key in DATA_LOCATION_KEYS}
-    return {key: value for key, value in values.items() if value is not None}
+    return {"cache_dir": "", **{key: value for key, value in values.items() if value is not None}}
+
+
+def define_compilation_cache_flag() -> None:
+    """`--compilation_cache` for the commands that compile a workdir's model."""
+    flags.DEFINE_string("compilation_cache", "auto",
+                        "Persistent compilation cache: 'auto' ($XDG_CACHE_HOME/jcaps/jax), a directory, or '' (off); "
+                        "never the workdir's train.compilation_cache.")
 
 
 # The model keys a command that scores a trained workdir may change: they turn the model's scores

@@ -7,20 +7,24 @@ k, or all) and takes `--threshold` (default: the model's `threshold`); a sequenc
 model prints its labels in the order it generated them (the first k with --top_k).
 
 `--input` reads one text a line ('-': standard input), in UTF-8, and answers every line, in
-order, with its number: `{"line": N, ...}`. A blank line (or one the tokenizer finds no token
-in) is answered `{"line": N, "empty": true}`, without a label. A line that is not UTF-8 stops
-the command before anything is predicted, naming FILE:LINE; `--errors replace` reads its bad
-bytes as U+FFFD instead. `--text` values are read the same way, their undecodable bytes as
-U+FFFD. The text is echoed up to `--echo_chars` characters (`"text_truncated": true` and the
-full length `text_chars` when it is longer; 0 echoes nothing). With `--input`, the speed
-(texts/s) is printed on standard error at the end.
+order, with its number: `{"line": N, ...}`; standard input is answered line by line, as it
+arrives. A blank line (or one the tokenizer finds no token in) is answered `{"line": N,
+"empty": true}`, without a label. A line of a file that is not UTF-8 stops the command before
+anything is predicted, naming FILE:LINE (one of standard input stops it at that line);
+`--errors replace` reads its bad bytes as U+FFFD instead. `--text` values are read the same
+way, their undecodable bytes as U+FFFD. The text is echoed up to `--echo_chars` characters
+(`"text_truncated": true` and the full length `text_chars` when it is longer; 0 echoes
+nothing). With `--input`, the speed (texts/s) is printed on standard error at the end.
+Compiled programs are kept in
+`--compilation_cache` (default 'auto', $XDG_CACHE_HOME/jcaps/jax), never in the cache the
+workdir's config names: a workdir is data, and a cache holds executables.
 """
 
 from __future__ import annotations
 
 import codecs
 import functools
-import json
+import itertools
 import os
 import sys
 import time
@@ -29,7 +33,7 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 from absl import flags
 
-from jcaps import cli
+from jcaps import cli, strict_json
 from jcaps.data.vocab import NUM_SPECIAL
 from jcaps.errors import UserError
 
@@ -53,13 +57,13 @@ def clean_text(text: str) -> str:
         return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
 
 
-def decode_lines(stream: Iterable[bytes], name: str, errors: str = "strict") -> list[tuple[int, str]]:
-    """`(line number, text)` for every line of `stream` (bytes), blank lines included; the line
-    break (`\\n` or `\\r\\n`) and a UTF-8 byte order mark are dropped. A line that is not UTF-8 is
-    a UserError naming `name:LINE` (`errors="strict"`) or has U+FFFD for its bad bytes ("replace")."""
+def stream_lines(stream: Iterable[bytes], name: str, errors: str = "strict") -> Iterator[tuple[int, str]]:
+    """`(line number, text)` for every line of `stream` (bytes), each as soon as it is read, blank
+    lines included; the line break (`\\n` or `\\r\\n`) and a UTF-8 byte order mark are dropped. A
+    line that is not UTF-8 is a UserError naming `name:LINE` (`errors="strict"`) or has U+FFFD
+    for its bad bytes ("replace")."""
     if errors not in ERRORS:
         raise UserError(f"--errors must be one of {', '.join(ERRORS)}, not {errors!r}")
-    lines = []
     for number, raw in enumerate(stream, 1):
         if raw.endswith(b"\n"):
             raw = raw[:-1]
@@ -77,14 +81,20 @@ def decode_lines(stream: Iterable[bytes], name: str, errors: str = "strict") -> 
                     "to read its undecodable bytes as U+FFFD",
                 ) from None
             text = raw.decode("utf-8", "replace")
-        lines.append((number, text))
-    return lines
+        yield number, text
 
 
-def read_input(path: str, errors: str = "strict") -> list[tuple[int, str]]:
-    """`decode_lines` of the file `path`, or of standard input for '-'."""
+def decode_lines(stream: Iterable[bytes], name: str, errors: str = "strict") -> list[tuple[int, str]]:
+    """Every line of `stream` (`stream_lines`), all read before the first is used."""
+    return list(stream_lines(stream, name, errors))
+
+
+def read_input(path: str, errors: str = "strict") -> Iterable[tuple[int, str]]:
+    """`decode_lines` of the file `path` (a line that is not UTF-8 stops the command before
+    anything is predicted), or for '-' `stream_lines` of standard input, each line answered as
+    it arrives (a bad line stops the command there)."""
     if path == "-":
-        return decode_lines(sys.stdin.buffer, "<stdin>", errors)
+        return stream_lines(sys.stdin.buffer, "<stdin>", errors)
     try:
         with open(path, "rb") as stream:
             return decode_lines(stream, path, errors)
@@ -180,6 +190,10 @@ def _predictions(trained, texts, top_k, batch_size, threshold) -> Iterator[dict]
         if filled:
             tokens = _pad(dataset, [encoded[i] for i in filled], batch_size)
             outputs = jax.device_get(run(trained.params, tokens))
+            if not generates and not np.isfinite(outputs).all():
+                raise UserError(f"the {trained.parameters} parameters of step {trained.selected_step} give "
+                                "probabilities that are not finite (NaN or infinity)",
+                                hint="--parameters last uses the newest intact checkpoint instead")
             rows = zip(outputs["sequence"], outputs["length"]) if generates else outputs
             for i, row in zip(filled, rows):
                 results[i] = answer(row)
@@ -227,7 +241,7 @@ def _pad(dataset, encoded: list[np.ndarray], batch_size: int) -> np.ndarray:
 
 
 def _write(record: dict) -> None:
-    sys.stdout.buffer.write(json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n")
+    sys.stdout.buffer.write(strict_json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n")
 
 
 def main(argv):
@@ -246,20 +260,28 @@ def main(argv):
     else:
         items = [(None, clean_text(text)) for text in FLAGS.text]
     trained = load_trained(FLAGS.workdir, parameters=FLAGS.parameters)
-    use_compilation_cache(trained.config)
-    predictions = iter_predictions(trained, [text for _, text in items], FLAGS.top_k, FLAGS.batch_size, FLAGS.threshold)
-    start = time.perf_counter()
+    use_compilation_cache(FLAGS.compilation_cache)
+    # Standard input is answered a line at a time, as it arrives (a reader may wait for each
+    # answer before writing the next line); a file, `--batch_size` lines a forward pass.
+    streaming = FLAGS.input == "-"
+    items, texts = itertools.tee(items)
+    predictions = iter_predictions(trained, (text for _, text in texts), FLAGS.top_k,
+                                   1 if streaming else FLAGS.batch_size, FLAGS.threshold)
+    start, count = time.perf_counter(), 0
     try:
         for (line, text), prediction in zip(items, predictions):
             _write({**({} if line is None else {"line": line}), **echo(text, FLAGS.echo_chars), **prediction})
+            count += 1
+            if streaming:
+                sys.stdout.flush()
         sys.stdout.flush()
     except BrokenPipeError:  # `| head`: the reader has all it wants
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return
     if FLAGS.input:
         elapsed = max(time.perf_counter() - start, 1e-9)
-        print(f"predicted {len(items)} lines in {elapsed:.2f} s ({len(items) / elapsed:.1f} texts/s)",
-              file=sys.stderr, flush=True)
+        print(f"predicted {count} lines in {elapsed:.2f} s ({count / elapsed:.1f} texts/s)", file=sys.stderr,
+              flush=True)
 
 
 if __name__ == "__main__":
@@ -276,5 +298,6 @@ if __name__ == "__main__":
     flags.DEFINE_integer("batch_size", 64, "Texts per forward pass (>= 1).")
     flags.DEFINE_integer("echo_chars", 200, "Echo at most this many characters of each text (0: do not echo).")
     cli.define_parameters_flag()
+    cli.define_compilation_cache_flag()
     flags.mark_flag_as_required("workdir")
     cli.run(main)

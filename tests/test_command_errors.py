@@ -11,6 +11,8 @@ import textwrap
 
 import pytest
 
+from tests.workdir_flags import own_data_cache
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SMOKE = "configs/fasttext_ag_news.py:smoke"
 
@@ -58,6 +60,27 @@ def test_config_file_not_found_and_unknown_config_argument(tmp_path):
                       "unknown config argument 'nosuch'")
 
 
+def test_a_config_file_that_does_not_run_is_named_with_its_line(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("import ml_collections\n\ndef get_config(:\n    return None\n")
+    assert_user_error(run("train.py", "--config", str(bad), "--workdir", str(tmp_path / "w")),
+                      f"{bad}:3: invalid syntax")
+    bad.write_text("def get_config():\n    return undefined_name\n")
+    assert_user_error(run("train.py", "--config", str(bad), "--workdir", str(tmp_path / "w")),
+                      f"{bad}:2: NameError: name 'undefined_name' is not defined")
+
+
+@pytest.mark.parametrize("flag,message", [
+    ("--config.model.embed_dim=0", "model.embed_dim must be an integer >= 1, not 0"),
+    ("--config.model.dropout_rate=1.5", "model.dropout_rate must be a number in [0, 1), not 1.5"),
+])
+def test_model_keys_out_of_range_stop_before_data_preparation(tmp_path, flag, message):
+    result = run("train.py", "--config", SMOKE, "--workdir", str(tmp_path / "w"),
+                 f"--config.data.cache_dir={tmp_path / 'cache'}", flag)
+    assert_user_error(result, message)
+    assert len(result.stderr.splitlines()) <= 2 and not (tmp_path / "cache").exists()
+
+
 def test_missing_required_flag_and_bad_flag_value(tmp_path):
     assert_user_error(run("train.py", "--config", SMOKE), "--workdir")
     assert_user_error(run("train.py", "--config", SMOKE, "--workdir", str(tmp_path), "--config.train.batch_size=abc"),
@@ -78,9 +101,25 @@ def test_workdir_without_checkpoint(tmp_path, trained, command):
 
 
 def test_unknown_split(trained):
-    assert_user_error(run("-m", "jcaps.evaluate", "--workdir", str(trained), "--split", "dev"),
+    assert_user_error(run("-m", "jcaps.evaluate", "--workdir", str(trained), own_data_cache(trained), "--split", "dev"),
                       "no split 'dev'", "train, test, validation")
-    assert_user_error(run("-m", "jcaps.interpret", "--workdir", str(trained), "--split", "dev"), "no split 'dev'")
+    assert_user_error(run("-m", "jcaps.interpret", "--workdir", str(trained), own_data_cache(trained),
+                          "--split", "dev"), "no split 'dev'")
+
+
+def test_interpret_refuses_an_empty_split_as_evaluate_does(tmp_path, trained):
+    import json
+    import shutil
+
+    workdir = tmp_path / "copied"
+    shutil.copytree(trained, workdir)
+    config = json.loads((workdir / "config.json").read_text())
+    config["data"]["validation_fraction"] = 0.0  # nothing held out of train: no validation example
+    (workdir / "config.json").write_text(json.dumps(config))
+    assert_user_error(run("-m", "jcaps.interpret", "--workdir", str(workdir), own_data_cache(workdir), "--split",
+                          "validation", "--out", str(tmp_path / "out")),
+                      f"--split: the validation split of {workdir}'s data is empty")
+    assert not (tmp_path / "out").exists()
 
 
 def test_batch_size_not_a_multiple_of_the_devices(tmp_path):
@@ -117,3 +156,25 @@ def test_a_batch_larger_than_the_training_data(tmp_path):
     assert_user_error(run("train.py", "--config", SMOKE, "--workdir", str(tmp_path / "w"),
                           f"--config.data.cache_dir={tmp_path / 'cache'}", "--config.train.batch_size=1024"),
                       "train.batch_size=1024 is more than the", "examples of the train split")
+
+
+def test_a_workdir_never_chooses_where_commands_write_or_load_compiled_code(tmp_path, trained):
+    """A copied workdir is data: the caches its config.json names are neither read nor written;
+    the commands use those of the command line or the user's environment."""
+    import json
+    import shutil
+
+    workdir = tmp_path / "copied"
+    shutil.copytree(trained, workdir)
+    config = json.loads((workdir / "config.json").read_text())
+    config["train"]["compilation_cache"] = str(tmp_path / "planted_compilation_cache")
+    config["data"]["cache_dir"] = str(tmp_path / "planted_data_cache")
+    (workdir / "config.json").write_text(json.dumps(config))
+    home = tmp_path / "home"  # the default locations: ~/tensorflow_datasets, $XDG_CACHE_HOME/jcaps/jax
+    environment = {"HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache")}
+    predicted = run("-m", "jcaps.predict", "--workdir", str(workdir), "--text", "shares rose", **environment)
+    assert predicted.returncode == 0, predicted.stderr
+    evaluated = run("-m", "jcaps.evaluate", "--workdir", str(workdir), **environment)
+    assert evaluated.returncode == 0, evaluated.stderr
+    assert not (tmp_path / "planted_compilation_cache").exists() and not (tmp_path / "planted_data_cache").exists()
+    assert (home / ".cache" / "jcaps" / "jax").is_dir() and (home / "tensorflow_datasets").is_dir()

@@ -181,6 +181,18 @@ def test_predict_checks_options_before_reading(trained):
         iter_predictions(trained, texts(), threshold=0.3)
 
 
+def test_probabilities_that_are_not_finite_are_refused(trained):
+    import dataclasses
+
+    import jax
+    import numpy as np
+
+    broken = dataclasses.replace(trained, params=jax.tree.map(lambda x: np.full_like(x, np.inf), trained.params))
+    with pytest.raises(UserError, match=f"parameters of step {trained.selected_step} give probabilities that are "
+                                        r"not finite \(NaN or infinity\)"):
+        predict(broken, ["shares and profit rose"])
+
+
 def test_last_parameters_when_the_run_selected_none(trained_run, tmp_path):
     copy = tmp_path / "last"
     shutil.copytree(trained_run[0], copy)
@@ -225,6 +237,25 @@ def test_cli_predict_stdin_answers_every_line(trained_run, tmp_path):
     long = records[5]
     assert long["text_truncated"] and long["text_chars"] == 500 and len(long["text"]) == 51
     assert "texts/s" in stderr
+
+
+def test_cli_predict_stdin_answers_each_line_as_it_arrives(trained_run, tmp_path):
+    """A reader that waits for each answer before writing the next line gets it."""
+    import select
+
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=1", JAX_PLATFORMS="cpu",
+               XDG_CACHE_HOME=str(tmp_path / "xdg_cache"))
+    with subprocess.Popen([sys.executable, "-m", "jcaps.predict", "--workdir", trained_run[0], "--input", "-"],
+                          cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL) as process:
+        for number, text in enumerate(["the striker scored a goal", "shares and profit rose"], 1):
+            process.stdin.write(text.encode() + b"\n")
+            process.stdin.flush()
+            ready, _, _ = select.select([process.stdout], [], [], 120)
+            assert ready, f"no answer to line {number} while standard input stays open"
+            assert json.loads(process.stdout.readline())["line"] == number
+        process.stdin.close()
+        assert process.wait(timeout=60) == 0
 
 
 def test_cli_predict_text_with_invalid_bytes_prints_utf8_json(trained_run, tmp_path):

@@ -12,6 +12,7 @@ import os
 from jcaps.data import choices, preparation, series, text
 from jcaps.data.batching import ExampleDataset
 from jcaps.data.vocab import LABELS_FILE, VOCAB_FILE, LabelMap, Vocabulary
+from jcaps.errors import writing
 
 
 def is_series(data_config) -> bool:
@@ -26,9 +27,11 @@ def load_dataset(data_config, seed: int, saved_dir: str | None = None) -> Exampl
     """The dataset of `data_config` with its splits; encoded with the metadata saved in
     `saved_dir` when it holds some, else with metadata built from the training split."""
     saved = saved_dir if saved_dir and has_metadata(saved_dir) else None
-    if is_series(data_config):
-        return series.series_dataset(data_config, preparation.prepare_series_splits(data_config), seed, saved)
-    prepared = preparation.prepare_text_splits(data_config, seed)
+    # A preparation cut short by a full disk leaves nothing behind (`preparation.prepared_once`).
+    with writing("the prepared data in", preparation.default_cache_dir(data_config), full_disk_only=True):
+        if is_series(data_config):
+            return series.series_dataset(data_config, preparation.prepare_series_splits(data_config), seed, saved)
+        prepared = preparation.prepare_text_splits(data_config, seed)
     if saved is None:
         return text.text_dataset(data_config, prepared, seed)
     return text.text_dataset(data_config, prepared, seed, *text_metadata(saved))

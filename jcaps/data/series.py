@@ -99,11 +99,11 @@ class SeriesDataset(ExampleDataset):
         return {"series": np.zeros((1, 4, self.num_features), np.float32), "mask": np.ones((1, 4), bool)}
 
     def save_metadata(self, directory: str) -> None:
-        self.labels.save(os.path.join(directory, LABELS_FILE))
         with open(os.path.join(directory, FEATURES_FILE), "w", encoding="utf-8") as f:
             f.write(str(self.num_features))
         if self.standardizer is not None:
             self.standardizer.save(os.path.join(directory, STATS_FILE))
+        self.labels.save(os.path.join(directory, LABELS_FILE))  # last: it says the metadata is saved
 
     def encode_series(self, series: np.ndarray, path: str = "input", line: int = 1) -> np.ndarray:
         series = np.asarray(series, np.float32)

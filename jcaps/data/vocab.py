@@ -60,8 +60,16 @@ class _JsonFile:
         return cls(**data)
 
     def save(self, path: str | os.PathLike) -> None:
-        with open(path, "w", encoding="utf-8") as file:
-            file.write(self.to_json())
+        """Writes the file whole or not at all (a temporary file renamed): `labels.json` says a
+        workdir's metadata is saved, so a write cut short (a full disk) must leave none."""
+        temporary = f"{path}.tmp.{os.getpid()}"
+        try:
+            with open(temporary, "w", encoding="utf-8") as file:
+                file.write(self.to_json())
+            os.replace(temporary, path)
+        finally:
+            if os.path.exists(temporary):
+                os.remove(temporary)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Self:

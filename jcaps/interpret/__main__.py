@@ -14,17 +14,16 @@ input-cell attention LSTM and its baselines) one PNG of input and saliency maps 
 `saliency.json` (`jcaps.interpret.series_report`).
 """
 
-import json
 import os
 
 from absl import flags
 
-from jcaps import cli
+from jcaps import cli, strict_json
 from jcaps.errors import UserError
 from jcaps.interpret import attribution, checks, explain
 from jcaps.interpret.report import interpret_workdir
 from jcaps.interpret.series_report import saliency_report
-from jcaps.train.workdir import load_trained, read_config
+from jcaps.train.workdir import check_split, load_trained, read_config
 from jcaps.viz.html import capsule_global_html, checks_markdown, information_text
 
 DEFAULT_LIMIT = 200  # examples explained when --limit is not given
@@ -88,8 +87,7 @@ def main(argv):
     limit = FLAGS.limit or DEFAULT_LIMIT
     trained = load_trained(FLAGS.workdir, with_data=True, data_overrides=cli.data_location_overrides(),
                            parameters=FLAGS.parameters)
-    if FLAGS.split not in trained.dataset.splits:
-        raise UserError(f"--split: no split {FLAGS.split!r}; the dataset has {', '.join(trained.dataset.splits)}")
+    explained = min(limit, check_split(trained, FLAGS.split, FLAGS.workdir))
 
     extra_html, closing = "", []
     if explain.native_method(config.model) == "capsules":
@@ -122,16 +120,16 @@ def main(argv):
     )
     if summary_of_checks is not None:
         with open(os.path.join(out, "checks.json"), "w", encoding="utf-8") as f:
-            json.dump(summary_of_checks, f, indent=1)
+            strict_json.dump(summary_of_checks, f, indent=1)
         if FLAGS.faithfulness:
             with open(os.path.join(out, "faithfulness.json"), "w", encoding="utf-8") as f:
-                json.dump({**faithfulness, "checks": summary_of_checks}, f, indent=1)
+                strict_json.dump({**faithfulness, "checks": summary_of_checks}, f, indent=1)
         closing.append("checks (checks.json):\n" + checks_markdown(summary_of_checks).rstrip())
     for method, values in faithfulness.items():
         closing.append(f"{method}: comprehensiveness {values['comprehensiveness']:.4f} sufficiency "
                        f"{values['sufficiency']:.4f} deletion AUC {values['deletion_auc']:.4f} insertion AUC "
                        f"{values['insertion_auc']:.4f} ({values['seconds_per_100']:.2f} s per 100)")
-    print(f"explained {limit if FLAGS.limit else f'up to {limit}'} examples of {FLAGS.split} with "
+    print(f"explained {explained} examples of {FLAGS.split} with "
           f"{', '.join(methods)}; wrote {out}/attributions.jsonl, report.html"
           + (", faithfulness.json" if FLAGS.faithfulness else "") + (", checks.json" if FLAGS.checks else ""))
     for line in closing:

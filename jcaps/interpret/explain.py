@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import os
 import time
 
@@ -55,6 +54,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jcaps import strict_json
 from jcaps.data.vocab import NUM_SPECIAL
 from jcaps.interpret import attribution
 from jcaps.interpret import capsules as capsule_interpretation
@@ -584,7 +584,7 @@ def explain_workdir(
                     if len(group) < report_examples:
                         group.append({**entry, "index": index, "tokens": record["tokens"], "label": record["label"],
                                       "prediction": record["prediction"]})
-                records.write(json.dumps(record, ensure_ascii=False) + "\n")
+                records.write(strict_json.dumps(record, ensure_ascii=False) + "\n")
 
     summary = {}
     errors = np.concatenate(completeness) if completeness else np.zeros(0)
@@ -604,7 +604,7 @@ def explain_workdir(
                 "median": float(np.median(errors)), "p95": float(np.percentile(errors, 95)),
             }
         with open(os.path.join(out, "faithfulness.json"), "w", encoding="utf-8") as f:
-            json.dump(summary, f, indent=1)
+            strict_json.dump(summary, f, indent=1)
     write_explanation_report(
         os.path.join(out, "report.html"),
         title=f"{trained.config.model.name} on {split}: explanations",

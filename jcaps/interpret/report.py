@@ -13,13 +13,13 @@ position (top-1 by coupling, then top-1 by attention), so it is not computed twi
 
 from __future__ import annotations
 
-import json
 import os
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jcaps import strict_json
 from jcaps.errors import UserError
 from jcaps.interpret import capsules as capsule_interpretation
 from jcaps.interpret.explain import native_method
@@ -99,14 +99,14 @@ def interpret_workdir(
                 index = int(batch["index"][b])
                 record = example_record(trained, trained.dataset.text(split, index), batch["tokens"][b],
                                          batch.get("label", [None] * len(batch["weight"]))[b], result)
-                local_file.write(json.dumps({"index": index, **record}, ensure_ascii=False) + "\n")
+                local_file.write(strict_json.dumps({"index": index, **record}, ensure_ascii=False) + "\n")
                 predicted.append(int(result["predicted"]))
                 i_star.append(int(result["capsules"][0]))
                 top_kgrams.append(record["kgrams"][0] if record["kgrams"] else [])
             accumulator.update(predicted, i_star, top_kgrams)
     summary = accumulator.to_json(list(names))
     with open(os.path.join(out, "global.json"), "w", encoding="utf-8") as f:
-        json.dump(summary, f, indent=1, ensure_ascii=False)
+        strict_json.dump(summary, f, indent=1, ensure_ascii=False)
     heatmap = os.path.join(out, "C.png")
     plot_capsule_heatmap(accumulator.C, list(names), heatmap, title=f"C on {split}: predicted class × most-coupled capsule")
     return summary

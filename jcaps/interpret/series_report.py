@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import functools
 import itertools
-import json
 import os
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jcaps import strict_json
 from jcaps.errors import UserError
 from jcaps.interpret import attribution
 from jcaps.train.workdir import TrainedModel
@@ -97,5 +97,5 @@ def saliency_report(trained: TrainedModel, split: str, out: str, limit: int = 8,
         "mean_share_by_tenth": np.mean([r["saliency_share_by_tenth"] for r in records], axis=0).round(4).tolist(),
     }
     with open(os.path.join(out, "saliency.json"), "w", encoding="utf-8") as f:
-        json.dump(summary, f, indent=2)
+        strict_json.dump(summary, f, indent=2)
     return summary

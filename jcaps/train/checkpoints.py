@@ -19,29 +19,33 @@ Faults, and what each costs:
   cannot read): resuming moves it aside (`checkpoints/60.damaged`, with a warning line) and
   restores the newest step that is intact; loading a model for inference refuses it;
 - a save that fails (`SaveFailed`: a full disk, any OSError): the run stops with one line naming
-  the workdir and its free space; the step was never committed, the previous one is intact.
+  the workdir and its free space; the step was never committed, the previous one is intact;
+- a reader beside a training (`read_only=True`: evaluate, predict, interpret) sees committed
+  steps only, but one may be deleted while it is read (`keep` steps are kept, one best): such a
+  step is skipped, not reported as damaged, and `jcaps.train.workdir` reads again.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import json
 import logging
 import os
-import shutil
+import sys
 
 import jax
 import orbax.checkpoint as ocp
 
-from jcaps.errors import UserError
+from jcaps.errors import RERUN_HINT, UserError, WriteFailed, failure_reason, free_space
+from jcaps.train.state import all_finite
 
 CHECKSUMS_FILE = "checksums.json"
 # orbax's commit markers: they hold no data, and orbax reads them only on object stores.
 _UNSUMMED = (CHECKSUMS_FILE, "commit_success.txt")
 _HASH = "sha256"
 _DAMAGED_SUFFIX = ".damaged"
+NOT_FINITE = "its parameters are not finite (NaN or infinity)"
 
 
 class DamagedCheckpoint(UserError):
@@ -53,7 +57,7 @@ class DamagedCheckpoint(UserError):
         self.path, self.problem = path, problem
 
 
-class SaveFailed(UserError):
+class SaveFailed(WriteFailed):
     """A checkpoint could not be written (a full disk, a read-only or vanished filesystem)."""
 
 
@@ -146,27 +150,28 @@ def _is_io_failure(error: BaseException) -> bool:
     )
 
 
-def _failure_reason(error: BaseException) -> str:
-    message = str(error)
-    if getattr(error, "errno", None) == errno.ENOSPC or "os_error_code='28'" in message:
-        return "no space left on the device"
-    if isinstance(error, OSError) and error.strerror:
-        return error.strerror
-    return " ".join(message.split())[:200]
+def _quiet_abandoned_orbax_work() -> None:
+    """After a save or a restore that failed (a full disk, a step deleted under a reader), orbax
+    leaves asyncio tasks that nothing retrieves, and asyncio logs each one with its traceback as
+    it is collected; tensorstore's callbacks still wake orbax's event loop once it has closed,
+    each raising "Event loop is closed" where nothing can catch it, which Python prints as an
+    unraisable exception. Both come around or after the one line that reports the failure (or
+    the read made again), so both are dropped (idempotent); every other unraisable exception is
+    printed as before."""
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+    previous = sys.unraisablehook
+    if getattr(previous, "drops_closed_event_loops", False):
+        return
 
+    def hook(unraisable) -> None:
+        error, code = unraisable.exc_value, getattr(unraisable.object, "cr_code", None)
+        closed_loop = isinstance(error, RuntimeError) and str(error) == "Event loop is closed"
+        orbax_coroutine = code is not None and f"{os.sep}orbax{os.sep}" in code.co_filename  # a failed read's
+        if not (closed_loop or orbax_coroutine):
+            previous(unraisable)
 
-def _free_space(directory: str) -> str:
-    while not os.path.isdir(directory) and os.path.dirname(directory) != directory:
-        directory = os.path.dirname(directory)
-    try:
-        free = shutil.disk_usage(directory).free
-    except OSError:
-        return "unknown"
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if free < 1024 or unit == "GiB":
-            return f"{free:.0f} {unit}" if unit == "bytes" else f"{free:.1f} {unit}"
-        free /= 1024
-    raise AssertionError  # the loop returns at GiB
+    hook.drops_closed_event_loops = True
+    sys.unraisablehook = hook
 
 
 @contextlib.contextmanager
@@ -191,16 +196,21 @@ class Checkpoints:
     """The steps of `WORKDIR/checkpoints` and the best parameters of `WORKDIR/best`, saved with
     checksums and verified when read (module docstring)."""
 
-    def __init__(self, workdir: str, keep: int = 3):
+    def __init__(self, workdir: str, keep: int = 3, read_only: bool = False):
+        """`read_only`: a reader's view (evaluate, predict, interpret), which creates and deletes
+        nothing, beside a training that may be writing the workdir."""
         self.directory = checkpoint_directory(workdir)
         self.best_directory = os.path.join(os.path.abspath(workdir), "best")
         self._best = None
+        self._read_only = read_only
+        self._save_failed = False
         self._is_primary = jax.process_index() == 0
         self._verified: set[str] = set()  # step directories verified by this process
+        _quiet_abandoned_orbax_work()
         self._manager = ocp.CheckpointManager(
             self.directory,
             item_names=("state", "data"),
-            options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=True),
+            options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=not read_only, read_only=read_only),
         )
 
     def latest_step(self) -> int | None:
@@ -245,9 +255,17 @@ class Checkpoints:
         return self._read(self._manager, self.directory, step, ocp.args.Composite(state=args))["state"]["params"]
 
     def restore_newest_intact_params(self, params, warn) -> tuple[int, object]:
-        """(step, parameters) of the newest step that reads back as saved; each newer, damaged
-        step is named in one `warn` line and left where it is."""
-        return self._newest_intact(lambda s: self.restore_params(params, s), "use", warn, move_aside=False)
+        """(step, parameters) of the newest step that reads back as saved and whose parameters are
+        finite; each newer step, damaged or not finite, is named in one `warn` line and left where
+        it is."""
+
+        def finite_params(step: int):
+            restored = self.restore_params(params, step)
+            if not all_finite(restored):
+                raise DamagedCheckpoint(os.path.join(self.directory, str(step)), NOT_FINITE)
+            return restored
+
+        return self._newest_intact(finite_params, "use", warn, move_aside=False)
 
     def read_state(self, step: int | None = None) -> dict:
         """The saved state of `step` (default latest) as stored, without a target structure."""
@@ -256,9 +274,14 @@ class Checkpoints:
         return self._read(self._manager, self.directory, step, args)["state"]
 
     def close(self) -> None:
-        self._manager.close()
-        if self._best is not None:
-            self._best.close()
+        for manager in (self._manager, self._best):
+            try:
+                if manager is not None:
+                    manager.close()
+            except Exception:
+                # orbax raises a failed save's error again when closed: `SaveFailed` reported it.
+                if not self._save_failed:
+                    raise
 
     # The best-on-validation parameters (model selection never looks at test).
 
@@ -270,7 +293,8 @@ class Checkpoints:
                 item_names=("params", "record"),
                 options=ocp.CheckpointManagerOptions(
                     max_to_keep=1,
-                    create=True,
+                    create=not self._read_only,
+                    read_only=self._read_only,
                     # Both managers may save the same step (the last one): in a multi-process
                     # run their barriers must not share names.
                     multiprocessing_options=ocp.options.MultiprocessingOptions(barrier_sync_key_prefix="best"),
@@ -295,9 +319,10 @@ class Checkpoints:
         args = ocp.args.Composite(params=ocp.args.StandardSave(params), record=ocp.args.JsonSave(record))
         self._save(self._best_manager, self.best_directory, step, args)
 
-    def restore_best_params(self, params):
-        """The best parameters, restored into the structure and shardings of `params`."""
-        step = self._best_manager.latest_step()
+    def restore_best_params(self, params, step: int | None = None):
+        """The best parameters (of `step`, that of a `best_record` read before; default the
+        latest), restored into the structure and shardings of `params`."""
+        step = self._best_manager.latest_step() if step is None else step
         target = jax.tree.map(ocp.utils.to_shape_dtype_struct, params)
         args = ocp.args.Composite(params=ocp.args.StandardRestore(target))
         return self._read(self._best_manager, self.best_directory, step, args)["params"]
@@ -318,16 +343,11 @@ class Checkpoints:
         except (OSError, ValueError) as error:
             if not _is_io_failure(error):
                 raise
-            # orbax leaves the failed write's asyncio tasks unretrieved, and asyncio logs each one,
-            # with its traceback, when it is collected: after the one-line report, as the process
-            # ends.
-            logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+            self._save_failed = True
             raise SaveFailed(
                 f"cannot save the {'best parameters' if directory == self.best_directory else 'checkpoint'} of step "
-                f"{step} in {directory}: {_failure_reason(error)} "
-                f"({_free_space(directory)} free there)",
-                hint="free some space (or move the workdir to a larger disk) and run the same command again: "
-                     "it resumes from the last checkpoint saved",
+                f"{step} in {directory}: {failure_reason(error)} ({free_space(directory)} free there)",
+                hint=RERUN_HINT,
             ) from error
 
     def _read(self, manager: ocp.CheckpointManager, directory: str, step: int, args):
@@ -352,7 +372,10 @@ class Checkpoints:
             try:
                 result = read(step)
             except DamagedCheckpoint as damage:
-                damaged.append((step, damage))
+                if os.path.isdir(os.path.join(self.directory, str(step))):
+                    damaged.append((step, damage))
+                # else a training writing the workdir deleted the step (it keeps the newest few):
+                # not damage, and an older one may still be read.
                 continue
             for bad_step, damage in damaged:
                 where = ""

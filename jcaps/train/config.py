@@ -17,6 +17,7 @@ from typing import Any
 
 import ml_collections
 
+from jcaps import strict_json
 from jcaps.data import choices
 from jcaps.errors import ConfigError
 from jcaps.models.choices import RNN_IMPLS, SGM_DECODINGS
@@ -229,6 +230,38 @@ def _param_groups(groups) -> None:
             _number(f"{key}.weight_decay", settings.weight_decay, 0.0)
 
 
+def _model_keys(model: ml_collections.ConfigDict) -> None:
+    """Every key of a known model: one its module has (or its loss reads), and of the type and
+    range of the module field it sets. An `int` field is a size or a count, at least 1, or at
+    least 0 where the model's default is 0 (none); a dropout rate is a fraction in [0, 1), a
+    `*_scale` a number > 0, any other `float` a finite number; a `bool` is True or False."""
+    import dataclasses
+
+    from jcaps.train.families import get_family  # Flax: loaded only when a config is validated
+
+    family = get_family(model.name)
+    fields = {field.name: field for field in dataclasses.fields(family.module)}
+    unknown = sorted(set(model) - set(fields) - set(family.loss_keys) - {"name"})
+    if unknown:
+        raise ConfigError(f"model {model.name!r} has no setting(s) {', '.join(unknown)}")
+    for key, value in model.items():
+        field, name = fields.get(key), f"model.{key}"
+        kind = getattr(field, "type", None)
+        kind = kind if isinstance(kind, str) or kind is None else kind.__name__
+        if kind == "bool":
+            _boolean(name, value)
+        elif kind == "int":
+            _integer(name, value, 0 if field.default == 0 else 1)
+        elif kind == "float" and "dropout" in key:
+            _number(name, value, 0.0, 1.0)
+        elif kind == "float" and key.endswith("_scale"):
+            _number(name, value, 0.0, open_low=True)
+        elif kind == "float":
+            _number(name, value, -math.inf)
+        elif kind == "str" and not isinstance(value, str):
+            _refuse(name, value, "a string")
+
+
 def validate(config: ml_collections.ConfigDict, models: Collection[str] | None = None) -> None:
     """Checks the type and range of every shared key (and `model.threshold`, `model.rnn_impl` and
     the decoding keys where present), and that `model.name` is among `models` when given; raises `ConfigError`
@@ -243,6 +276,8 @@ def validate(config: ml_collections.ConfigDict, models: Collection[str] | None =
         _refuse("model.name", model.name, "the name of a model")
     if models is not None and model.name not in models:
         raise ConfigError(f"model.name must be one of {', '.join(sorted(models))}, not {model.name!r}")
+    if models is not None:
+        _model_keys(model)
     if "threshold" in model:
         _number("model.threshold", model.threshold, 0.0, 1.0, open_low=True, open_high=True)
     if "rnn_impl" in model:
@@ -345,7 +380,7 @@ def flatten(config: ml_collections.ConfigDict | dict, prefix: str = "") -> dict[
 
 
 def to_json(config: ml_collections.ConfigDict) -> str:
-    return json.dumps(json.loads(config.to_json()), indent=2, sort_keys=True)
+    return strict_json.dumps(json.loads(config.to_json()), indent=2, sort_keys=True)
 
 
 def incompatible_keys(saved: dict, config: ml_collections.ConfigDict) -> list[str]:

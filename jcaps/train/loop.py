@@ -2,8 +2,10 @@
 
 It resumes from the workdir's latest checkpoint (model, optimiser, RNG and data position),
 evaluates on validation during training and on validation and test at the end, writes
-`metrics.jsonl` and TensorBoard, stops on a non-finite loss without overwriting the last good
-checkpoint, and saves a checkpoint before exiting on SIGINT/SIGTERM. A resumed run first drops
+`metrics.jsonl` and TensorBoard, stops on a non-finite training loss, validation metric or
+parameters without overwriting the last good checkpoint (and before such a step can become the
+best), and stops on SIGINT/SIGTERM: during the steps after saving a checkpoint, elsewhere at once
+(`_Signals`); a failed write (a full disk) stops it with one line naming the path. A resumed run first drops
 the lines the interrupted run wrote to `metrics.jsonl` after that checkpoint; a workdir already
 trained to the end, with its final metrics, is left as it is (`reevaluate` evaluates it again).
 It ends with a summary of the run and where its files are.
@@ -21,6 +23,7 @@ import dataclasses
 import fcntl
 import functools
 import json
+import math
 import os
 import signal
 import socket
@@ -34,7 +37,7 @@ import numpy as np
 
 from jcaps.data import datasets
 from jcaps.data.batching import ExampleDataset
-from jcaps.errors import ConfigError, UserError
+from jcaps.errors import ConfigError, UserError, writing
 from jcaps.train import config as config_lib
 from jcaps.train import mesh as mesh_lib
 from jcaps.train import metrics as metrics_lib
@@ -43,21 +46,22 @@ from jcaps.train.evaluation import evaluate_split
 from jcaps.train.families import MODELS, get_family
 from jcaps.train.metrics import MetricWriter
 from jcaps.train.progress import Progress, duration, format_metrics, quiet_libraries, run_summary
-from jcaps.train.state import create_train_state, dummy_inputs, model_for, parameter_count
+from jcaps.train.state import all_finite, create_train_state, dummy_inputs, model_for, parameter_count
 from jcaps.train.steps import TrainState, compile_steps
 
 DROPPED_ROWS_FILE = "dropped_rows.json"
 
 
 class TrainingInterrupted(RuntimeError):
-    """SIGINT/SIGTERM arrived; a checkpoint was saved. `exit_code` follows the shell's 128 + N.
-    `wall_seconds`, once `train_and_evaluate` sets it, joins the message in the form of the end
-    summary's ("wall time H:MM:SS"), so the wall time of a run stopped and resumed adds up."""
+    """SIGINT/SIGTERM arrived: `where` says at which step, and what was saved. `exit_code`
+    follows the shell's 128 + N (130 for Ctrl-C). `wall_seconds`, once `train_and_evaluate` sets
+    it, joins the message in the form of the end summary's ("wall time H:MM:SS"), so the wall
+    time of a run stopped and resumed adds up."""
 
-    def __init__(self, signum: int, step: int, directory: str):
+    def __init__(self, signum: int, where: str):
         self.exit_code = 128 + signum
         self.wall_seconds: float | None = None
-        super().__init__(f"interrupted by {signal.Signals(signum).name} at step {step}; checkpoint saved in {directory}")
+        super().__init__(f"interrupted by {signal.Signals(signum).name} {where}")
 
     def __str__(self) -> str:
         wall = "" if self.wall_seconds is None else f"; wall time {duration(self.wall_seconds)}"
@@ -88,7 +92,10 @@ def exclusive_workdir(workdir: str, is_main: bool):
     if not is_main:
         yield
         return
-    with open(os.path.join(workdir, ".lock"), "a+", encoding="utf-8") as lock:
+    path = os.path.join(workdir, ".lock")
+    with writing("the lock of the workdir", path):
+        lock = open(path, "a+", encoding="utf-8")
+    with lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -98,10 +105,10 @@ def exclusive_workdir(workdir: str, is_main: bool):
                 f"{workdir} is in use by a training run ({holder}); wait for it or stop it (it resumes "
                 "from its last checkpoint), or pass another --workdir"
             ) from None
-        lock.seek(0)
-        lock.truncate()
-        lock.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
-        lock.flush()
+        with writing("the lock of the workdir", path):
+            # Unbuffered: a write that fails leaves nothing for the file's close to fail on again.
+            os.ftruncate(lock.fileno(), 0)
+            os.pwrite(lock.fileno(), f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
         try:
             yield
         finally:
@@ -139,7 +146,8 @@ def report_dropped_rows(dataset: ExampleDataset, workdir: str, log) -> None:
         return
     for path, record in dropped.items():
         log(f"data.drop_bad_rows: dropped {record['count']} bad rows of {path} (first: {record['first'][0]})")
-    with open(os.path.join(workdir, DROPPED_ROWS_FILE), "w", encoding="utf-8") as f:
+    path = os.path.join(workdir, DROPPED_ROWS_FILE)
+    with writing("the list of dropped rows", path), open(path, "w", encoding="utf-8") as f:
         json.dump(dropped, f, indent=1)
 
 
@@ -161,6 +169,7 @@ class _Run:
     final_splits: list[str]  # the non-empty ones of validation and test
     is_main: bool  # process 0, the one that writes files and logs
     log: Callable[..., None]
+    signals: _Signals
 
     def warn(self, message: str) -> None:
         """One warning line, on stderr (process 0 only)."""
@@ -209,7 +218,7 @@ def _prepare_process(config) -> None:
         jax.config.update("jax_compilation_cache_dir", cache)
 
 
-def _open_run(config, workdir: str, is_main: bool, log) -> _Run:
+def _open_run(config, workdir: str, is_main: bool, log, signals: _Signals) -> _Run:
     """The data and the checkpoints of the run. The vocabulary (or standardisation) of a resumed
     run is the saved one, never rebuilt. The checkpoint manager (which creates its folder) opens
     only once the data has loaded, and a new run's data metadata is saved there only once there
@@ -227,10 +236,12 @@ def _open_run(config, workdir: str, is_main: bool, log) -> _Run:
             hint="set train.num_epochs or train.num_steps to 1 or more",
         )
     if not has_metadata and is_main:
-        os.makedirs(checkpoints.directory, exist_ok=True)
-        dataset.save_metadata(checkpoints.directory)
+        with writing("the vocabulary and labels of the data in", checkpoints.directory):
+            os.makedirs(checkpoints.directory, exist_ok=True)
+            dataset.save_metadata(checkpoints.directory)
     final_splits = [s for s in ("validation", "test") if s in dataset.splits and len(dataset.splits[s].source)]
-    return _Run(config, workdir, dataset, checkpoints, num_steps, steps_per_epoch, final_splits, is_main, log)
+    return _Run(config, workdir, dataset, checkpoints, num_steps, steps_per_epoch, final_splits, is_main, log,
+                signals)
 
 
 def _finished_records(run: _Run, reevaluate: bool) -> dict | None:
@@ -248,7 +259,8 @@ def _finished_records(run: _Run, reevaluate: bool) -> dict | None:
 def _write_run_config(run: _Run) -> None:
     """Writes WORKDIR/config.json."""
     if run.is_main:
-        with open(os.path.join(run.workdir, "config.json"), "w", encoding="utf-8") as f:
+        path = os.path.join(run.workdir, "config.json")
+        with writing("the config", path), open(path, "w", encoding="utf-8") as f:
             f.write(config_lib.to_json(run.config))
 
 
@@ -316,11 +328,16 @@ def _log_start(run: _Run, position: _Position, mesh) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-class _SignalFlag:
-    """Remembers the first SIGINT/SIGTERM so the loop can stop at a step boundary."""
+class _Signals:
+    """SIGINT and SIGTERM for the length of a run. Outside the training steps (reading data,
+    compiling, resuming, the final evaluation) one stops the run at once, raising
+    `TrainingInterrupted` where the program is: nothing it leaves is trusted by a rerun
+    (checkpoints are committed whole, final metrics are written again). During the steps
+    (`deferred`) the first is remembered, so that the loop stops at a step boundary and saves."""
 
     def __init__(self):
         self.signum = None
+        self._deferring = False
         self._previous = {}
 
     def __enter__(self):
@@ -330,7 +347,18 @@ class _SignalFlag:
 
     def _handle(self, signum, frame):
         del frame
+        if not self._deferring:
+            raise TrainingInterrupted(signum, "outside the training steps; the checkpoints saved are intact: the "
+                                              "same command goes on from the last one")
         self.signum = self.signum or signum
+
+    @contextlib.contextmanager
+    def deferred(self):
+        self._deferring = True
+        try:
+            yield self
+        finally:
+            self._deferring = False
 
     def __exit__(self, *exc):
         for signum, handler in self._previous.items():
@@ -346,22 +374,23 @@ def train_and_evaluate(config, workdir: str, reevaluate: bool = False) -> dict:
     workdir (`exclusive_workdir`)."""
     started = time.perf_counter()
     workdir = os.path.abspath(workdir)
-    os.makedirs(workdir, exist_ok=True)
-    with exclusive_workdir(workdir, jax.process_index() == 0):
+    with writing("the workdir", workdir):
+        os.makedirs(workdir, exist_ok=True)
+    with exclusive_workdir(workdir, jax.process_index() == 0), _Signals() as signals:
         try:
-            return _train_and_evaluate(config, workdir, reevaluate, started)
+            return _train_and_evaluate(config, workdir, reevaluate, started, signals)
         except TrainingInterrupted as stopped:
             stopped.wall_seconds = time.perf_counter() - started
             raise
 
 
-def _train_and_evaluate(config, workdir: str, reevaluate: bool = False, started: float | None = None) -> dict:
+def _train_and_evaluate(config, workdir: str, reevaluate: bool, started: float, signals: _Signals) -> dict:
     _prepare_process(config)
     is_main = jax.process_index() == 0
     log = functools.partial(print, flush=True) if is_main else (lambda *a, **k: None)
     check_workdir(config, workdir)
     class_weight_power = config_lib.class_weight_power(config.train.class_weights)  # fails before the data loads
-    run = _open_run(config, workdir, is_main, log)
+    run = _open_run(config, workdir, is_main, log, signals)
     try:
         finished = _finished_records(run, reevaluate)
         if finished is not None:
@@ -409,10 +438,8 @@ def _train(run: _Run, compiled: _Compiled, position: _Position, writer, profiler
     checkpoint_every = train.checkpoint_every_steps or run.steps_per_epoch
     has_validation = len(run.dataset.splits["validation"].source) > 0
     first_step, loop_started, first_step_seconds, evaluated = position.step, time.perf_counter(), None, False
-    with _SignalFlag() as stop:
+    with run.signals.deferred() as stop:
         while position.step < run.num_steps:
-            if stop.signum is not None:
-                _save_and_stop(run, position, stop.signum)
             profiler.before_step(position.step - first_step)
             metrics = _train_step(compiled, position)
             profiler.after_step(metrics)
@@ -431,6 +458,8 @@ def _train(run: _Run, compiled: _Compiled, position: _Position, writer, profiler
                 evaluated = True
             if due_checkpoint:
                 _save(run, position)
+            if stop.signum is not None:  # the last step's too: the final evaluation is not begun
+                _save_and_stop(run, position, stop.signum)
     return position.step - first_step, time.perf_counter() - loop_started, first_step_seconds
 
 
@@ -462,8 +491,23 @@ def _evaluate_and_keep_best(run: _Run, compiled: _Compiled, position: _Position,
         )
     writer.write(position.step, "validation", metrics)
     progress.message(f"step {position.step}: validation " + format_metrics(metrics))
+    _stop_unless_finite(run, position, metrics)
     position.best = keep_if_best(
         run.checkpoints, position.best, position.step, position.state.params, metrics, run.config.train
+    )
+
+
+def _stop_unless_finite(run: _Run, position: _Position, metrics: dict) -> None:
+    """Stops the run (`NonFiniteLoss`) at a validation evaluation whose metrics or parameters are
+    not finite, before model selection: NaN scores all take one class, and their accuracy can
+    beat a real model's, so such a step must never become the best."""
+    not_finite = [f"{key} {value}" for key, value in metrics.items() if not math.isfinite(value)]
+    if not not_finite and all_finite(position.state.params):
+        return
+    what = f"validation {', '.join(not_finite)}" if not_finite else "non-finite parameters"
+    raise NonFiniteLoss(
+        f"{what} at step {position.step}; stopping before model selection "
+        f"({_last_good(position.last_saved, run.checkpoints.directory)}). {_NON_FINITE_HINT}"
     )
 
 
@@ -477,7 +521,7 @@ def _save_and_stop(run: _Run, position: _Position, signum: int) -> None:
     written) and raises `TrainingInterrupted`."""
     if position.last_saved != position.step:
         _save(run, position)
-    raise TrainingInterrupted(signum, position.step, run.checkpoints.directory)
+    raise TrainingInterrupted(signum, f"at step {position.step}; checkpoint saved in {run.checkpoints.directory}")
 
 
 def _evaluate_final(run: _Run, compiled: _Compiled, position: _Position, writer) -> dict:
@@ -547,6 +591,13 @@ class _Profiler:
             self.running = False
 
 
+_NON_FINITE_HINT = "Try a lower train.learning_rate or train.grad_clip_norm."
+
+
+def _last_good(last_saved: int | None, directory: str) -> str:
+    return f"the last good checkpoint is step {last_saved} in {directory}" if last_saved else "no checkpoint was saved"
+
+
 def _summarise_window(window: list[dict], step: int, last_saved, directory: str) -> dict:
     """Means of the window's per-step metrics; stops the run at the first non-finite loss."""
     values = jax.device_get(window)
@@ -554,9 +605,8 @@ def _summarise_window(window: list[dict], step: int, last_saved, directory: str)
     bad = np.flatnonzero(~np.isfinite(losses))
     if bad.size:
         at = step - len(values) + 1 + int(bad[0])
-        kept = f"the last good checkpoint is step {last_saved} in {directory}" if last_saved else "no checkpoint was saved"
         raise NonFiniteLoss(
-            f"training loss became {losses[bad[0]]} at step {at}; stopping ({kept}). "
-            "Try a lower train.learning_rate or train.grad_clip_norm."
+            f"training loss became {losses[bad[0]]} at step {at}; stopping ({_last_good(last_saved, directory)}). "
+            f"{_NON_FINITE_HINT}"
         )
     return {key: float(np.mean([v[key] for v in values])) for key in values[0]}

@@ -20,6 +20,9 @@ import os
 import jax.numpy as jnp
 import numpy as np
 
+from jcaps import strict_json
+from jcaps.errors import writing
+
 
 def classification_metrics(sums: dict) -> dict:
     """`loss`, `accuracy`, `macro_f1`, `micro_f1` from summed loss and a confusion matrix."""
@@ -163,7 +166,7 @@ def rewind_metrics(workdir: str, step: int, keep_final: bool = False) -> int:
     dropped = len(lines) - len(kept)
     if dropped or (lines and not lines[-1].endswith("\n")):
         temporary = f"{path}.tmp.{os.getpid()}"
-        with open(temporary, "w", encoding="utf-8") as f:
+        with writing("the metrics", temporary), open(temporary, "w", encoding="utf-8") as f:
             f.writelines(kept)
             f.flush()
             os.fsync(f.fileno())
@@ -180,27 +183,31 @@ class MetricWriter:
     def __init__(self, workdir: str, enabled: bool = True, resumed_from: int | None = None):
         self._enabled = enabled
         self._path = os.path.join(workdir, METRICS_FILE)
+        self._tensorboard_path = os.path.join(workdir, "tensorboard")
         self._tensorboard = None
         if enabled:
             from tensorboardX import SummaryWriter
 
             purge_step = None if resumed_from is None else resumed_from + 1
-            self._tensorboard = SummaryWriter(os.path.join(workdir, "tensorboard"), purge_step=purge_step)
+            with writing("the TensorBoard events in", self._tensorboard_path):
+                self._tensorboard = SummaryWriter(self._tensorboard_path, purge_step=purge_step)
 
     def write(self, step: int, split: str, metrics: dict, **extra) -> None:
         if not self._enabled:
             return
         record = {"step": int(step), "split": split, **{k: _plain(v) for k, v in metrics.items()}, **extra}
-        with open(self._path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
-        for name, value in record.items():
-            if isinstance(value, float):
-                self._tensorboard.add_scalar(f"{split}/{name}", value, step)
-        self._tensorboard.flush()
+        with writing("the metrics", self._path), open(self._path, "a", encoding="utf-8") as f:
+            f.write(strict_json.dumps(record) + "\n")
+        with writing("the TensorBoard events in", self._tensorboard_path):
+            for name, value in record.items():
+                if isinstance(value, float):
+                    self._tensorboard.add_scalar(f"{split}/{name}", value, step)
+            self._tensorboard.flush()
 
     def close(self) -> None:
         if self._tensorboard is not None:
-            self._tensorboard.close()
+            with writing("the TensorBoard events in", self._tensorboard_path):
+                self._tensorboard.close()
 
 
 def _plain(value):

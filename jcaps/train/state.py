@@ -64,3 +64,14 @@ def create_train_state(config, model, inputs: tuple, num_steps: int, mesh) -> Tr
 def parameter_count(params) -> int:
     """The number of scalars in a parameter tree (of arrays or shapes)."""
     return int(sum(np.prod(x.shape) for x in jax.tree.leaves(params)))
+
+
+@jax.jit
+def _all_finite(tree):
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree.leaves(tree)]))
+
+
+def all_finite(params) -> bool:
+    """Whether every value of a parameter tree is finite (no NaN, no infinity): reduced on the
+    device, so only one boolean reaches the host."""
+    return bool(_all_finite(params))

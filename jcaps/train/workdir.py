@@ -4,8 +4,9 @@ Evaluation, prediction and interpretation need nothing but the workdir. The para
 the ones training reported as final: those of the best validation evaluation when the run
 selected one (`train.select_best`), else those of the last checkpoint; `TrainedModel` says
 which (`parameters`, `selected_step`, `last_step`). Damaged parameters (their checksums do not
-match, `jcaps.train.checkpoints`) are refused with a `DamagedCheckpoint` naming the file, never
-loaded; `parameters="last"` asks for the newest checkpoint that is intact instead.
+match, `jcaps.train.checkpoints`) and parameters that are not finite (NaN or infinity) are
+refused with a `DamagedCheckpoint` naming the step, never loaded; `parameters="last"` asks for
+the newest checkpoint that is intact and finite instead.
 
 Loading is quick because it builds nothing it does not use: the structure of the saved
 parameters comes from `jax.eval_shape` (no compiled initialisation), the optimiser state stays
@@ -19,6 +20,7 @@ import dataclasses
 import json
 import os
 import sys
+import time
 
 import jax
 
@@ -29,7 +31,7 @@ from jcaps.errors import UserError
 from jcaps.train import config as config_lib
 from jcaps.train import mesh as mesh_lib
 from jcaps.train.families import ModelFamily, get_family
-from jcaps.train.state import dummy_inputs, model_for, parameter_shapes
+from jcaps.train.state import all_finite, dummy_inputs, model_for, parameter_shapes
 from jcaps.train.steps import TrainState
 
 
@@ -96,7 +98,9 @@ def load_trained(workdir: str, *, with_data: bool = False, data_overrides: dict 
 
     from jcaps.train.checkpoints import Checkpoints
 
-    logging.set_verbosity(logging.ERROR)  # orbax logs every restore at INFO
+    # orbax logs every restore at INFO, and at ERROR a step it could not read, which the load
+    # reports itself in one line (or reads again, a step deleted by a training beside it).
+    logging.set_verbosity(logging.FATAL)
     if parameters not in PARAMETER_CHOICES:
         raise UserError(f"--parameters must be one of {', '.join(PARAMETER_CHOICES)}, not {parameters!r}")
     config = read_config(workdir)
@@ -116,32 +120,93 @@ def load_trained(workdir: str, *, with_data: bool = False, data_overrides: dict 
     shapes = parameter_shapes(config, model, dummy_inputs(config, dataset))
     abstract_params = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=replicated), shapes)
 
-    checkpoints = Checkpoints(workdir, keep=config.train.keep_checkpoints)
+    params, which, selected, last_step = _read_params(workdir, abstract_params, parameters, config.train.select_best)
+    return TrainedModel(config, family, model, params, dataset, which, int(selected), int(last_step))
+
+
+# Reads of a workdir that a training changes meanwhile (a save, a step deleted) before one
+# holds still; each starts with a new view of the saved steps.
+READ_ATTEMPTS = 20
+
+
+def _read_params(workdir: str, abstract_params, parameters: str, select_best: bool) -> tuple:
+    """(params, "best" or "last", their step, the last checkpoint's step). A training writing the
+    workdir commits each step whole (orbax renames it into place once written) but deletes old
+    ones, the previous best among them, perhaps while they are read: a read that fails while
+    the saved steps change is made again on the new ones (and says so on stderr), up to
+    `READ_ATTEMPTS` times; one that fails on steps that hold still is what it says."""
+    attempt = 1
+    while True:
+        before = _saved_steps(workdir)
+        try:
+            return _read_params_once(workdir, abstract_params, parameters, select_best)
+        except Exception:  # orbax and tensorstore report a file gone as a plain Exception
+            if attempt == READ_ATTEMPTS or _saved_steps(workdir) == before:
+                raise
+            _warn(f"warning: {workdir} changed while it was read (a training is writing it); reading it again")
+            time.sleep(0.05 * attempt)
+            attempt += 1
+
+
+def _read_params_once(workdir: str, abstract_params, parameters: str, select_best: bool) -> tuple:
+    from jcaps.train.checkpoints import Checkpoints
+
+    checkpoints = Checkpoints(workdir, read_only=True)
     try:
         last_step = checkpoints.latest_step()
         if parameters == "last":
             selected, params = checkpoints.restore_newest_intact_params(abstract_params, _warn)
-            which = "last"
-        else:
-            params, which, selected = _final_params(checkpoints, abstract_params, config.train.select_best, last_step)
+            return params, "last", selected, last_step
+        return (*_final_params(checkpoints, abstract_params, select_best, last_step), last_step)
     finally:
         checkpoints.close()
-    return TrainedModel(config, family, model, params, dataset, which, int(selected), int(last_step))
+
+
+def _saved_steps(workdir: str) -> tuple:
+    """The step directories of WORKDIR/checkpoints and WORKDIR/best, as they stand."""
+    return tuple(sorted(name for name in os.listdir(os.path.join(workdir, folder)) if name.isdigit())
+                 if os.path.isdir(os.path.join(workdir, folder)) else () for folder in ("checkpoints", "best"))
+
+
+def check_split(trained: TrainedModel, split: str, workdir: str) -> int:
+    """The number of examples of `split` in the workdir's data; a UserError (naming --split) for a
+    split the data has not, or an empty one: there is nothing to score or explain in it."""
+    if split not in trained.dataset.splits:
+        raise UserError(f"--split: no split {split!r}; the dataset has {', '.join(trained.dataset.splits)}")
+    size = len(trained.dataset.splits[split].source)
+    if not size:
+        raise UserError(f"--split: the {split} split of {workdir}'s data is empty")
+    return size
 
 
 def _final_params(checkpoints, abstract_params, select_best: bool, last_step: int) -> tuple:
-    """(params, "best" or "last", step) of the model training reported as final."""
-    from jcaps.train.checkpoints import DamagedCheckpoint
+    """(params, "best" or "last", step) of the model training reported as final. Parameters that
+    are not finite (saved before training checked them) are refused like damaged ones, naming
+    the newest checkpoint whose parameters are finite."""
+    from jcaps.train.checkpoints import NOT_FINITE, DamagedCheckpoint
 
+    hint = ("--parameters last loads the newest checkpoint that is intact instead (the last parameters "
+            "trained, not those selected on validation)")
     try:
         record = checkpoints.best_record() if select_best else None
         if record is not None:
-            return checkpoints.restore_best_params(abstract_params), "best", int(record["step"])
-        return checkpoints.restore_params(abstract_params), "last", int(last_step)
+            step = int(record["step"])
+            params, which = checkpoints.restore_best_params(abstract_params, step), "best"
+            directory = checkpoints.best_directory
+        else:
+            params, which, step = checkpoints.restore_params(abstract_params), "last", int(last_step)
+            directory = checkpoints.directory
     except DamagedCheckpoint as damage:
-        raise DamagedCheckpoint(damage.path, damage.problem, hint=(
-            "--parameters last loads the newest checkpoint that is intact instead (the last parameters "
-            "trained, not those selected on validation)")) from damage
+        raise DamagedCheckpoint(damage.path, damage.problem, hint=hint) from damage
+    if not all_finite(params):
+        try:
+            newest, _ = checkpoints.restore_newest_intact_params(abstract_params, lambda _: None)
+            good = f"the newest checkpoint with finite parameters is step {newest}"
+        except DamagedCheckpoint:
+            good = "no checkpoint has finite parameters"
+            hint = "train the workdir again with a lower train.learning_rate"
+        raise DamagedCheckpoint(os.path.join(directory, str(step)), f"{NOT_FINITE}; {good}", hint=hint)
+    return params, which, step
 
 
 def _warn(message: str) -> None:
@@ -186,11 +251,12 @@ def _open_dataset(config, family: ModelFamily, directory: str, with_data: bool) 
     return datasets.inference_dataset(config.data, directory)
 
 
-def use_compilation_cache(config) -> None:
-    """Compiled programs are read from (and written to) the persistent cache of the workdir's
-    `train.compilation_cache`, however quickly they compiled: a command that runs the model a
-    few times spends more time compiling than running."""
-    cache = config_lib.compilation_cache_dir(config.train.compilation_cache)
+def use_compilation_cache(setting: str) -> None:
+    """Compiled programs are read from (and written to) the persistent cache `setting` (a
+    `train.compilation_cache` value given by the command line, never the workdir's: a cache
+    holds executables, and a workdir is data), however quickly they compiled: a command that
+    runs the model a few times spends more time compiling than running."""
+    cache = config_lib.compilation_cache_dir(setting)
     if not cache:
         return
     jax.config.update("jax_compilation_cache_dir", cache)

@@ -17,6 +17,7 @@ from jcaps.interpret import checks, explain
 from jcaps.train import loop
 from jcaps.train.workdir import load_trained
 from jcaps.viz.html import checks_markdown
+from tests.workdir_flags import own_data_cache
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -118,7 +119,8 @@ def test_pointing_per_class_separates_a_class_the_model_finds_without_evidence()
 
 def test_the_command_writes_checks_beside_faithfulness(fasttext_workdir, tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "jcaps.interpret", "--workdir", fasttext_workdir, "--out", str(tmp_path), "--checks",
+        [sys.executable, "-m", "jcaps.interpret", "--workdir", fasttext_workdir, own_data_cache(fasttext_workdir),
+         "--out", str(tmp_path), "--checks",
          "--faithfulness", "--methods", "integrated_gradients,kernel_shap,lime,random", "--limit", "16",
          "--shap_samples", "32", "--lime_samples", "32"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,

@@ -17,6 +17,7 @@ from jcaps.interpret.explain import explain_workdir
 from jcaps.interpret.faithfulness import METRICS
 from jcaps.train import loop
 from jcaps.train.workdir import load_trained
+from tests.workdir_flags import own_data_cache
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -181,8 +182,9 @@ def test_bad_flags_are_one_line_errors(workdirs, flags, message):
 # test_series_training.py.
 @pytest.mark.parametrize("model_name", ["br", "cccapsnet", "dilated_fcn", "fasttext", "sgm"])
 def test_the_command_runs_on_every_model(workdirs, tmp_path, model_name):
-    result = run("--workdir", workdirs(model_name), "--out", str(tmp_path), "--limit", "2", "--methods", "random",
-                 "--faithfulness")
+    workdir = workdirs(model_name)
+    result = run("--workdir", workdir, own_data_cache(workdir), "--out", str(tmp_path), "--limit", "2", "--methods",
+                 "random", "--faithfulness")
     assert result.returncode == 0, result.stderr
     assert set(json.loads((tmp_path / "faithfulness.json").read_text())) == {"random"}
     assert {"attributions.jsonl", "report.html"} <= set(os.listdir(tmp_path))

@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+from tests.workdir_flags import own_data_cache
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -24,7 +26,8 @@ def test_smoke_training_then_interpretation_writes_the_report(tmp_path, config):
     workdir, out = tmp_path / "w", tmp_path / "interp"
     run("train.py", "--config", f"configs/{config}.py:smoke", "--workdir", str(workdir),
         f"--config.data.cache_dir={tmp_path / 'cache'}", "--config.train.progress=none")
-    run("-m", "jcaps.interpret", "--workdir", str(workdir), "--split", "test", "--out", str(out), "--limit", "40",
+    run("-m", "jcaps.interpret", "--workdir", str(workdir), own_data_cache(workdir), "--split", "test",
+        "--out", str(out), "--limit", "40",
         "--methods", "capsules,random")  # every method of every model: tests/interpret/test_explain.py
     assert sorted(os.listdir(out)) == ["C.png", "attributions.jsonl", "global.json", "local.jsonl", "report.html"]
 

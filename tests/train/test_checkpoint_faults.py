@@ -16,15 +16,18 @@ import shutil
 import signal
 import subprocess
 import sys
+import types
 
 import orbax.checkpoint as ocp
 import pytest
 
-from jcaps.errors import UserError
+from jcaps.data import datasets
+from jcaps.errors import UserError, WriteFailed
 from jcaps.train import checkpoints as checkpoints_lib
 from jcaps.train import loop
 from jcaps.train.checkpoints import CHECKSUMS_FILE, Checkpoints, DamagedCheckpoint, SaveFailed
 from jcaps.train.config import load
+from tests.workdir_flags import own_data_cache
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SMOKE = os.path.join(ROOT, "configs", "fasttext_ag_news.py") + ":smoke"
@@ -287,6 +290,41 @@ def test_a_full_disk_stops_the_run_with_one_line_and_the_next_run_resumes(
     assert_same_finals(workdir, reference[1])
 
 
+def full_disk(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def full_disk_in_array_record(*args, **kwargs):
+    raise RuntimeError('Failed to finalize writing of split "train": write() failed: No space left on device')
+
+
+# (what fails, how, the start of the one-line message): every write of a training but the saves.
+FULL_DISK_WRITES = [
+    ("os.pwrite", full_disk, "cannot write the lock of the workdir "),
+    ("jcaps.data.preparation.prepare_text_splits", full_disk_in_array_record, "cannot write the prepared data in "),
+    ("jcaps.data.text.TextDataset.save_metadata", full_disk, "cannot write the vocabulary and labels of the data in "),
+    ("jcaps.train.config.to_json", full_disk, "cannot write the config "),
+    ("jcaps.train.metrics.open", full_disk, "cannot write the metrics "),
+    ("tensorboardX.SummaryWriter.add_scalar", full_disk, "cannot write the TensorBoard events in "),
+]
+
+
+@pytest.mark.parametrize("target,failure,message", FULL_DISK_WRITES,
+                         ids=[message.split(" ")[3] for _, _, message in FULL_DISK_WRITES])
+def test_a_full_disk_at_any_write_is_one_line_and_the_run_resumes(tmp_path, cache_dir, reference, target, failure,
+                                                                   message):
+    workdir = tmp_path / "run"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(target, failure, raising=False)  # metrics.open: the builtin, for that module alone
+        with pytest.raises(WriteFailed) as raised:
+            loop.train_and_evaluate(smoke_config(cache_dir), str(workdir))
+    assert str(raised.value).startswith(message) and str(raised.value).endswith("free there)"), raised.value
+    assert "no space left on the device" in str(raised.value) and "\n" not in str(raised.value)
+    assert "run the same command again" in raised.value.hint
+    loop.train_and_evaluate(smoke_config(cache_dir), str(workdir))
+    assert_same_finals(workdir, reference[1])
+
+
 def test_a_bug_in_a_save_is_not_taken_for_a_full_disk(tmp_path, crashed, cache_dir):
     workdir = tmp_path / "run"
     shutil.copytree(crashed, workdir)
@@ -299,6 +337,47 @@ def test_a_bug_in_a_save_is_not_taken_for_a_full_disk(tmp_path, crashed, cache_d
         with pytest.raises(ValueError, match="tree structure mismatch") as raised:
             loop.train_and_evaluate(smoke_config(cache_dir), str(workdir))
     assert not isinstance(raised.value, UserError)
+
+
+# ---------------------------------------------------------------------------------------------
+# Ctrl-C at each phase of a run.
+# ---------------------------------------------------------------------------------------------
+
+
+def interrupted(function):
+    """`function`, with a SIGINT arriving as it starts."""
+
+    def with_sigint(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)
+        return function(*args, **kwargs)
+
+    return with_sigint
+
+
+# (what the SIGINT interrupts, how the one line goes on): outside the steps the run stops at once,
+# during a step's save at the step boundary after it.
+OUTSIDE_THE_STEPS = "outside the training steps; the checkpoints saved are intact"
+SIGINT_PHASES = [
+    (datasets, "load_dataset", OUTSIDE_THE_STEPS),
+    (loop, "_compile", OUTSIDE_THE_STEPS),
+    (Checkpoints, "save", "at step 50; checkpoint saved in "),
+    (Checkpoints, "save_best", "at step 60; checkpoint saved in "),  # the last step: no final evaluation
+    (loop, "_evaluate_final", OUTSIDE_THE_STEPS),
+]
+
+
+@pytest.mark.parametrize("owner,name,where", SIGINT_PHASES, ids=[name for _, name, _ in SIGINT_PHASES])
+def test_ctrl_c_at_any_phase_stops_with_status_130_and_the_run_resumes(tmp_path, crashed, cache_dir, reference,
+                                                                        owner, name, where):
+    workdir = tmp_path / "run"
+    shutil.copytree(crashed, workdir)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(owner, name, interrupted(getattr(owner, name)))
+        with pytest.raises(loop.TrainingInterrupted) as raised:
+            loop.train_and_evaluate(smoke_config(cache_dir), str(workdir))
+    assert raised.value.exit_code == 130 and str(raised.value).startswith(f"interrupted by SIGINT {where}")
+    loop.train_and_evaluate(smoke_config(cache_dir), str(workdir))
+    assert_same_finals(workdir, reference[1])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -360,6 +439,73 @@ def test_sigkill_during_a_save_then_rerun_matches_an_uninterrupted_run(tmp_path,
 
 
 # ---------------------------------------------------------------------------------------------
+# Parameters that are not finite.
+# ---------------------------------------------------------------------------------------------
+
+
+def strict_records(path) -> list[dict]:
+    """The JSON lines of `path`, parsed by a reader that refuses `NaN` and `Infinity`."""
+
+    def refuse(token):
+        raise AssertionError(f"{path}: {token} is not JSON")
+
+    return [json.loads(line, parse_constant=refuse) for line in open(path, encoding="utf-8")]
+
+
+def test_a_nan_at_an_evaluation_step_stops_the_run_before_it_is_selected(tmp_path, cache_dir):
+    """The learning rate blows up after step 36 (×1e36 from 60 % of training); validation, each
+    step, sees the NaN before any log line does. NaN scores all take one class, whose accuracy
+    could beat the real model's: the step must stop the run, never become the best."""
+    config = smoke_config(cache_dir)
+    config.train.update(schedule="steps", decay_boundaries=(0.6,), decay_factor=1e36, eval_every_steps=1,
+                        log_every_steps=100)
+    workdir = tmp_path / "nan"
+    with pytest.raises(loop.NonFiniteLoss, match=r"validation loss nan at step (\d+); stopping before model "
+                                                 r"selection \(the last good checkpoint is step 30 in ") as raised:
+        loop.train_and_evaluate(config, str(workdir))
+    stopped_at = int(re.search(r"at step (\d+)", str(raised.value)).group(1))
+    [best] = [int(name) for name in os.listdir(workdir / "best")]
+    assert best < stopped_at
+    records = strict_records(workdir / "metrics.jsonl")
+    assert [r["loss"] for r in records if r["step"] == stopped_at] == [None]  # null, not NaN
+    from jcaps.evaluate import evaluate
+
+    assert evaluate(str(workdir), "test")["selected_step"] == best
+
+
+def test_parameters_that_are_not_finite_are_refused_naming_the_newest_finite_checkpoint(tmp_path, reference, capsys):
+    """A workdir whose best/ (or newest checkpoint) holds NaN weights, as training saved them before
+    it checked."""
+    import jax
+    import numpy as np
+
+    from jcaps.evaluate import evaluate
+
+    workdir = tmp_path / "trained"
+    shutil.copytree(reference[0], workdir)
+    checkpoints = Checkpoints(str(workdir))
+    nan_params = jax.tree.map(lambda x: np.full_like(x, np.nan), checkpoints.read_state(60)["params"])
+    shutil.rmtree(workdir / "best" / "60")
+    checkpoints.save_best(55, nan_params, "accuracy", 1.0)
+    checkpoints.close()
+    with pytest.raises(DamagedCheckpoint) as raised:
+        evaluate(str(workdir), "test")
+    assert str(raised.value) == (f"{workdir / 'best' / '55'}: its parameters are not finite (NaN or infinity); "
+                                 "the newest checkpoint with finite parameters is step 60")
+    assert raised.value.hint.startswith("--parameters last")
+    assert evaluate(str(workdir), "test", parameters="last")["selected_step"] == 60
+
+    checkpoints = Checkpoints(str(workdir))
+    checkpoints.save(70, types.SimpleNamespace(**{**checkpoints.read_state(60), "params": nan_params}), None)
+    checkpoints.close()
+    capsys.readouterr()
+    assert evaluate(str(workdir), "test", parameters="last")["selected_step"] == 60
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("warning: checkpoint step 70 is damaged") and "not finite" in line
+    assert line.endswith("use step 60")
+
+
+# ---------------------------------------------------------------------------------------------
 # Loading a trained workdir for inference.
 # ---------------------------------------------------------------------------------------------
 
@@ -394,12 +540,50 @@ def test_evaluate_on_truncated_best_parameters_is_one_error_line(tmp_path, refer
     for path in step_files(workdir, "best/60/params"):
         if f"{os.sep}d{os.sep}" in path:
             open(path, "w").close()
-    result = subprocess.run([sys.executable, "-m", "jcaps.evaluate", "--workdir", str(workdir)], cwd=ROOT,
+    result = subprocess.run([sys.executable, "-m", "jcaps.evaluate", "--workdir", str(workdir),
+                             own_data_cache(workdir)], cwd=ROOT,
                             capture_output=True, text=True, timeout=120, env=dict(os.environ, JAX_PLATFORMS="cpu"))
     assert result.returncode == 2 and result.stdout == ""
     error, hint = result.stderr.splitlines()
     assert error.startswith(f"error: {workdir / 'best' / '60' / 'params'}") and "bytes where the save wrote" in error
     assert hint.startswith("hint: --parameters last")
+
+
+def test_best_parameters_replaced_while_they_are_read_are_read_again(tmp_path, reference, capsys):
+    """A training saves a new best step, deleting the old one, between the reader's look at
+    best/ and its read of the parameters: the reader reads the new step, and says so."""
+    from jcaps.train.workdir import load_trained
+
+    workdir = tmp_path / "trained"
+    shutil.copytree(reference[0], workdir)
+    restore, moved_on = Checkpoints.restore_best_params, []
+
+    def training_moves_on(self, params, step=None):
+        if not moved_on:
+            writer = Checkpoints(str(workdir))
+            writer.save_best(61, writer.read_state(60)["params"], "accuracy", 1.0)  # deletes best/60
+            writer.close()
+            moved_on.append(step)
+        return restore(self, params, step)
+
+    capsys.readouterr()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Checkpoints, "restore_best_params", training_moves_on)
+        trained = load_trained(str(workdir))
+    assert moved_on == [60] and (trained.parameters, trained.selected_step) == ("best", 61)
+    [line] = capsys.readouterr().err.splitlines()
+    assert line == f"warning: {workdir} changed while it was read (a training is writing it); reading it again"
+
+
+def test_readers_beside_a_training_never_fail(tmp_path):
+    """The reader benchmark at its tiny size: loads and predict calls while train.py saves a best
+    step at every step and deletes old checkpoints."""
+    result = subprocess.run([sys.executable, "-m", "benchmarks.readers_beside_training", "--out", str(tmp_path), "--tiny"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert (results["load_failures"], results["predict_failures"]) == (0, 0), results["failures"]
+    assert results["loads"] == 30 and results["steps_during_reads"] > 0
 
 
 def test_the_integrity_benchmark_runs_at_a_tiny_size(tmp_path):

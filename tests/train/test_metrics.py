@@ -43,3 +43,17 @@ def test_a_predicted_class_that_is_never_present_counts_in_macro_f1():
 def test_no_examples_give_zeros_not_nan():
     metrics = classification_metrics({"confusion": np.zeros((3, 3)), "count": 0.0, "loss_sum": 0.0})
     assert metrics == {"loss": 0.0, "accuracy": 0.0, "macro_f1": 0.0, "micro_f1": 0.0, "count": 0}
+
+
+def test_metrics_lines_are_strict_json(tmp_path):
+    """A NaN loss is written as null: Python's bare `NaN` token makes a standard parser reject the line."""
+    import json
+
+    from jcaps.train.metrics import MetricWriter
+
+    writer = MetricWriter(str(tmp_path))
+    writer.write(3, "validation", {"loss": np.float32("nan"), "accuracy": 0.5, "spread": [1.0, float("inf")]})
+    writer.close()
+    line = (tmp_path / "metrics.jsonl").read_text()
+    assert json.loads(line, parse_constant=pytest.fail) == {
+        "step": 3, "split": "validation", "loss": None, "accuracy": 0.5, "spread": [1.0, None]}

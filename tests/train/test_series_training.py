@@ -15,6 +15,7 @@ from jcaps.models.choices import INPUT_CELL_LSTM_VARIANTS
 from jcaps.predict import predict
 from jcaps.train import loop
 from jcaps.train.workdir import load_trained
+from tests.workdir_flags import own_data_cache
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -50,7 +51,8 @@ def test_interpret_writes_saliency_figures(input_cell_run, tmp_path):
     workdir, _ = input_cell_run
     out = tmp_path / "saliency"
     result = subprocess.run(
-        [sys.executable, "-m", "jcaps.interpret", "--workdir", str(workdir), "--out", str(out), "--limit", "3",
+        [sys.executable, "-m", "jcaps.interpret", "--workdir", str(workdir), own_data_cache(workdir), "--out", str(out),
+         "--limit", "3",
          "--methods", "attention,random"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
         env=dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=1"),

@@ -18,6 +18,7 @@ from jcaps.predict import predict
 from jcaps.train import loop
 from jcaps.train.workdir import load_trained
 from tests.shared_tmp import locked, shared_folder
+from tests.workdir_flags import own_data_cache
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -154,7 +155,7 @@ def test_evaluate_changes_decoding_settings_only(multilabel_run):
 def test_cli_evaluate_takes_decoding_flags(multilabel_run):
     workdir = str(multilabel_run("sgm_reuters.py")[0])
     out = subprocess.run(
-        [sys.executable, "-m", "jcaps.evaluate", "--workdir", workdir, "--split", "validation",
+        [sys.executable, "-m", "jcaps.evaluate", "--workdir", workdir, own_data_cache(workdir), "--split", "validation",
          "--config.model.length_penalty=1.0", "--config.model.beam_size=3"],
         capture_output=True, text=True, cwd=ROOT, timeout=300, env=dict(os.environ, JAX_PLATFORMS="cpu"), check=False,
     )
