@@ -70,12 +70,15 @@ def test_a_config_file_that_does_not_run_is_named_with_its_line(tmp_path):
                       f"{bad}:2: NameError: name 'undefined_name' is not defined")
 
 
-@pytest.mark.parametrize("flag,message", [
-    ("--config.model.embed_dim=0", "model.embed_dim must be an integer >= 1, not 0"),
-    ("--config.model.dropout_rate=1.5", "model.dropout_rate must be a number in [0, 1), not 1.5"),
+@pytest.mark.parametrize("config,flag,message", [
+    (SMOKE, "--config.model.embed_dim=0", "model.embed_dim must be an integer >= 1, not 0"),
+    (SMOKE, "--config.model.dropout_rate=1.5", "model.dropout_rate must be a number in [0, 1), not 1.5"),
+    # A choice is checked by the model itself, built with stand-in sizes before the data is read.
+    (SMOKE.replace("fasttext_ag_news", "icapsnet_short_ag_news"), "--config.model.routing=bogus",
+     "config.model: routing must be one of ('dynamic', 'kmeans'), got 'bogus'"),
 ])
-def test_model_keys_out_of_range_stop_before_data_preparation(tmp_path, flag, message):
-    result = run("train.py", "--config", SMOKE, "--workdir", str(tmp_path / "w"),
+def test_model_keys_out_of_range_stop_before_data_preparation(tmp_path, config, flag, message):
+    result = run("train.py", "--config", config, "--workdir", str(tmp_path / "w"),
                  f"--config.data.cache_dir={tmp_path / 'cache'}", flag)
     assert_user_error(result, message)
     assert len(result.stderr.splitlines()) <= 2 and not (tmp_path / "cache").exists()

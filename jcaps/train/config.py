@@ -230,14 +230,20 @@ def _param_groups(groups) -> None:
             _number(f"{key}.weight_decay", settings.weight_decay, 0.0)
 
 
+# The vocabulary or feature count a model is built with to run its own checks before the data
+# is read.
+STAND_IN_INPUT_SIZE = 1000
+
+
 def _model_keys(model: ml_collections.ConfigDict) -> None:
     """Every key of a known model: one its module has (or its loss reads), and of the type and
     range of the module field it sets. An `int` field is a size or a count, at least 1, or at
     least 0 where the model's default is 0 (none); a dropout rate is a fraction in [0, 1), a
-    `*_scale` a number > 0, any other `float` a finite number; a `bool` is True or False."""
+    `*_scale` a number > 0, any other `float` a finite number; a `bool` is True or False; then
+    the module checks its choices (`routing`, `variant`, ...) itself."""
     import dataclasses
 
-    from jcaps.train.families import get_family  # Flax: loaded only when a config is validated
+    from jcaps.train.families import build_model, get_family  # Flax: loaded only when a config is validated
 
     family = get_family(model.name)
     fields = {field.name: field for field in dataclasses.fields(family.module)}
@@ -260,6 +266,9 @@ def _model_keys(model: ml_collections.ConfigDict) -> None:
             _number(name, value, -math.inf)
         elif kind == "str" and not isinstance(value, str):
             _refuse(name, value, "a string")
+    # The module's own checks of its settings (a choice among its values, divisibility), with
+    # stand-in sizes: the data that sizes it is not read yet.
+    build_model(model, vocab_size=STAND_IN_INPUT_SIZE, num_classes=2)
 
 
 def validate(config: ml_collections.ConfigDict, models: Collection[str] | None = None) -> None:
