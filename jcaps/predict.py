@@ -190,10 +190,8 @@ def _predictions(trained, texts, top_k, batch_size, threshold) -> Iterator[dict]
         if filled:
             tokens = _pad(dataset, [encoded[i] for i in filled], batch_size)
             outputs = jax.device_get(run(trained.params, tokens))
-            if not generates and not np.isfinite(outputs).all():
-                raise UserError(f"the {trained.parameters} parameters of step {trained.selected_step} give "
-                                "probabilities that are not finite (NaN or infinity)",
-                                hint="--parameters last uses the newest intact checkpoint instead")
+            if not generates:
+                trained.refuse_non_finite(outputs, "probabilities")
             rows = zip(outputs["sequence"], outputs["length"]) if generates else outputs
             for i, row in zip(filled, rows):
                 results[i] = answer(row)

@@ -359,6 +359,7 @@ class Explainer:
             sequences, lengths = predicted["sequence"], predicted["length"]
             step_log_probs = _forward(self.explained_model, self.trained.params, x, jnp.asarray(sequences))
             step_probabilities = jax.device_get(jnp.exp(step_log_probs))
+            self.trained.refuse_non_finite(step_probabilities[real], "label probabilities")
             for b in real:
                 for step in range(int(lengths[b])):
                     name = self.names[int(sequences[b, step]) - NUM_SPECIAL]
@@ -367,6 +368,7 @@ class Explainer:
                     predictions[b].append(name)
             return rows, sides, predictions
         probabilities = predicted["probabilities"]
+        self.trained.refuse_non_finite(probabilities[real], "probabilities")
         for b in real:
             for j in self.explained_model.explanation.chosen_outputs(probabilities[b], self.trained.config.model):
                 rows.append((b, j, self.names[j], float(probabilities[b, j])))

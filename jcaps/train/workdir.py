@@ -23,6 +23,7 @@ import sys
 import time
 
 import jax
+import numpy as np
 
 from jcaps.data.batching import ExampleDataset
 from jcaps.data.text import make_text_dataset
@@ -49,6 +50,14 @@ class TrainedModel:
     def apply(self, *inputs, **kwargs):
         """The model's outputs for `inputs` (the batch arrays named by the family's `inputs`)."""
         return self.model.apply({"params": self.params}, *inputs, train=False, **kwargs)
+
+    def refuse_non_finite(self, outputs, what: str) -> None:
+        """Raises a one-line `UserError` naming these parameters' step when `outputs` (the model's
+        WHAT, e.g. "probabilities", on real inputs) hold NaN or infinity: finite parameters can
+        still overflow, and such numbers are never served."""
+        if not np.isfinite(np.asarray(outputs)).all():
+            raise UserError(f"the {self.parameters} parameters of step {self.selected_step} give {what} that are not "
+                            "finite (NaN or infinity)", hint="--parameters last uses the newest intact checkpoint instead")
 
     @property
     def selection(self) -> dict:
@@ -95,8 +104,6 @@ def load_trained(workdir: str, *, with_data: bool = False, data_overrides: dict 
     `model_overrides`: `model.*` keys to change that leave the parameters as they are (decoding
     settings); each must be a key of the workdir's model, and the changed config is validated."""
     from absl import logging
-
-    from jcaps.train.checkpoints import Checkpoints
 
     # orbax logs every restore at INFO, and at ERROR a step it could not read, which the load
     # reports itself in one line (or reads again, a step deleted by a training beside it).

@@ -117,6 +117,25 @@ def test_sampling_methods_of_every_model(workdirs, tmp_path, model_name):
             assert total_shap == pytest.approx(total_sampling, rel=1e-3, abs=2e-4), entry["target"]
 
 
+@pytest.mark.parametrize("model_name", ["fasttext", "sgm"])
+def test_outputs_that_are_not_finite_are_refused(workdirs, tmp_path, model_name):
+    """Parameters that overflow (finite, but large enough to give infinite scores) are refused
+    before anything is explained: the classifier's probabilities, the generator's label ones."""
+    import dataclasses
+
+    import jax
+
+    from jcaps.errors import UserError
+
+    trained = load_trained(workdirs(model_name), with_data=True)
+    huge = dataclasses.replace(trained, params=jax.tree.map(lambda x: np.full_like(x, 3e38), trained.params))
+    with pytest.raises(UserError, match=rf"parameters of step {trained.selected_step} give (label )?probabilities "
+                                        r"that are not finite \(NaN or infinity\)"):
+        explain_workdir(huge, "test", str(tmp_path), methods=("random",), limit=2)
+    written = tmp_path / "attributions.jsonl"
+    assert not written.exists() or not written.read_text()  # no example explained
+
+
 # fastText and iCapsNets Short are checked in tests/interpret/test_checks.py; binary relevance and
 # iCapsNets Long share their families' parameter layouts with SGM's encoder and Short.
 @pytest.mark.parametrize("model_name", ["cccapsnet", "dilated_fcn", "input_cell_lstm", "sgm"])
