@@ -29,18 +29,8 @@ from jcaps.train.families import MODELS, build_model, get_family
 from jcaps.train.state import create_train_state, dummy_inputs
 from jcaps.train.steps import model_inputs
 from jcaps.train.workdir import load_trained
+from tests.smoke_configs import SMOKE_CONFIGS
 
-# One `:smoke` config per model of the table.
-SMOKE_CONFIGS = {
-    "fasttext": ("fasttext_ag_news.py", "smoke"),
-    "icapsnet_short": ("icapsnet_short_ag_news.py", "smoke"),
-    "icapsnet_long": ("icapsnet_long_ag_news.py", "smoke"),
-    "cccapsnet": ("cccapsnet_ag_news.py", "smoke"),
-    "input_cell_lstm": ("input_cell_boxes.py", "earlier,input_cell,smoke"),
-    "dilated_fcn": ("dilated_fcn_emoji.py", "smoke"),
-    "br": ("br_reuters.py", "smoke"),
-    "sgm": ("sgm_reuters.py", "smoke"),
-}
 # Same parameters, one batch: relative L2 errors of the bfloat16 model's scores and loss to the
 # float32 model's, and the cosine of the two parameter gradients (the update direction). The
 # gradient's relative error is larger than the scores' (up to 0.12, the dilated network's: the
