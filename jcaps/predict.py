@@ -163,6 +163,8 @@ def iter_predictions(
 def _predictions(trained, texts, top_k, batch_size, threshold) -> Iterator[dict]:
     import jax
 
+    from jcaps.train.workdir import refuse_non_finite
+
     family, dataset = trained.family, trained.dataset
     names = dataset.labels.names
     k = top_k or len(names)
@@ -191,7 +193,7 @@ def _predictions(trained, texts, top_k, batch_size, threshold) -> Iterator[dict]
             tokens = _pad(dataset, [encoded[i] for i in filled], batch_size)
             outputs = jax.device_get(run(trained.params, tokens))
             if not generates:
-                trained.refuse_non_finite(outputs, "probabilities")
+                refuse_non_finite(trained, outputs, "probabilities")
             rows = zip(outputs["sequence"], outputs["length"]) if generates else outputs
             for i, row in zip(filled, rows):
                 results[i] = answer(row)

@@ -60,6 +60,7 @@ from jcaps.interpret import attribution
 from jcaps.interpret import capsules as capsule_interpretation
 from jcaps.interpret.faithfulness import METRICS, bootstrap_interval, faithfulness
 from jcaps.train.families import TOKEN_REMOVALS, Explanation, apply_rows, get_family
+from jcaps.train.workdir import refuse_non_finite
 from jcaps.viz.html import write_explanation_report
 
 # What `Options.removal` may name: how a removed token is replaced (a series step becomes zeros).
@@ -359,7 +360,7 @@ class Explainer:
             sequences, lengths = predicted["sequence"], predicted["length"]
             step_log_probs = _forward(self.explained_model, self.trained.params, x, jnp.asarray(sequences))
             step_probabilities = jax.device_get(jnp.exp(step_log_probs))
-            self.trained.refuse_non_finite(step_probabilities[real], "label probabilities")
+            refuse_non_finite(self.trained, step_probabilities[real], "label probabilities")
             for b in real:
                 for step in range(int(lengths[b])):
                     name = self.names[int(sequences[b, step]) - NUM_SPECIAL]
@@ -368,7 +369,7 @@ class Explainer:
                     predictions[b].append(name)
             return rows, sides, predictions
         probabilities = predicted["probabilities"]
-        self.trained.refuse_non_finite(probabilities[real], "probabilities")
+        refuse_non_finite(self.trained, probabilities[real], "probabilities")
         for b in real:
             for j in self.explained_model.explanation.chosen_outputs(probabilities[b], self.trained.config.model):
                 rows.append((b, j, self.names[j], float(probabilities[b, j])))

@@ -51,14 +51,6 @@ class TrainedModel:
         """The model's outputs for `inputs` (the batch arrays named by the family's `inputs`)."""
         return self.model.apply({"params": self.params}, *inputs, train=False, **kwargs)
 
-    def refuse_non_finite(self, outputs, what: str) -> None:
-        """Raises a one-line `UserError` naming these parameters' step when `outputs` (the model's
-        WHAT, e.g. "probabilities", on real inputs) hold NaN or infinity: finite parameters can
-        still overflow, and such numbers are never served."""
-        if not np.isfinite(np.asarray(outputs)).all():
-            raise UserError(f"the {self.parameters} parameters of step {self.selected_step} give {what} that are not "
-                            "finite (NaN or infinity)", hint="--parameters last uses the newest intact checkpoint instead")
-
     @property
     def selection(self) -> dict:
         """`{"selected_step", "parameters", "last_step"}`: which parameters were loaded."""
@@ -72,6 +64,15 @@ class TrainedModel:
         return TrainState.create(
             apply_fn=self.model.apply, params=self.params, tx=optax.identity(), rng=jax.random.PRNGKey(0)
         ).replace(step=self.selected_step)
+
+
+def refuse_non_finite(trained: TrainedModel, outputs, what: str) -> None:
+    """Raises a one-line `UserError` naming the step of `trained`'s parameters when `outputs`
+    (the model's WHAT, e.g. "probabilities", on real inputs) hold NaN or infinity: finite
+    parameters can still overflow, and such numbers are never served."""
+    if not np.isfinite(np.asarray(outputs)).all():
+        raise UserError(f"the {trained.parameters} parameters of step {trained.selected_step} give {what} that are "
+                        "not finite (NaN or infinity)", hint="--parameters last uses the newest intact checkpoint instead")
 
 
 def read_config(workdir: str):

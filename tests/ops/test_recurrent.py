@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jcaps.ops import recurrent
+from jcaps.ops import pooling, recurrent
 from tests.ops.recurrent_references import np_bidirectional, np_gru, np_lstm, padded_batch
 
 B, T, D, H = 3, 6, 4, 5
@@ -188,24 +188,24 @@ def test_bidirectional_final_state_is_pytorchs_final_hidden_state():
 def test_masked_mean_over_time():
     x = np.random.default_rng(2).normal(size=(3, 4, 2)).astype(np.float32)
     x[~POOL_MASK] = np.nan  # padding never reaches the sum
-    mean = recurrent.masked_mean_over_time(x, POOL_MASK)
+    mean = pooling.masked_mean_over_time(x, POOL_MASK)
     chex.assert_shape(mean, (3, 2))
     np.testing.assert_allclose(mean[0], x[0, [0, 2]].mean(0), rtol=1e-6)
     np.testing.assert_allclose(mean[1], x[1, 0], rtol=1e-6)
     np.testing.assert_array_equal(mean[2], 0.0)
     x = np.nan_to_num(x)
-    np.testing.assert_allclose(recurrent.masked_mean_over_time(x), x.mean(1), rtol=1e-6)
+    np.testing.assert_allclose(pooling.masked_mean_over_time(x), x.mean(1), rtol=1e-6)
 
 
 def test_masked_max_over_time():
     x = -np.abs(np.random.default_rng(9).normal(size=(3, 4, 2))).astype(np.float32) - 1
     x[~POOL_MASK] = 1e3  # padding never wins
-    maximum = recurrent.masked_max_over_time(x, POOL_MASK)
+    maximum = pooling.masked_max_over_time(x, POOL_MASK)
     chex.assert_shape(maximum, (3, 2))
     np.testing.assert_array_equal(maximum[0], x[0, [0, 2]].max(0))
     np.testing.assert_array_equal(maximum[1], x[1, 0])
     np.testing.assert_array_equal(maximum[2], 0.0)
-    np.testing.assert_array_equal(recurrent.masked_max_over_time(x), x.max(1))
+    np.testing.assert_array_equal(pooling.masked_max_over_time(x), x.max(1))
 
 
 # --- one sequence, extra leading axes, vmap ----------------------------------------------------
@@ -225,8 +225,8 @@ def _op_calls():
         "bidirectional_lstm": (lambda x, m: recurrent.bidirectional_lstm(x, *lstm, mask=m), x, mask),
         "last_valid_state": (recurrent.last_valid_state, states[:, :, 0], mask),
         "bidirectional_final_state": (recurrent.bidirectional_final_state, states, mask),
-        "masked_mean_over_time": (recurrent.masked_mean_over_time, states[:, :, 1], mask),
-        "masked_max_over_time": (recurrent.masked_max_over_time, states[:, :, 1], mask),
+        "masked_mean_over_time": (pooling.masked_mean_over_time, states[:, :, 1], mask),
+        "masked_max_over_time": (pooling.masked_max_over_time, states[:, :, 1], mask),
     }
 
 

@@ -119,6 +119,7 @@ def test_a_family_registered_in_the_table_is_explained(monkeypatch):
     trained = types.SimpleNamespace(
         config=ml_collections.ConfigDict({"model": {"name": "attended_mean"}}), family=family, model=model,
         params=params, dataset=types.SimpleNamespace(labels=types.SimpleNamespace(names=["a", "b", "c"])),
+        parameters="final", selected_step=0,
     )
     options = explain.Options(ig_steps=8, smoothgrad_samples=2, shap_samples=8, shapley_permutations=2,
                               lime_samples=8, sampling_chunk=4)
