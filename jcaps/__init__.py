@@ -48,3 +48,10 @@ Each layer imports only the layers below it (checked by `lint-imports` in CI):
 - Add a model: a module in `jcaps.models`, one entry in `jcaps.train.families`, a file in
   `configs/`.
 """
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("jcaps")
+except PackageNotFoundError:  # the source tree on sys.path without an install
+    __version__ = "unknown"

@@ -100,11 +100,26 @@ def _check_config_files_loaded() -> None:
         raise UserError(f"--{name}: config file {path} does not load: {_one_line(load_error)}")
 
 
+def _with_shipped_configs_resolved(argv: list[str]) -> list[str]:
+    """`--config NAME[:ARG]` naming a shipped config, rewritten to its file's path."""
+    from jcaps.train.config import resolve  # ml_collections and the standard library only
+
+    resolved, follows_config_flag = [], False
+    for argument in argv:
+        if follows_config_flag:
+            argument = resolve(argument)
+        elif argument.startswith("--config="):
+            argument = "--config=" + resolve(argument.removeprefix("--config="))
+        follows_config_flag = argument == "--config"
+        resolved.append(argument)
+    return resolved
+
+
 def parse_flags(argv: list[str]) -> list[str]:
     """absl's flag parser with jcaps' error style (the `flags_parser` of `app.run`)."""
     hint = f"see {os.path.basename(argv[0])} --help"
     try:
-        remaining = flags.FLAGS(argv)
+        remaining = flags.FLAGS(_with_shipped_configs_resolved(argv))
     except flags.Error as error:
         raise UserError(_flag_error_message(error), hint=hint) from error
     except (KeyError, AttributeError, TypeError, ValueError, OSError) as error:
