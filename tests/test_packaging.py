@@ -72,3 +72,16 @@ def test_the_wheel_ships_the_configs_the_license_the_typing_marker_and_the_comma
     dist_info = f"jcaps-{jcaps.__version__}.dist-info"
     assert {"jcaps/py.typed", "jcaps/configs/fasttext_ag_news.py", f"{dist_info}/licenses/LICENSE"} <= names
     assert "jcaps = jcaps.command:main" in zipfile.ZipFile(wheel).read(f"{dist_info}/entry_points.txt").decode()
+
+
+@pytest.mark.parametrize("command, needed_flags", [
+    ("train", ["--config", "--workdir"]),
+    ("evaluate", ["--workdir", "--config.data.dir", "--parameters"]),
+    ("predict", ["--workdir", "--text", "--parameters"]),
+])
+def test_help_exits_0_and_lists_the_flags_a_user_needs(tmp_path, command, needed_flags):
+    listing = run_jcaps(command, "--help", cwd=tmp_path)
+    assert listing.returncode == 0, listing.stderr
+    listed = {line.split(":", 1)[0].strip() for line in listing.stdout.splitlines() if line.startswith("  --")}
+    assert set(needed_flags) <= listed
+    assert "--helpfull" in listing.stdout
