@@ -1,54 +1,15 @@
-"""Train a jcaps model: `python train.py --config configs/NAME.py --workdir DIR [--config.KEY=VALUE ...]`.
+"""`python train.py ...` in a checkout: the same command as `jcaps train ...` (jcaps/train_command.py)."""
 
-Resumes automatically when DIR holds checkpoints of the same config; see docs/training.md. A DIR
-trained to the end is left as it is (`--reevaluate` evaluates its final model again).
+if __name__ == "jcaps.train":
+    # A script run beside a clone folder named jcaps imports that folder as the package (as a
+    # namespace package, it resolves `jcaps.train` to this file): say so instead of failing later.
+    import os
 
-Several processes (one per host, or several on one machine) train one model together when
-started with `--num_processes N --process_id I --coordinator_address HOST:PORT` (or the
-environment variables JAX_NUM_PROCESSES, JAX_PROCESS_ID, JAX_COORDINATOR_ADDRESS), all with
-the same `--workdir` on a shared filesystem: each reads its rows of every global batch, the
-batch is split over all their devices, only process 0 logs, and checkpoints are written and
-restored by all together (a checkpoint restores with any number of processes).
-"""
-
-import os
-import sys
-
-from absl import app, flags
+    raise ImportError(f"jcaps is imported from the checkout folder {os.path.dirname(os.path.abspath(__file__))}, "
+                      "not the package inside it: run the script from another folder, or rename the checkout")
 
 from jcaps import cli
-from ml_collections import config_flags
-
-from jcaps.train.loop import TrainingInterrupted, train_and_evaluate
-from jcaps.train.mesh import initialize_distributed
-
-FLAGS = flags.FLAGS
-config_flags.DEFINE_config_file("config", None, "Config file, e.g. configs/fasttext_ag_news.py[:smoke].", lock_config=True)
-flags.DEFINE_string("workdir", None, "Directory for checkpoints, metrics and the resolved config.")
-flags.DEFINE_string("coordinator_address", os.environ.get("JAX_COORDINATOR_ADDRESS", ""),
-                    "Multi-process runs: HOST:PORT of process 0's coordinator.")
-flags.DEFINE_integer("num_processes", int(os.environ.get("JAX_NUM_PROCESSES", "1")),
-                     "Multi-process runs: how many processes train together.")
-flags.DEFINE_integer("process_id", int(os.environ.get("JAX_PROCESS_ID", "0")),
-                     "Multi-process runs: this process's index, 0 .. num_processes - 1.")
-flags.DEFINE_bool("reevaluate", False,
-                  "A finished workdir: evaluate its final model again (replacing its final metrics) "
-                  "instead of saying it is finished.")
-flags.mark_flags_as_required(["config", "workdir"])
-
-
-def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    if FLAGS.num_processes > 1 and not FLAGS.coordinator_address:
-        raise app.UsageError("--num_processes > 1 needs --coordinator_address HOST:PORT")
-    initialize_distributed(FLAGS.coordinator_address, FLAGS.num_processes, FLAGS.process_id)
-    try:
-        train_and_evaluate(FLAGS.config, FLAGS.workdir, reevaluate=FLAGS.reevaluate)
-    except TrainingInterrupted as stopped:
-        print(stopped, file=sys.stderr, flush=True)
-        sys.exit(stopped.exit_code)
-
+from jcaps.train_command import main
 
 if __name__ == "__main__":
     cli.run(main)

@@ -13,8 +13,10 @@ of every model, with the defaults and the decisions where jcaps departs from a p
 
 Each layer imports only the layers below it (checked by `lint-imports` in CI):
 
-    entry points   train.py, jcaps.evaluate, jcaps.predict, jcaps.interpret, jcaps.params
+    jcaps.command  the `jcaps` command: runs one of the entry points below
         |
+    entry points   jcaps.train_command (train.py), jcaps.evaluate, jcaps.predict, jcaps.interpret,
+        |          jcaps.params
     jcaps.cli      what every command shares: flag parsing, how user errors are shown
         |
     jcaps.train    config, the model table (jcaps.train.families), optimiser, model and
@@ -38,8 +40,8 @@ Each layer imports only the layers below it (checked by `lint-imports` in CI):
 
 ## Where to start
 
-- Train and use a model: `docs/getting-started.md`, as the README's quick start (`python train.py --config
-  configs/fasttext_ag_news.py:smoke --workdir /tmp/ft_smoke`).
+- Train and use a model: `docs/getting-started.md`, as the README's quick start (`jcaps train --config
+  fasttext_ag_news:smoke --workdir /tmp/ft_smoke`).
 - Use the ops in your own JAX code: `jcaps.ops` names every public op (`from jcaps import ops`;
   for example `jcaps.ops.capsules.dynamic_routing`, `jcaps.ops.pooling.causal_softmax_pool`,
   `jcaps.ops.decoding.beam_search`), each with an example in its docstring.
@@ -48,3 +50,10 @@ Each layer imports only the layers below it (checked by `lint-imports` in CI):
 - Add a model: a module in `jcaps.models`, one entry in `jcaps.train.families`, a file in
   `configs/`.
 """
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("jcaps")
+except PackageNotFoundError:  # the source tree on sys.path without an install
+    __version__ = "unknown"

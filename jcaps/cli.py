@@ -112,11 +112,51 @@ def _user_code_line(error: BaseException) -> str | None:
     return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else None
 
 
+def _with_shipped_configs_resolved(argv: list[str]) -> list[str]:
+    """`--config NAME[:ARG]` naming a shipped config, rewritten to its file's path."""
+    from jcaps.train.config import resolve  # ml_collections and the standard library only
+
+    resolved, follows_config_flag = [], False
+    for argument in argv:
+        if follows_config_flag:
+            argument = resolve(argument)
+        elif argument.startswith("--config="):
+            argument = "--config=" + resolve(argument.removeprefix("--config="))
+        follows_config_flag = argument == "--config"
+        resolved.append(argument)
+    return resolved
+
+
+# absl's --help lists only the main module's flags, under the module's file path, and exits 1.
+HELP_FLAGS = {"-h", "-?", "--help", "--helpshort"}
+
+
+def print_help(program: str) -> None:
+    """The command's docstring and every flag jcaps defines for it (absl's and the libraries' own
+    left to --helpfull)."""
+    main_module = sys.modules.get("__main__")
+    print((getattr(main_module, "__doc__", None) or f"{program} [FLAGS]").strip(), end="\n\nflags:\n")
+    # absl names a module run as a program by its file's path, the others by their dotted names.
+    jcaps_flags = {flag.name: flag for module, module_flags in flags.FLAGS.flags_by_module_dict().items()
+                   if module.startswith("jcaps") or os.sep in module for flag in module_flags}
+    for flag in sorted(jcaps_flags.values(), key=lambda flag: flag.name):
+        print(_one_flag_help(flag))
+    print("\nthe libraries' own flags (logging, debugging): --helpfull")
+
+
+def _one_flag_help(flag: flags.Flag) -> str:
+    default = "" if flag.default is None else f" (default: {flag.default_as_str})"
+    return f"  --{flag.name}: {flag.help}{default}"
+
+
 def parse_flags(argv: list[str]) -> list[str]:
     """absl's flag parser with jcaps' error style (the `flags_parser` of `app.run`)."""
     hint = f"see {os.path.basename(argv[0])} --help"
+    if HELP_FLAGS.intersection(argv[1:]):
+        print_help(argv[0])
+        sys.exit(0)
     try:
-        remaining = flags.FLAGS(argv)
+        remaining = flags.FLAGS(_with_shipped_configs_resolved(argv))
     except flags.Error as error:
         raise UserError(_flag_error_message(error), hint=hint) from error
     except SyntaxError as error:  # a --config file that is not Python

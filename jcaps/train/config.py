@@ -434,15 +434,35 @@ def compilation_cache_dir(setting: str) -> str:
     return os.path.expanduser(setting)
 
 
+def shipped_configs_dir() -> str:
+    """The folder of the configs shipped with jcaps: the package `jcaps.configs`, which the
+    distribution maps onto the repository's `configs/` (pyproject.toml), or that folder itself in
+    a checkout whose install predates the mapping."""
+    spec = importlib.util.find_spec("jcaps.configs")
+    if spec is not None and spec.submodule_search_locations:
+        return list(spec.submodule_search_locations)[0]
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "configs")
+
+
+def resolve(name_or_path_with_arg: str) -> str:
+    """`PATH[:ARG]` for a config given as a file (kept as it is) or as a shipped config's bare
+    name (`fasttext_ag_news:smoke` -> `.../configs/fasttext_ag_news.py:smoke`)."""
+    name, colon, arg = name_or_path_with_arg.partition(":")
+    if os.path.isfile(name) or os.sep in name or name.endswith(".py"):
+        return name_or_path_with_arg
+    shipped = os.path.join(shipped_configs_dir(), name + ".py")
+    return shipped + colon + arg if os.path.isfile(shipped) else name_or_path_with_arg
+
+
 def load(path_with_arg: str) -> ml_collections.ConfigDict:
-    """The config of `configs/NAME.py[:ARG]` as `train.py --config` builds it (`get_config(ARG)`),
+    """The config of `configs/NAME.py[:ARG]` (or a shipped config's `NAME[:ARG]`) as `jcaps train --config` builds it (`get_config(ARG)`),
     unlocked, for scripts and tests that change it before training.
 
     Example:
       config = load("configs/fasttext_ag_news.py:smoke")
       config.train.num_steps = 10
     """
-    path, _, arg = path_with_arg.partition(":")
+    path, _, arg = resolve(path_with_arg).partition(":")
     if not os.path.isfile(path):
         raise ConfigError(f"config file {path} not found")
     name = "jcaps_config_" + "".join(c if c.isalnum() else "_" for c in os.path.abspath(path))
