@@ -210,7 +210,9 @@ def _config_arguments(path: str) -> list[str]:
     return [""] + variants + [",".join(filter(None, (v, "smoke"))) for v in [""] + variants]
 
 
-CONFIG_FILES = sorted(glob.glob(os.path.join(ROOT, "configs", "*.py")))
+# Every config file (configs/__init__.py only makes the folder the package jcaps.configs).
+CONFIG_FILES = sorted(path for path in glob.glob(os.path.join(ROOT, "configs", "*.py"))
+                      if not os.path.basename(path).startswith("__"))
 
 
 @pytest.mark.parametrize("path", CONFIG_FILES, ids=os.path.basename)
