@@ -455,8 +455,9 @@ def resolve(name_or_path_with_arg: str) -> str:
 
 
 def load(path_with_arg: str) -> ml_collections.ConfigDict:
-    """The config of `configs/NAME.py[:ARG]` (or a shipped config's `NAME[:ARG]`) as `jcaps train --config` builds it (`get_config(ARG)`),
-    unlocked, for scripts and tests that change it before training.
+    """The config of `configs/NAME.py[:ARG]` (or a shipped config's `NAME[:ARG]`) as
+    `jcaps train --config` builds it (`get_config(ARG)`), unlocked, for scripts and tests that
+    change it before training.
 
     Example:
       config = load("configs/fasttext_ag_news.py:smoke")
