@@ -301,6 +301,40 @@ def run_all_quick(results: dict) -> str:
             "beside it.")
 
 
+@table("device_h200", "benchmarks/results/device_h200/")
+def device_h200(runs: dict) -> str:
+    """The suite on the H200 in both dtypes: `run_all_DTYPE` is the device check's step, which ran
+    out of its time limit before the last models, and `run_all_DTYPE_rest` the run of those
+    (and, in bfloat16, a second measurement of two models) in a later call."""
+    dtypes = ("float32", "bfloat16")
+    models: dict[str, dict[str, list[dict]]] = {}
+    for dtype in dtypes:
+        for run in (f"run_all_{dtype}", f"run_all_{dtype}_rest"):
+            for name, r in runs[run]["models"].items():
+                models.setdefault(name, {}).setdefault(dtype, []).append(r)
+
+    def cells(measured: list[dict] | None, key: str, form: str) -> str:
+        return " / ".join(form.format(r[key]) for r in measured) if measured else "–"
+
+    body = []
+    for name, by_dtype in models.items():
+        first = next(iter(by_dtype.values()))[0]
+        row = [f"`{name}`", f"{first['batch_size']} × {first['length']}"]
+        for key, form in (("train_examples_per_s", "{:.0f}"), ("eval_examples_per_s", "{:.0f}"),
+                          ("compile_s", "{:.1f}"), ("fraction_of_ceiling", "{:.1%}")):
+            row += [cells(by_dtype.get(dtype), key, form) for dtype in dtypes]
+        body.append(row)
+    ceilings = ", ".join(f"{dtype} {runs[f'run_all_{dtype}']['ceiling_flops'] / 1e12:.0f} TFLOP/s" for dtype in dtypes)
+    rnn = runs["rnn_impl"]
+    return (rows(["model", "batch × length", "train ex/s f32", "train ex/s bf16", "eval ex/s f32", "eval ex/s bf16",
+                  "compile s f32", "compile s bf16", "of ceiling f32", "of ceiling bf16"], body)
+            + f"\n\nCeilings: a 2048 × 2048 matmul in each dtype, measured in the same run ({ceilings}); "
+            "a cell with two figures holds two runs of that model. SGM's encoder "
+            f"({rnn['batch']} × {rnn['length']}, {rnn['layers']} layers of {rnn['hidden']}, forward and backward): "
+            f"the scan {rnn['scan']['seconds'] * 1e3:.1f} ms, cuDNN {rnn['cudnn']['seconds'] * 1e3:.1f} ms "
+            f"(scan / cuDNN {rnn['scan_over_cudnn']:.2f}), outputs within {rnn['max_abs_output_difference']:.1e}.")
+
+
 @table("saliency_boxes_quick", "studies/saliency_boxes/results/quick/results.json")
 def saliency_boxes_quick(results: dict) -> str:
     boxes = [box for box in results if not box.startswith("_") and isinstance(results[box], dict)]

@@ -30,6 +30,12 @@ def _normal(rng, *shape):
     return rng.normal(size=shape).astype(np.float32)
 
 
+def _scaled(scale, x):
+    """scale * x in x's dtype: NumPy may promote a bfloat16 array times a Python float to float32
+    (tests/ops/test_mixed_precision.py builds these cases in bfloat16)."""
+    return (scale * x).astype(x.dtype)
+
+
 def _masks(rng, steps=T):
     """BATCH masks [T]: a full one, a shorter one and one of random length >= 1."""
     lengths = [steps, steps // 2, int(rng.integers(1, steps + 1))]
@@ -240,7 +246,7 @@ def _recurrent(scan, num_gates):
 
     def case(rng):
         weights_rng = np.random.default_rng(1)
-        kernel, bias = 0.5 * _normal(weights_rng, H, num_gates * H), 0.5 * _normal(weights_rng, num_gates * H)
+        kernel, bias = _scaled(0.5, _normal(weights_rng, H, num_gates * H)), _scaled(0.5, _normal(weights_rng, num_gates * H))
         examples = _per_example(rng, lambda rng, mask: (_normal(rng, T, num_gates * H), mask))
         return (lambda gates, mask: scan(gates, kernel, bias, mask)), examples
 
@@ -253,7 +259,7 @@ def _bidirectional(layer, num_gates):
 
     def case(rng):
         weights_rng = np.random.default_rng(1)
-        weights = [0.5 * _normal(weights_rng, *shape) for shape in shapes]
+        weights = [_scaled(0.5, _normal(weights_rng, *shape)) for shape in shapes]
         examples = _per_example(rng, lambda rng, mask: (_normal(rng, T, F), mask))
         return (lambda x, mask: layer(x, *weights, mask=mask)), examples
 
