@@ -49,6 +49,7 @@ import dataclasses
 import functools
 import os
 import time
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
@@ -82,15 +83,17 @@ def native_method(model_config) -> str | None:
     return explanation.native
 
 
-def native_note(model_config) -> str:
-    """What the model's own explanation is, or why it has none (the report shows it)."""
+def native_note(model_config, *, methods: Sequence[str]) -> str:
+    """What the model's own explanation is, or why it has none and which of `methods` (those
+    that ran) explain its tokens instead (the report shows it)."""
     native = native_method(model_config)
     if native:
         return NATIVE_NOTES[native]
     reason = get_family(model_config.name).explanation.no_native_reason
+    explaining = [method.replace("_", " ") for method in methods if method != "random"]
     return (f"A {model_config.name} model has no position-level explanation of its own"
             + (f": {reason}." if reason else ".")
-            + " Its tokens are explained by the gradient methods and occlusion only.")
+            + (f" Its tokens are explained here by {', '.join(explaining)}." if explaining else ""))
 
 
 def model_methods(model_config) -> tuple[str, ...]:
@@ -617,7 +620,7 @@ def explain_workdir(
         completeness=float(np.median(errors)) if errors.size else None,
         joiner="" if is_text and trained.config.data.tokenizer.endswith("chars") else " ",
         extra_html=extra_html,
-        note=native_note(trained.config.model),
+        note=native_note(trained.config.model, methods=methods),
     )
     return summary
 

@@ -133,7 +133,9 @@ def signed_heatmap_html(tokens: Sequence[str], scores: Sequence[float], joiner: 
 def _faithfulness_table(faithfulness: Mapping, completeness: float | None) -> str:
     if not faithfulness:
         return "<p>Faithfulness was not measured (run with <code>--faithfulness</code>).</p>"
-    random = faithfulness.get("random", {}).get("comprehensiveness")
+    # Beside each method, its comprehensiveness minus the random ranking's, with the random
+    # ranking's own interval: a ratio to random divides by a baseline near zero, or negative.
+    random = faithfulness.get("random")
     columns = ("comprehensiveness", "sufficiency", "deletion_auc", "insertion_auc")
     header = "".join(f"<th>{name.replace('_', ' ')}</th>" for name in columns)
     rows = []
@@ -143,9 +145,14 @@ def _faithfulness_table(faithfulness: Mapping, completeness: float | None) -> st
             f'{values["ci95"][c][1]:.4f}]</small></td>'
             for c in columns
         )
-        ratio = values["comprehensiveness"] / random if random else float("nan")
+        if random is None or method == "random":
+            above_random = "–"
+        else:
+            low, high = random["ci95"]["comprehensiveness"]
+            above_random = (f"{values['comprehensiveness'] - random['comprehensiveness']:+.4f}"
+                            f"<br><small>random [{low:.4f}, {high:.4f}]</small>")
         rows.append(
-            f"<tr><td>{_escape(method)}</td>{cells}<td class=\"number\">{ratio:.2f}</td>"
+            f"<tr><td>{_escape(method)}</td>{cells}<td class=\"number\">{above_random}</td>"
             f"<td class=\"number\">{values['seconds_per_100']:.3f}</td><td class=\"number\">{values['rows']}</td></tr>"
         )
     completeness_html = (
@@ -154,7 +161,7 @@ def _faithfulness_table(faithfulness: Mapping, completeness: float | None) -> st
     )
     return (
         '<table class="faithfulness"><tr><th>method</th>'
-        f"{header}<th>comprehensiveness / random</th><th>s per 100</th><th>rows</th></tr>{''.join(rows)}</table>"
+        f"{header}<th>comprehensiveness − random</th><th>s per 100</th><th>rows</th></tr>{''.join(rows)}</table>"
         "<p>Comprehensiveness and sufficiency: AOPC over the top 1, 5, 10, 20 and 50 % of each "
         "example's tokens removed (comprehensiveness, higher is better) or kept alone (sufficiency, "
         "lower is better); deletion AUC lower and insertion AUC higher is better. 95 % bootstrap "

@@ -87,7 +87,7 @@ def test_every_method_of_every_model_with_faithfulness(workdirs, tmp_path, model
         assert median <= COMPLETENESS_BOUND.get(model_name, 0.05), f"{model_name}: completeness error {median}"
     page = (tmp_path / "report.html").read_text(encoding="utf-8")
     assert all(f'id="method-{m.replace("_", "-")}"' in page for m in methods)
-    assert html.escape(explain.native_note(trained.config.model)) in page
+    assert html.escape(explain.native_note(trained.config.model, methods=methods)) in page
 
 
 @pytest.mark.parametrize("model_name", sorted(SMOKE))
@@ -165,8 +165,11 @@ def test_native_methods_follow_the_model():
     assert "attention" not in methods(name="input_cell_lstm", variant="lstm")
     assert "attention" in methods(name="sgm")
     for name in ("fasttext", "cccapsnet", "br"):
-        assert "no position-level explanation of its own" in explain.native_note(ConfigDict({"name": name}))
-    assert explain.native_note(ConfigDict({"name": "icapsnet_short"})).startswith("capsules:")
+        assert "no position-level explanation of its own" in explain.native_note(ConfigDict({"name": name}), methods=())
+    assert explain.native_note(ConfigDict({"name": "icapsnet_short"}), methods=()).startswith("capsules:")
+    # The note names the methods that ran, not those that run by default.
+    note = explain.native_note(ConfigDict({"name": "fasttext"}), methods=("kernel_shap", "lime", "random"))
+    assert note.endswith("Its tokens are explained here by kernel shap, lime.") and "occlusion" not in note
 
 
 def run(*args):

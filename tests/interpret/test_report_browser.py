@@ -48,7 +48,7 @@ def test_dom_has_token_spans_the_method_selector_and_the_table(report):
     assert dom.count('class="tok"') == 7 * len(METHODS)
     assert dom.count('type="radio"') == len(METHODS) and 'nav class="methods"' in dom
     assert all(f'for="method-{m.replace("_", "-")}"' in dom for m in METHODS)
-    assert '<table class="faithfulness">' in dom and "comprehensiveness / random" in dom
+    assert '<table class="faithfulness">' in dom and "comprehensiveness − random" in dom
 
 
 def test_screenshot_is_not_blank(report, tmp_path):

@@ -78,8 +78,8 @@ def test_report_is_self_contained_escaped_and_has_a_method_selector(tmp_path):
     # One radio button and one label per method; the first is checked.
     assert page.count('type="radio"') == 2 and 'id="method-gradient" checked' in page
     assert 'label for="method-random"' in page
-    # Comprehensiveness over random's: 0.4 / 0.1.
-    assert "4.00" in page and "0.0030" in page
+    # Comprehensiveness minus random's, 0.4 - 0.1, with random's interval beside it.
+    assert "+0.3000<br><small>random [0.0900, 0.1100]</small>" in page and "0.0030" in page
     assert f"showing the first {MAX_SHOWN_TOKENS} of {MAX_SHOWN_TOKENS + 5} tokens" in page
     assert "Shared capsules: none" in page
 
@@ -97,6 +97,16 @@ def test_global_section_says_why_mi_over_h_is_undefined():
     acc.update([1, 1, 1], [0, 1, 2], [[], [], []])
     section = capsule_global_html(acc.to_json(CLASS_NAMES), None)
     assert "MI / H(class): undefined (a single class is predicted)" in section
+
+
+def test_comparison_with_random_does_not_divide_by_its_near_zero_baseline(tmp_path):
+    # A random ranking whose comprehensiveness is about 0 made a ratio read 274.5 (or -25.3 for
+    # the best method): the difference stays on the metric's own scale.
+    path = write_explanation_report(
+        tmp_path / "report.html", title="t", methods=("kernel_shap", "random"), groups={},
+        faithfulness={"kernel_shap": _faithfulness_entry(0.25), "random": _faithfulness_entry(-0.001)})
+    page = pathlib.Path(path).read_text(encoding="utf-8")
+    assert "+0.2510<br><small>random [-0.0110, 0.0090]</small>" in page and "-250" not in page
 
 
 def test_report_without_faithfulness(tmp_path):

@@ -68,7 +68,7 @@ def test_every_family_has_its_explanation_hooks():
         # A family that generates its labels says what the probability of a generated label is.
         assert family.probabilities is not None or callable(hooks.probabilities), name
         model_config = ml_collections.ConfigDict({"name": name})
-        assert explain.model_methods(model_config)[-1] == "random" and explain.native_note(model_config), name
+        assert explain.model_methods(model_config)[-1] == "random" and explain.native_note(model_config, methods=explain.model_methods(model_config)), name
 
 
 def test_the_interpretation_names_no_model():
@@ -136,4 +136,4 @@ def test_a_family_registered_in_the_table_is_explained(monkeypatch):
         assert scores.shape == tokens.shape and np.all(np.isfinite(scores)), method
         assert np.all(scores[tokens == 0] == 0), method
         assert all(np.all(np.isfinite(values)) for values in explained.faithfulness[method].values()), method
-    assert explain.native_note(trained.config.model).startswith("attention:")
+    assert explain.native_note(trained.config.model, methods=()).startswith("attention:")
