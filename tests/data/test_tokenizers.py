@@ -21,6 +21,26 @@ def test_zhang(text, expected):
     assert zhang(text) == expected
 
 
+@pytest.mark.parametrize("text, expected", [
+    # AG News as released: each entity's "&" became a space.
+    ("the Web #39;s No. 1", "the Web's No. 1"),
+    ("AT amp;T and Texas A amp;M", "AT&T and Texas A&M"),
+    ("legalized as  quot;opt-out quot; plans", 'legalized as "opt-out" plans'),
+    ("fell by  #36;1.17", "fell by $1.17"),
+    # Entities with their "&" decode as usual, once: a literal "&amp;lt;" stays "&lt;".
+    ("&lt;strong&gt;Opinion&lt;/strong&gt; &amp;lt;", "<strong>Opinion</strong> &lt;"),
+    # Without the space, or not an entity: left as written.
+    ("room#39; and Foo ltd; bar", "room#39; and Foo ltd; bar"),
+])
+def test_unescape_entities(text, expected):
+    assert tokenizers.unescape_entities(text) == expected
+
+
+def test_zhang_and_sentences_read_the_apostrophe_not_its_entity():
+    assert zhang("Web #39;s") == ["web", "'", "s"]
+    assert sentences("Web #39;s. A amp;M &amp;lt;") == [["web", "'", "s", "."], ["a", "&", "m", "&", "lt", ";"]]
+
+
 def test_zhang_truncates_to_max_len():
     assert zhang("a b 12 c", max_len=3) == ["a", "b", "1"]
     assert zhang("a b", max_len=5) == ["a", "b"]
