@@ -285,7 +285,7 @@ def test_cli_predict_user_errors(trained_run, tmp_path):
 def test_cli_evaluate_reads_moved_data_from_config_data_dir(trained_run, tmp_path):
     workdir, moved, cache_dir = trained_run
     returncode, stdout, stderr = run("jcaps.evaluate", "--workdir", workdir, tmp_path=tmp_path)
-    assert_one_line_error(returncode, stdout, stderr, "data directory does not exist (set --config.data.dir)")
+    assert_one_line_error(returncode, stdout, stderr, "no such data directory (--config.data.dir)")
     returncode, stdout, stderr = run(
         "jcaps.evaluate", "--workdir", workdir, "--split", "validation", f"--config.data.dir={moved}",
         f"--config.data.cache_dir={cache_dir}", tmp_path=tmp_path,

@@ -51,7 +51,7 @@ def _source_directory(directory: str) -> str:
     """`directory` as an absolute path; raises `DataError` when it does not exist."""
     directory = os.path.abspath(os.path.expanduser(directory))
     if not os.path.isdir(directory):
-        raise DataError(directory, None, "data directory does not exist (set --config.data.dir)")
+        raise DataError(directory, None, "no such data directory (--config.data.dir)")
     return directory
 
 
@@ -95,7 +95,9 @@ class TextFilesBuilder(tfds.core.GeneratorBasedBuilder):
         for split in self._files.values():
             for path in (split.text, split.labels):
                 if path and not os.path.isfile(path):
-                    raise DataError(path, None, "file not found")
+                    expected = ", ".join(sorted(os.path.basename(f) for s in self._files.values()
+                                                for f in (s.text, s.labels) if f))
+                    raise DataError(path, None, f"file not found: {self.name} files in --config.data.dir are {expected}")
         self._names = self.class_names(directory, self._files)
         self._multi_label = multi_label
         self._drop_bad_rows = drop_bad_rows
@@ -252,7 +254,7 @@ class RawSplit:
 def _find(directory: str, pattern: str, what: str) -> str:
     matches = sorted(glob.glob(os.path.join(directory, pattern)))
     if not matches:
-        raise DataError(os.path.join(directory, pattern), None, f"no {what} file matches (set --config.data.dir)")
+        raise DataError(os.path.join(directory, pattern), None, f"no {what} file matches (--config.data.dir)")
     return matches[0]
 
 

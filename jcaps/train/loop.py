@@ -374,14 +374,31 @@ def train_and_evaluate(config, workdir: str, reevaluate: bool = False) -> dict:
     workdir (`exclusive_workdir`)."""
     started = time.perf_counter()
     workdir = os.path.abspath(workdir)
+    is_main = jax.process_index() == 0
+    created = not os.path.exists(workdir)
     with writing("the workdir", workdir):
         os.makedirs(workdir, exist_ok=True)
-    with exclusive_workdir(workdir, jax.process_index() == 0), _Signals() as signals:
-        try:
-            return _train_and_evaluate(config, workdir, reevaluate, started, signals)
-        except TrainingInterrupted as stopped:
-            stopped.wall_seconds = time.perf_counter() - started
-            raise
+    try:
+        with exclusive_workdir(workdir, is_main), _Signals() as signals:
+            try:
+                return _train_and_evaluate(config, workdir, reevaluate, started, signals)
+            except TrainingInterrupted as stopped:
+                stopped.wall_seconds = time.perf_counter() - started
+                raise
+    except BaseException:
+        if created and is_main:
+            _remove_if_only_the_lock(workdir)
+        raise
+
+
+def _remove_if_only_the_lock(workdir: str) -> None:
+    """Removes a workdir this run created when it holds nothing but the lock: a run that stopped
+    before writing anything (a wrong data directory, say) leaves no folder behind."""
+    with contextlib.suppress(OSError):
+        if set(os.listdir(workdir)) <= {".lock"}:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(workdir, ".lock"))
+            os.rmdir(workdir)
 
 
 def _train_and_evaluate(config, workdir: str, reevaluate: bool, started: float, signals: _Signals) -> dict:

@@ -172,7 +172,7 @@ def test_bad_row_error_names_file_and_line_through_the_builder(zhang_dir, tmp_pa
 
 
 def test_missing_data_dir_is_a_clear_error(tmp_path):
-    with pytest.raises(DataError, match=r"does not exist"):
+    with pytest.raises(DataError, match=r"no such data directory"):
         datasets.load_dataset(data_config(tmp_path / "nowhere", tmp_path / "cache"), seed=0)
 
 

@@ -18,6 +18,7 @@ import jax
 import numpy as np
 import pytest
 
+from jcaps.data.errors import DataError
 from jcaps.errors import UserError
 from jcaps.train import loop
 from jcaps.train.checkpoints import Checkpoints, keep_if_best
@@ -244,6 +245,19 @@ def test_a_bad_class_weight_setting_fails_before_the_data_loads(tmp_path, cache_
     with pytest.raises(ValueError, match=r"train\.class_weights .* not 'balanced:-1'"):
         loop.train_and_evaluate(smoke_config(cache_dir, train__class_weights="balanced:-1"), str(workdir))
     assert not (workdir / "checkpoints").exists()
+
+
+def test_a_run_that_stops_before_writing_leaves_no_new_workdir(tmp_path, cache_dir):
+    workdir, nowhere = tmp_path / "new", tmp_path / "nowhere"
+    config = smoke_config(cache_dir, data__source="auto", data__dir=str(nowhere))
+    with pytest.raises(DataError, match=r"nowhere: no such data directory \(--config\.data\.dir\)$"):
+        loop.train_and_evaluate(config, str(workdir))
+    assert not workdir.exists()
+    # A workdir that was there before stays, with the lock the run took.
+    workdir.mkdir()
+    with pytest.raises(DataError):
+        loop.train_and_evaluate(config, str(workdir))
+    assert os.listdir(workdir) == [".lock"]
 
 
 def test_a_second_run_on_a_busy_workdir_stops_before_touching_it(tmp_path, cache_dir):
