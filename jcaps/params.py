@@ -9,10 +9,9 @@ come from `jax.eval_shape` of the model's init.
 from __future__ import annotations
 
 from absl import app, flags
-
-from jcaps import cli
 from ml_collections import config_flags
 
+from jcaps import cli
 from jcaps.data.datasets import load_dataset
 from jcaps.train.progress import quiet_libraries
 from jcaps.train.state import dummy_inputs, model_for, parameter_count, parameter_shapes

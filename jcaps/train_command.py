@@ -16,10 +16,9 @@ import os
 import sys
 
 from absl import app, flags
-
-from jcaps import cli
 from ml_collections import config_flags
 
+from jcaps import cli
 from jcaps.train.loop import TrainingInterrupted, train_and_evaluate
 from jcaps.train.mesh import initialize_distributed
 

@@ -28,10 +28,7 @@ KEYWORDS = {
     "business": ("shares", "profit", "investors", "merger", "quarterly", "market"),
     "science": ("laboratory", "researchers", "genome", "telescope", "software", "physics"),
 }
-FILLER = (
-    "the a of in on for with today said after over new report says this week people first "
-    "year group last two three local city officials could would about more than"
-).split()
+FILLER = ["the", "a", "of", "in", "on", "for", "with", "today", "said", "after", "over", "new", "report", "says", "this", "week", "people", "first", "year", "group", "last", "two", "three", "local", "city", "officials", "could", "would", "about", "more", "than"]
 
 
 def _document(rng: np.random.Generator, labels: list[int], decoys: int = 0) -> str:

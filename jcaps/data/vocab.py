@@ -36,7 +36,7 @@ def _index(names: Sequence[str], what: str) -> dict[str, int]:
     ids = {}
     for position, name in enumerate(names):
         if not isinstance(name, str):
-            raise ValueError(f"{what} must be strings, not {type(name).__name__} ({name!r})")
+            raise TypeError(f"{what} must be strings, not {type(name).__name__} ({name!r})")
         if name in ids:
             raise ValueError(f"{what} {name!r} appears twice (ids {ids[name]} and {position})")
         ids[name] = position

@@ -38,6 +38,7 @@ Attention Reduces Vanishing Saliency of Recurrent Neural Networks. NeurIPS 2019,
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 
@@ -299,6 +300,18 @@ def evidence_positions(trained, rows, explainer_words, true_names) -> np.ndarray
     return np.stack(per_position)
 
 
+def _row_words(trained, split: str, batch: dict, rows, inputs, r: int):
+    """The words at the positions of explained row `r` of `batch`."""
+    index = int(batch["index"][rows.example[r]])
+    return position_words(trained, split, index, np.asarray(inputs[rows.example[r]]))
+
+
+def _row_true_names(trained, batch: dict, rows, r: int) -> list:
+    """The true class name(s) of explained row `r` of `batch`, as a list."""
+    label = true_labels(trained, batch, rows.example[r])
+    return label if isinstance(label, list) else [label]
+
+
 def check_workdir(trained, split: str, methods: tuple[str, ...], *, limit: int, options: Options = Options(),
                   batch_size: int = 32, seed: int = 0, radius: float = 0.05, samples: int = 4) -> dict:
     """Every check of `methods` on the first `limit` examples of `split` (module docstring):
@@ -315,16 +328,8 @@ def check_workdir(trained, split: str, methods: tuple[str, ...], *, limit: int, 
         if rows is None:
             continue
         inputs = batch["tokens"] if is_text else batch["series"]
-
-        def words(r):
-            index = int(batch["index"][rows.example[r]])
-            return position_words(trained, split, index, np.asarray(inputs[rows.example[r]]))
-
-        def true_names(r):
-            label = true_labels(trained, batch, rows.example[r])
-            return label if isinstance(label, list) else [label]
-
-        evidence = evidence_positions(trained, rows, words, true_names)
+        evidence = evidence_positions(trained, rows, functools.partial(_row_words, trained, split, batch, rows, inputs),
+                                      functools.partial(_row_true_names, trained, batch, rows))
         vectors = explainer.vectors(rows)
         spread = np.std(vectors.reshape(len(vectors), -1), axis=-1)[:, None, None]
         shifts = [rng.uniform(-1.0, 1.0, vectors.shape).astype(np.float32) * radius * spread for _ in range(samples)]

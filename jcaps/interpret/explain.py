@@ -424,7 +424,7 @@ class Explainer:
     def _mask(self, row_x, row_side) -> np.ndarray:
         return np.asarray(self.explained_model.mask(row_x, row_side))
 
-    def rows(self, batch: dict) -> "ExplainedRows | None":
+    def rows(self, batch: dict) -> ExplainedRows | None:
         """The predictions of `batch` to explain, as `rows_scores` takes them (None: none)."""
         x, side = self._inputs(batch)
         rows, sides, _ = self._rows(batch, x, side)
@@ -434,11 +434,11 @@ class Explainer:
         return ExplainedRows(take[: len(rows)], [r[2] for r in rows], row_x, row_side, targets,
                              self._mask(row_x, row_side)[: len(rows)])
 
-    def vectors(self, rows: "ExplainedRows") -> np.ndarray:
+    def vectors(self, rows: ExplainedRows) -> np.ndarray:
         """[R, P, D] the input vectors the methods explain, of every (padded) row."""
         return np.asarray(self.explained_model.vectors(self.trained.params, rows.x, rows.side))
 
-    def rows_scores(self, rows: "ExplainedRows", method: str, params=None, shift=None) -> np.ndarray:
+    def rows_scores(self, rows: ExplainedRows, method: str, params=None, shift=None) -> np.ndarray:
         """[R, P] scores of `method` for `rows`, with other parameters (the same targets) or with
         the input vectors shifted by `shift` [R_padded, P, D]."""
         self._check_methods((method,))

@@ -34,8 +34,15 @@ from jcaps.ops.attention import (
     simplified_attention,
     structured_self_attention,
 )
-from jcaps.ops.capsules import capsule_length, dynamic_routing, kmeans_routing, routing_contributions, squash
-from jcaps.ops.capsules import shared_prediction_vectors, unshared_prediction_vectors
+from jcaps.ops.capsules import (
+    capsule_length,
+    dynamic_routing,
+    kmeans_routing,
+    routing_contributions,
+    shared_prediction_vectors,
+    squash,
+    unshared_prediction_vectors,
+)
 from jcaps.ops.convolution import (
     ACTIVATIONS,
     LAYER_KEYS,
@@ -61,6 +68,12 @@ from jcaps.ops.losses import (
     sequence_cross_entropy,
     sigmoid_binary_cross_entropy,
 )
+from jcaps.ops.pooling import (
+    causal_softmax_pool,
+    causal_softmax_pool_quadratic,
+    masked_max_over_time,
+    masked_mean_over_time,
+)
 from jcaps.ops.recurrent import (
     bidirectional_final_state,
     bidirectional_gru,
@@ -70,15 +83,9 @@ from jcaps.ops.recurrent import (
     lstm_cell,
     lstm_scan,
 )
-from jcaps.ops.pooling import (
-    causal_softmax_pool,
-    causal_softmax_pool_quadratic,
-    masked_max_over_time,
-    masked_mean_over_time,
-)
 from jcaps.ops.regularisation import dropout
 
-__all__ = [
+__all__ = [  # noqa: RUF022 (grouped by module, sorted within each group)
     # attention
     "CONV_ATTENTION_AXES",
     "additive_attention",

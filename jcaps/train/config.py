@@ -440,7 +440,7 @@ def shipped_configs_dir() -> str:
     a checkout whose install predates the mapping."""
     spec = importlib.util.find_spec("jcaps.configs")
     if spec is not None and spec.submodule_search_locations:
-        return list(spec.submodule_search_locations)[0]
+        return next(iter(spec.submodule_search_locations))
     return os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "configs")
 
 

@@ -12,7 +12,7 @@ rates is a config matter (`train.param_groups`, `jcaps.train.optim`), not a fami
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp

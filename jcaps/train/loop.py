@@ -94,7 +94,8 @@ def exclusive_workdir(workdir: str, is_main: bool):
         return
     path = os.path.join(workdir, ".lock")
     with writing("the lock of the workdir", path):
-        lock = open(path, "a+", encoding="utf-8")
+        # Opened under `writing` (so a full disk is named), then held by the `with` below.
+        lock = open(path, "a+", encoding="utf-8")  # noqa: SIM115
     with lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -40,7 +40,7 @@ def classification_metrics(sums: dict) -> dict:
         "accuracy": accuracy,
         "macro_f1": float(f1[present].mean()) if present.any() else 0.0,
         "micro_f1": accuracy,  # single-label: micro-F1 equals accuracy
-        "count": int(round(count)),
+        "count": round(count),
     }
 
 

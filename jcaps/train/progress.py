@@ -26,8 +26,8 @@ def _mode(requested: str) -> str:
 
 def quiet_libraries() -> None:
     """orbax logs every save at INFO and TFDS draws progress bars: keep the console for jcaps."""
-    from absl import logging
     import tensorflow_datasets as tfds
+    from absl import logging
 
     logging.set_verbosity(logging.ERROR)
     tfds.disable_progress_bar()

@@ -259,8 +259,8 @@ def write_explanation_report(
 def checks_markdown(summary: Mapping) -> str:
     """The sanity checks of `jcaps.interpret.checks` (its summary: {method: {check: value},
     "settings": ...}) as a Markdown table, a row per method; ⚑ marks a flagged check."""
-    lines = ["| method | randomisation ρ (all re-initialised) | max-sensitivity | entropy | sparseness | "
-             "degenerate | pointing game | top-k hit |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [("| method | randomisation ρ (all re-initialised) | max-sensitivity | entropy | sparseness | "
+              "degenerate | pointing game | top-k hit |"), "| --- | --- | --- | --- | --- | --- | --- | --- |"]
 
     def cell(value, flagged=False):
         text = "–" if value is None else f"{value:.3f}"
