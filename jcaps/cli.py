@@ -253,7 +253,7 @@ def decoding_overrides() -> dict:
 
 def define_parameters_flag() -> None:
     """`--parameters` for the commands that load a trained workdir (`jcaps.train.workdir.load_trained`)."""
-    from jcaps.train.workdir import PARAMETER_CHOICES
+    from jcaps.train.config import PARAMETER_CHOICES  # ml_collections and the standard library only
 
     flags.DEFINE_enum("parameters", PARAMETER_CHOICES[0], list(PARAMETER_CHOICES),
                       "final: the parameters training reported as final (the best on validation when it selected "

@@ -12,15 +12,16 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from jcaps import cli
-from jcaps.data.datasets import load_dataset
-from jcaps.train.progress import quiet_libraries
-from jcaps.train.state import dummy_inputs, model_for, parameter_count, parameter_shapes
 
 FLAGS = flags.FLAGS
 
 
 def parameter_counts(config) -> dict:
     """`{"input_size" (vocabulary or features), "inputs", "num_classes", "groups": {name: count}, "total"}` for `config`."""
+    # Imported here: the data libraries and JAX take seconds, which `--help` does not need.
+    from jcaps.data.datasets import load_dataset
+    from jcaps.train.state import dummy_inputs, model_for, parameter_count, parameter_shapes
+
     dataset = load_dataset(config.data, config.train.seed)
     shapes = parameter_shapes(config, model_for(config, dataset), dummy_inputs(config, dataset))
     groups = {name: parameter_count(tree) for name, tree in shapes.items()}
@@ -44,6 +45,8 @@ def format_counts(counts: dict) -> str:
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    from jcaps.train.progress import quiet_libraries
+
     quiet_libraries()
     print(format_counts(parameter_counts(FLAGS.config)))
 

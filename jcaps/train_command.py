@@ -19,8 +19,6 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from jcaps import cli
-from jcaps.train.loop import TrainingInterrupted, train_and_evaluate
-from jcaps.train.mesh import initialize_distributed
 
 FLAGS = flags.FLAGS
 config_flags.DEFINE_config_file("config", None, "Config: a shipped config's name or a config file, e.g. fasttext_ag_news:smoke.", lock_config=True)
@@ -42,6 +40,10 @@ def main(argv):
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
     if FLAGS.num_processes > 1 and not FLAGS.coordinator_address:
         raise app.UsageError("--num_processes > 1 needs --coordinator_address HOST:PORT")
+    # Imported once there is work: JAX and the data libraries take seconds, `--help` none.
+    from jcaps.train.loop import TrainingInterrupted, train_and_evaluate
+    from jcaps.train.mesh import initialize_distributed
+
     initialize_distributed(FLAGS.coordinator_address, FLAGS.num_processes, FLAGS.process_id)
     try:
         train_and_evaluate(FLAGS.config, FLAGS.workdir, reevaluate=FLAGS.reevaluate)

@@ -28,6 +28,10 @@ OPTIMIZERS = ("adam", "adamw", "sgd")
 SCHEDULES = ("constant", "cosine", "linear", "warmup_cosine", "steps")
 PROGRESS_MODES = ("auto", "bar", "lines", "none")
 DTYPES = ("float32", "bfloat16")
+# Which parameters `jcaps.train.workdir.load_trained` loads (`--parameters`): "final", those training reported as final (the best on
+# validation when it selected them, else the last checkpoint's); "last", the newest checkpoint
+# that is intact (a workdir whose best parameters, or last checkpoint, are damaged).
+PARAMETER_CHOICES = ("final", "last")
 # The `train.*` settings a parameter group (`train.param_groups`) sets for itself.
 PARAM_GROUP_KEYS = ("learning_rate", "weight_decay")
 

@@ -31,6 +31,7 @@ from jcaps.data.vocab import LABELS_FILE, VOCAB_FILE, LabelMap, Vocabulary
 from jcaps.errors import UserError
 from jcaps.train import config as config_lib
 from jcaps.train import mesh as mesh_lib
+from jcaps.train.config import PARAMETER_CHOICES
 from jcaps.train.families import ModelFamily, get_family
 from jcaps.train.state import all_finite, dummy_inputs, model_for, parameter_shapes
 from jcaps.train.steps import TrainState
@@ -89,10 +90,6 @@ def read_config(workdir: str):
         raise UserError(f"{path} cannot be read: {error}", hint="the workdir is damaged; train it again") from error
 
 
-# Which parameters `load_trained` loads: "final", those training reported as final (the best on
-# validation when it selected them, else the last checkpoint's); "last", the newest checkpoint
-# that is intact (a workdir whose best parameters, or last checkpoint, are damaged).
-PARAMETER_CHOICES = ("final", "last")
 
 
 def load_trained(workdir: str, *, with_data: bool = False, data_overrides: dict | None = None,
