@@ -51,9 +51,15 @@ Each layer imports only the layers below it (checked by `lint-imports` in CI):
   `configs/`.
 """
 
-from importlib.metadata import PackageNotFoundError, version
 
-try:
-    __version__ = version("jcaps")
-except PackageNotFoundError:  # the source tree on sys.path without an install
-    __version__ = "unknown"
+def __getattr__(name: str) -> str:
+    # `jcaps.__version__` is read from the package metadata when asked for: importlib.metadata
+    # costs every command a seventh of a second at start.
+    if name != "__version__":
+        raise AttributeError(f"module 'jcaps' has no attribute {name!r}")
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("jcaps")
+    except PackageNotFoundError:  # the source tree on sys.path without an install
+        return "unknown"

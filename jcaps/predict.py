@@ -259,8 +259,9 @@ def main(argv):
         items = read_input(FLAGS.input, FLAGS.errors)
     else:
         items = [(None, clean_text(text)) for text in FLAGS.text]
-    trained = load_trained(FLAGS.workdir, parameters=FLAGS.parameters)
+    # Before the workdir loads: its checks compile too, and a cached program loads in milliseconds.
     use_compilation_cache(FLAGS.compilation_cache)
+    trained = load_trained(FLAGS.workdir, parameters=FLAGS.parameters)
     # Standard input is answered a line at a time, as it arrives (a reader may wait for each
     # answer before writing the next line); a file, `--batch_size` lines a forward pass.
     streaming = FLAGS.input == "-"

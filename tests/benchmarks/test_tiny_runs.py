@@ -130,3 +130,14 @@ def test_vs_pytorch(tmp_path):
     for name in ("cccapsnet_bigru_64", "matmul_step"):
         assert results[name]["max_abs_output_difference"] < 1e-4
     assert results["sgm_greedy"]["same_label_set_fraction"] == 1.0
+
+
+def test_startup(tmp_path):
+    results = tiny_results("benchmarks.startup", tmp_path)
+    names = {"import jax", "jcaps --help", "jcaps predict (one text)"} | {
+        f"jcaps {command} --help" for command in ("train", "evaluate", "predict", "interpret", "params")}
+    assert set(results["seconds"]) == set(results["range"]) == names
+    for name, (low, high) in results["range"].items():
+        assert 0 < low <= results["seconds"][name] <= high, name
+    ratio = results["predict_over_import_jax"]
+    assert 0 < ratio["min"] <= ratio["median"] <= ratio["max"]
