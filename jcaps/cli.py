@@ -43,7 +43,8 @@ def quiet_backend_discovery() -> None:
         logger.addFilter(_OptionalBackendProbe())
 
 
-def _one_line(text: str) -> str:
+def _one_line(text: object) -> str:
+    """`text` (an error, say) as one line: its whitespace runs made single spaces."""
     return " ".join(str(text).split())
 
 
@@ -233,7 +234,7 @@ def define_compilation_cache_flag() -> None:
 # The model keys a command that scores a trained workdir may change: they turn the model's scores
 # into a label set (SGM's search, binary relevance's threshold), without touching its parameters,
 # so settings like these can be chosen on validation data after training.
-DECODING_KEYS = {"decoding": flags.DEFINE_string, "beam_size": flags.DEFINE_integer,
+DECODING_KEYS: dict[str, Callable[..., object]] = {"decoding": flags.DEFINE_string, "beam_size": flags.DEFINE_integer,
                  "max_steps": flags.DEFINE_integer, "length_penalty": flags.DEFINE_float,
                  "eos_threshold": flags.DEFINE_float, "threshold": flags.DEFINE_float}
 

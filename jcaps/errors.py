@@ -63,7 +63,7 @@ def free_space(path: str) -> str:
     while not os.path.isdir(directory) and os.path.dirname(directory) != directory:
         directory = os.path.dirname(directory)
     try:
-        free = shutil.disk_usage(directory).free
+        free = float(shutil.disk_usage(directory).free)
     except OSError:
         return "unknown"
     for unit in ("bytes", "KiB", "MiB", "GiB"):

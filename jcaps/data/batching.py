@@ -77,6 +77,16 @@ class ExampleDataset:
     def multi_label(self) -> bool:
         return False
 
+    @property
+    def model_input_size(self) -> int:
+        """What sizes the model's input layer: the vocabulary's size, or the series' channels."""
+        raise NotImplementedError
+
+    @property
+    def inputs_description(self) -> str:
+        """The inputs in a few words (`jcaps params` prints it)."""
+        raise NotImplementedError
+
     def encode(self, split: str, index: int, example: dict) -> dict:
         raise NotImplementedError
 

@@ -269,7 +269,7 @@ def _read_ts_splits(data_config) -> tuple[dict[str, RawSplit], list[str]]:
     if files["test"].num_channels != files["train"].num_channels:
         raise DataError(paths["test"], None, f"{files['test'].num_channels} channels, but the training file has "
                                              f"{files['train'].num_channels}")
-    labels = LabelMap(names)
+    labels = LabelMap(tuple(names))
     splits = {}
     for split, ts_file in files.items():
         ids = [labels.encode(name, path=paths[split], line=line) for name, line in zip(ts_file.labels, ts_file.lines)]

@@ -276,8 +276,7 @@ def _prepare_catalogue_dataset(data_config, cache_dir: str):
     # Catalogue datasets download their files; a builder defined elsewhere may not need to.
     if type(builder).__module__.startswith("tensorflow_datasets."):
         address = download_probe_address()
-        problem = download_unreachable(address) if address else None
-        if problem:
+        if address and (problem := download_unreachable(address)):
             raise UserError(
                 f"the TFDS dataset {name!r} is not prepared in {cache_dir} and cannot be downloaded: "
                 f"{address[0]}:{address[1]} is unreachable ({problem})",

@@ -153,7 +153,7 @@ def series_dataset(data_config, prepared: PreparedSplits, seed: int, saved_dir: 
         labels = LabelMap.load(os.path.join(saved_dir, LABELS_FILE))
         standardizer = Standardizer.load(os.path.join(saved_dir, STATS_FILE))
     else:
-        labels = LabelMap(prepared.class_names)
+        labels = LabelMap(tuple(prepared.class_names or ()))
         standardizer = Standardizer.fit([train[i]["series"] for i in range(len(train))],
                                         data_config.normalize, splits["train"].path)
     lengths = [len(split.source[i]["series"]) for split in splits.values() for i in range(len(split.source))]

@@ -120,7 +120,7 @@ class TextDataset(ExampleDataset):
             sentences = max((e["tokens"].shape[0] for e in examples), default=1) or 1
             words = max((e["tokens"].shape[1] for e in examples), default=1) or 1
             sentence_buckets = default_boundaries(self.max_sentences, smallest=4)
-            shape = (
+            shape: tuple[int, ...] = (
                 batch_size,
                 bucket_length(sentences, sentence_buckets, self.max_sentences),
                 bucket_length(words, self.boundaries, self.max_len),
@@ -204,17 +204,17 @@ def text_dataset(
     built_from = set()  # the files the label map comes from: their labels are known
     if labels is None:
         if prepared.class_names is not None:
-            labels = LabelMap(prepared.class_names)
+            labels = LabelMap(tuple(prepared.class_names))
         else:
             # The labels of the whole training file: a rare label whose only examples fell into
             # the validation part carved from it is still one of the task's labels.
             parts = [train] + [s for s in (splits["validation"],) if s.path == train.path]
-            key, seen = data_config.label_key, set()
+            key, seen = data_config.label_key, set[str]()
             for part in parts:
                 for i in range(len(part.source)):
                     raw = part.source[i][key]
                     seen.update(_as_str(x) for x in raw) if key == "labels" else seen.add(_as_str(raw))
-            labels = LabelMap(sorted(seen))
+            labels = LabelMap(tuple(sorted(seen)))
             built_from = {part.path for part in parts}
     if prepared.class_names is None:  # string labels (integer ones were checked against the classes when read)
         splits = check_labels(splits, labels, data_config.label_key, data_config.drop_bad_rows, built_from)

@@ -33,7 +33,7 @@ LABELS_FILE = "labels.json"
 
 def _index(names: Sequence[str], what: str) -> dict[str, int]:
     """Maps each name to its position; names must be distinct strings."""
-    ids = {}
+    ids: dict[str, int] = {}
     for position, name in enumerate(names):
         if not isinstance(name, str):
             raise TypeError(f"{what} must be strings, not {type(name).__name__} ({name!r})")
@@ -47,13 +47,14 @@ class _JsonFile:
     """JSON (de)serialisation of a dataclass from its constructor fields."""
 
     def to_json(self) -> str:
-        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init}
+        # A mixin of dataclasses: every subclass is one.
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init}  # type: ignore[arg-type]
         return json.dumps(fields, ensure_ascii=False)
 
     @classmethod
     def from_json(cls, text: str) -> Self:
         data = json.loads(text)
-        keys = {f.name for f in dataclasses.fields(cls) if f.init}
+        keys = {f.name for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
         if not isinstance(data, dict) or set(data) != keys:
             found = sorted(data) if isinstance(data, dict) else type(data).__name__
             raise ValueError(f"expected a JSON object with keys {sorted(keys)}, found {found}")
@@ -133,7 +134,7 @@ class Vocabulary(_JsonFile):
         if max_size is not None and max_size < len(reserved):
             raise ValueError(f"max_size {max_size} leaves no room for the {len(reserved)} "
                              f"reserved tokens")
-        counts = collections.Counter()
+        counts: collections.Counter[str] = collections.Counter()
         for tokens in token_lists:
             counts.update(tokens)
         for token in reserved:

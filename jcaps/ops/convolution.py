@@ -172,11 +172,11 @@ def residual_layer(
     return d + pointwise_conv(x, projection_kernel, projection_bias), d
 
 
-def _layer_arrays(layer) -> tuple:
+def _layer_arrays(layer) -> tuple[jax.Array, jax.Array | None, jax.Array, jax.Array | None]:
     """A layer given as a mapping (keys `LAYER_KEYS`) or as a tuple in that order."""
-    if isinstance(layer, Mapping):
-        return tuple(layer[key] for key in LAYER_KEYS)
-    return tuple(layer)
+    conv_kernel, conv_bias, projection_kernel, projection_bias = (
+        (layer[key] for key in LAYER_KEYS) if isinstance(layer, Mapping) else layer)
+    return conv_kernel, conv_bias, projection_kernel, projection_bias
 
 
 def dilated_residual_stack(
@@ -212,10 +212,10 @@ def dilated_residual_stack(
         raise ValueError(f"got {len(layers)} layers but {len(dilations)} dilations")
     if not layers:
         raise ValueError("a residual stack needs at least one layer")
-    skips = None
-    for layer, dilation in zip(layers, dilations):
+    x, skips = residual_layer(x, *_layer_arrays(layers[0]), dilation=dilations[0], activation=activation)
+    for layer, dilation in zip(layers[1:], dilations[1:]):
         x, skip = residual_layer(x, *_layer_arrays(layer), dilation=dilation, activation=activation)
-        skips = skip if skips is None else skips + skip
+        skips = skips + skip
     return jax.nn.relu(skips)
 
 

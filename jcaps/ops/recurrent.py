@@ -60,7 +60,8 @@ def _batch_major(states: jax.Array, batch_shape: tuple[int, ...]) -> jax.Array:
 
 def _split_gates(x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
     """[..., 3H] -> the reset, update and new-gate parts, [..., H] each."""
-    return tuple(jnp.split(x, 3, axis=-1))
+    reset, update, new = jnp.split(x, 3, axis=-1)
+    return reset, update, new
 
 
 def _gates(reset_in, update_in, new_in, hidden_gates, new_bias):

@@ -33,6 +33,7 @@ import json
 import logging
 import os
 import sys
+from typing import Any
 
 import jax
 import orbax.checkpoint as ocp
@@ -170,7 +171,7 @@ def _quiet_abandoned_orbax_work() -> None:
         if not (closed_loop or orbax_coroutine):
             previous(unraisable)
 
-    hook.drops_closed_event_loops = True
+    setattr(hook, "drops_closed_event_loops", True)  # noqa: B010 (a function's attribute, which mypy refuses)
     sys.unraisablehook = hook
 
 
@@ -366,7 +367,7 @@ class Checkpoints:
             first_line = " ".join(str(error).split())[:300]
             raise DamagedCheckpoint(step_directory, f"orbax cannot read it ({first_line})") from error
 
-    def _newest_intact(self, read, verb: str, warn, move_aside: bool) -> tuple[int, object]:
+    def _newest_intact(self, read, verb: str, warn, move_aside: bool) -> tuple[int, Any]:
         damaged = []
         for step in sorted(self._manager.all_steps(), reverse=True):
             try:
@@ -377,11 +378,11 @@ class Checkpoints:
                 # else a training writing the workdir deleted the step (it keeps the newest few):
                 # not damage, and an older one may still be read.
                 continue
-            for bad_step, damage in damaged:
+            for bad_step, problem in damaged:
                 where = ""
                 if move_aside:
                     where = f"; moved it to {self._move_aside(self._manager, self.directory, bad_step)}"
-                warn(f"warning: checkpoint step {bad_step} is damaged ({damage}){where}; {verb} step {step}")
+                warn(f"warning: checkpoint step {bad_step} is damaged ({problem}){where}; {verb} step {step}")
             return step, result
         found = "; ".join(f"step {step}: {damage}" for step, damage in damaged) or "none saved"
         raise DamagedCheckpoint(self.directory, f"no checkpoint is intact ({found})",

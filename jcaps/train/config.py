@@ -261,7 +261,7 @@ def _model_keys(model: ml_collections.ConfigDict) -> None:
         if kind == "bool":
             _boolean(name, value)
         elif kind == "int":
-            _integer(name, value, 0 if field.default == 0 else 1)
+            _integer(name, value, 0 if getattr(field, "default", None) == 0 else 1)
         elif kind == "float" and "dropout" in key:
             _number(name, value, 0.0, 1.0)
         elif kind == "float" and key.endswith("_scale"):
@@ -472,6 +472,8 @@ def load(path_with_arg: str) -> ml_collections.ConfigDict:
         raise ConfigError(f"config file {path} not found")
     name = "jcaps_config_" + "".join(c if c.isalnum() else "_" for c in os.path.abspath(path))
     spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ConfigError(f"config file {path} is not a Python file")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.get_config(arg) if arg else module.get_config()

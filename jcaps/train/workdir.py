@@ -184,7 +184,7 @@ def check_split(trained: TrainedModel, split: str, workdir: str) -> int:
     return size
 
 
-def _final_params(checkpoints, abstract_params, select_best: bool, last_step: int) -> tuple:
+def _final_params(checkpoints, abstract_params, select_best: bool, last_step: int | None) -> tuple:
     """(params, "best" or "last", step) of the model training reported as final. Parameters that
     are not finite (saved before training checked them) are refused like damaged ones, naming
     the newest checkpoint whose parameters are finite."""

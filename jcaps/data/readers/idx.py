@@ -9,7 +9,7 @@ from jcaps.data.errors import DataError
 from jcaps.data.readers.lines import FilePath
 
 # The third byte of the magic number: the type of the values, all big-endian.
-_IDX_DTYPES = {
+_IDX_DTYPES: dict[int, np.dtype] = {
     0x08: np.dtype(">u1"),
     0x09: np.dtype(">i1"),
     0x0B: np.dtype(">i2"),

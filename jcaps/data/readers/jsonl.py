@@ -34,7 +34,7 @@ def _parse_jsonl_line(path: FilePath, line: int, text: str, label_key: str, grou
     for key in ("text", label_key) + ((group_key,) if group_key else ()):
         if key not in record:
             raise DataError(path, line, f"missing key {key!r}")
-    example = {"text": check_text(path, line, record["text"])}
+    example: Example = {"text": check_text(path, line, record["text"])}
     if group_key:
         example[group_key] = _name(path, line, record[group_key], f"group {group_key!r}")
     if label_key == "label":

@@ -66,7 +66,7 @@ def read_emoji_mapping(path: FilePath) -> list[str]:
         The names without their surrounding underscores, in index order, e.g. `["red_heart",
         "smiling_face_with_hearteyes", ...]`.
     """
-    names = []
+    names: list[str] = []
     for line, text in numbered_lines(path):
         fields = [field.strip() for field in without_newline(text).split("\t")]
         while fields and not fields[-1]:  # the files end each line with a tab

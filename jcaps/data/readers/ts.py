@@ -52,7 +52,7 @@ class _TsHeaderField:
 
 def _read_ts_header(path: FilePath, lines: Iterator[tuple[int, str]]) -> tuple[dict[str, _TsHeaderField], int]:
     """Reads `lines` up to `@data`; returns the header fields by lower-cased keyword and the @data line."""
-    header = {}
+    header: dict[str, _TsHeaderField] = {}
     for number, text in lines:
         text = text.strip()
         if not text or text.startswith("#"):
@@ -96,8 +96,8 @@ def _ts_class_labels(path: FilePath, header: dict[str, _TsHeaderField], data_lin
     """The labels of `@classLabel true <labels>`; any other kind of file is an error."""
     classification = "only classification files (@classLabel true <labels>) are supported"
     if "targetlabel" in header:
-        field = header["targetlabel"]
-        raise DataError(path, field.line, f"@{field.keyword}: regression files are not supported; {classification}")
+        target = header["targetlabel"]
+        raise DataError(path, target.line, f"@{target.keyword}: regression files are not supported; {classification}")
     field = header.get("classlabel")
     if field is None:
         raise DataError(path, data_line, f"no @classLabel line before @data; {classification}")
@@ -179,12 +179,12 @@ def read_ts(path: FilePath) -> TsFile:
 
     # What each example must agree with, and where that comes from, for the messages; what the
     # header leaves open the first example fixes.
-    expected_channels = None
+    expected_channels: tuple[int, str] | None = None
     if dimensions is not None:
         expected_channels = dimensions, "@dimensions is"
     elif univariate:
         expected_channels = 1, "@univariate true means"
-    expected_length = None
+    expected_length: tuple[int, str] | None = None
     if declared_length is not None and equal_length is not False:
         expected_length = declared_length, "@seriesLength is"
 
@@ -220,7 +220,7 @@ def read_ts(path: FilePath) -> TsFile:
         series.append(np.stack(values, axis=1))
         labels.append(label)
         numbers.append(number)
-    if not series:
+    if not series or expected_channels is None:  # the first example sets expected_channels
         raise DataError(path, data_line, "no examples after @data")
 
     lengths = {len(example) for example in series}

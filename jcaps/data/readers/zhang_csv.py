@@ -66,7 +66,7 @@ def read_zhang_csv(
 def read_classes(path: FilePath) -> list[str]:
     """Reads `classes.txt`: one unique, non-blank class name a line, in class-index order."""
     names = []
-    seen = {}
+    seen: dict[str, int] = {}
     for line, text in numbered_lines(path):
         name = text.strip()
         if not name:
