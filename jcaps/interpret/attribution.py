@@ -26,8 +26,9 @@ methods work on positions only, e [B, T, D] and the mask [B, T] -> [B, T]:
   * occlusion:            f_c(e) - f_c(e with e_t := e'_t), every t of the batch in one `vmap`
                           (leave one token out; Zeiler & Fergus 2014)
   * kernel_shap:          Shapley values estimated by KernelSHAP: coalitions z of the real
-                          tokens (the others at the baseline) drawn from the Shapley kernel, in
-                          complementary pairs, all evaluated in one batched call, then the
+                          tokens (the others at the baseline), the sizes the budget covers
+                          enumerated and the rest sampled in complementary pairs by stratum
+                          (`shapley_kernel_design`), all evaluated in one batched call, then the
                           weighted least squares fit of f_c(z) - f_c(0) by z^T phi under the
                           efficiency constraint sum_t phi_t = f_c(e) - f_c(e')
                           (Lundberg & Lee 2017; the closed form of Covert & Lee 2021)
@@ -408,34 +409,115 @@ def _random_ranks(key: jax.Array, mask: jax.Array, shape: tuple) -> jax.Array:
     return jnp.argsort(jnp.argsort(draws, axis=-1), axis=-1)
 
 
-def shapley_kernel_coalitions(key: jax.Array, mask: jax.Array, n_samples: int) -> jax.Array:
-    """Coalitions of the real tokens drawn from the Shapley kernel, in complementary pairs.
+def _binomial(n: jax.Array, k: jax.Array) -> jax.Array:
+    """C(n, k) as float32 (0 where k < 0 or k > n), exact while it is below about 2^21."""
+    valid = (k >= 0) & (k <= n)
+    n, k = jnp.maximum(n, 0).astype(jnp.float32), jnp.clip(k, 0, jnp.maximum(n, 0)).astype(jnp.float32)
+    log = jax.scipy.special.gammaln(n + 1) - jax.scipy.special.gammaln(k + 1) - jax.scipy.special.gammaln(n - k + 1)
+    return jnp.where(valid, jnp.round(jnp.exp(log)), 0.0)
 
-    A row with M real tokens draws a size s in 1..M-1 with probability proportional to
-    (M - 1) / (s (M - s)) (the kernel's total weight at that size) and then s of its tokens
-    uniformly, so that a coalition's probability is proportional to its kernel weight
-    (M - 1) / (C(M, s) s (M - s)); each draw is followed by its complement. Rows with fewer than
-    two real tokens get empty coalitions (their one Shapley value is fixed by efficiency).
+
+def _unrank_subset(rank: jax.Array, size: jax.Array, m: jax.Array, length: int) -> jax.Array:
+    """The `rank`-th (in lexicographic order) subset of `size` of the players 0..m-1, as [length]
+    bool over the players (the combinatorial number system)."""
+
+    def choose(player, carry):
+        rank, left, chosen = carry
+        with_player = _binomial(m - player - 1, left - 1)  # the subsets that take this player next
+        take = (left > 0) & (player < m) & (rank < with_player)
+        rank = jnp.where((left > 0) & (player < m) & ~take, rank - with_player, rank)
+        return rank, left - take.astype(left.dtype), chosen.at[player].set(take)
+
+    return jax.lax.fori_loop(0, length, choose, (rank.astype(jnp.float32), size.astype(jnp.int32),
+                                                 jnp.zeros(length, bool)))[2]
+
+
+def _kernel_design_row(key: jax.Array, mask: jax.Array, n_samples: int) -> tuple[jax.Array, jax.Array]:
+    """`shapley_kernel_design` of one row: mask [T] -> ([N, T] bool, [N] float32)."""
+    length = mask.shape[0]
+    m = jnp.sum(mask, dtype=jnp.int32)
+    sizes = jnp.arange(1, length // 2 + 1, dtype=jnp.int32)  # s, paired with its complement's size m - s
+    active = sizes <= m // 2  # s = 1 .. ceil((m - 1) / 2)
+    paired = sizes <= (m - 1) // 2  # m - s is another size (not the middle one of an even m)
+    pairing = jnp.where(paired, 2.0, 1.0)
+    m_real, sizes_real = m.astype(jnp.float32), sizes.astype(jnp.float32)
+    kernel = jnp.where(active, pairing * (m_real - 1) / jnp.maximum(sizes_real * (m_real - sizes_real), 1.0), 0.0)
+    weight = kernel / jnp.maximum(jnp.sum(kernel), 1e-30)  # of each size (with its complement's)
+    count = jnp.where(active, pairing * _binomial(m, sizes), jnp.inf)  # coalitions of each size
+    # Enumerate the sizes, smallest first, while the budget left covers a size's share of the
+    # kernel weight left with every one of its coalitions (SHAP's KernelExplainer does the same).
+    weight_left_from = jnp.cumsum(weight[::-1])[::-1]
+    used_before = jnp.cumsum(count) - count
+    covered = active & ((n_samples - used_before) * weight / jnp.maximum(weight_left_from, 1e-30) / count >= 1 - 1e-6)
+    enumerated = jnp.cumprod(covered).astype(bool)
+    block = jnp.where(enumerated, count, 0.0)
+    enumerated_total = jnp.sum(block)
+    block_end = jnp.cumsum(block)
+    weight_left = jnp.sum(jnp.where(active & ~enumerated, weight, 0.0))
+    rank_of_position = jnp.cumsum(mask, dtype=jnp.int32) - 1  # the players are the real positions, in order
+    # The sampled part: pairs of a coalition and its complement, their sizes by systematic
+    # sampling of the kernel weight left (stratified: each size drawn in proportion to its
+    # weight, to within one pair), their members uniformly.
+    remaining = jnp.cumsum(jnp.where(active & ~enumerated, weight, 0.0)) / jnp.maximum(weight_left, 1e-30)
+    pairs = jnp.maximum(jnp.ceil((n_samples - enumerated_total) / 2), 1.0)
+    max_pairs = max(1, (n_samples + 1) // 2)
+    offset_key, member_key = jax.random.split(key)
+    offset = jax.random.uniform(offset_key)
+    members = jax.random.uniform(member_key, (max_pairs, length))
+    players_real = jnp.arange(length) < m
+
+    def slot(j):
+        in_enumeration = j < enumerated_total
+        # Enumerated: size block, then rank within it (a coalition and its complement in turn).
+        size_index = jnp.searchsorted(block_end, j, side="right")
+        within = j - jnp.where(size_index > 0, block_end[jnp.maximum(size_index - 1, 0)], 0.0)
+        is_paired = paired[jnp.minimum(size_index, len(sizes) - 1)]
+        rank = jnp.where(is_paired, within // 2, within)
+        flip_enumerated = is_paired & (jnp.mod(within, 2) == 1)
+        players = _unrank_subset(rank, sizes[jnp.minimum(size_index, len(sizes) - 1)], m, length)
+        # Sampled: pair q of the slots after the enumeration.
+        q = jnp.maximum((j - enumerated_total) // 2, 0.0)
+        drawn_size = sizes[jnp.minimum(jnp.searchsorted(remaining, (q + offset) / pairs, side="right"), len(sizes) - 1)]
+        draw = members[jnp.clip(q.astype(jnp.int32), 0, max_pairs - 1)]
+        member_rank = jnp.argsort(jnp.argsort(jnp.where(players_real, draw, 2.0)))
+        flip_sampled = jnp.mod(j - enumerated_total, 2) == 1
+        in_subset = jnp.where(in_enumeration, players, member_rank < drawn_size)
+        in_subset = in_subset ^ jnp.where(in_enumeration, flip_enumerated, flip_sampled)
+        coalition = mask & in_subset[jnp.clip(rank_of_position, 0, length - 1)]
+        enumerated_weight = weight[jnp.minimum(size_index, len(sizes) - 1)] / count[jnp.minimum(size_index, len(sizes) - 1)]
+        sampled_weight = weight_left / jnp.maximum(n_samples - enumerated_total, 1.0)
+        return coalition, jnp.where(in_enumeration, enumerated_weight, sampled_weight)
+
+    return jax.vmap(slot)(jnp.arange(n_samples, dtype=jnp.float32))
+
+
+def shapley_kernel_design(key: jax.Array, mask: jax.Array, n_samples: int) -> tuple[jax.Array, jax.Array]:
+    """KernelSHAP's coalitions of the real tokens and their weights, as SHAP's KernelExplainer
+    chooses them, with the sampled sizes stratified.
+
+    A row with M real tokens puts the Shapley kernel's weight (M - 1) / (s (M - s)) on each size
+    s = 1..M-1, a size and its complement's (M - s) together. Sizes are taken smallest first
+    while the samples left cover the size's share of the weight left with all of its coalitions:
+    those are enumerated (each coalition and its complement), weighted w_s / C(M, s). The
+    samples after them are pairs of a coalition and its complement whose sizes are drawn by
+    systematic sampling of the weight left (stratified: every size in proportion to its weight,
+    to within one pair) and whose members are uniform; they share the weight left equally. With
+    n_samples >= 2^M - 2 every coalition is enumerated and KernelSHAP gives the exact Shapley
+    values. Rows with fewer than two real tokens get weight 0 (their one value is fixed by
+    efficiency).
 
     Args:
       key: a PRNG key.
       mask: [B, T] bool.
-      n_samples: N, even (an odd N is rounded up).
+      n_samples: N, the coalitions of every row.
 
     Returns:
-      [N, B, T] bool, false at padding.
+      coalitions [N, B, T] bool (false at padding) and weights [N, B] float32, each row's summing
+      to 1 (0 for rows with fewer than two real tokens).
     """
-    half = (n_samples + 1) // 2
-    size_key, order_key = jax.random.split(key)
-    real = jnp.sum(mask, axis=-1, keepdims=True)  # [B, 1]
-    sizes = jnp.arange(mask.shape[1])[None, :]  # [1, T]: s = 0..T-1
-    valid = (sizes >= 1) & (sizes <= real - 1)
-    weight = (real - 1) / jnp.maximum(sizes * (real - sizes), 1)
-    logits = jnp.where(valid, jnp.log(jnp.maximum(weight, 1e-30)), -jnp.inf)
-    logits = jnp.where(jnp.any(valid, axis=-1, keepdims=True), logits, jnp.where(sizes == 0, 0.0, -jnp.inf))
-    drawn = jax.random.categorical(size_key, logits, axis=-1, shape=(half, mask.shape[0]))  # [half, B]
-    coalitions = (_random_ranks(order_key, mask, (half,)) < drawn[..., None]) & mask[None]
-    return jnp.concatenate([coalitions, mask[None] & ~coalitions])
+    keys = jax.random.split(key, mask.shape[0])
+    coalitions, weights = jax.vmap(_kernel_design_row, in_axes=(0, 0, None))(keys, mask, n_samples)
+    return jnp.swapaxes(coalitions, 0, 1), weights.T
 
 
 def _solve_symmetric(a: jax.Array, b: jax.Array) -> jax.Array:
@@ -518,7 +600,7 @@ def kernel_shap(
     Args:
       score_fn, embeddings, target, mask: as `gradient`.
       key: draws the coalitions.
-      n_samples: coalitions per example (complementary pairs; each costs one forward row).
+      n_samples: coalitions per example (`shapley_kernel_design`; each costs one forward row).
       baseline: e' broadcastable to e; zeros when None.
       chunk_size: coalitions scored at once (`coalition_values`); None: all in one call.
 
@@ -526,10 +608,10 @@ def kernel_shap(
       [B, T] signed scores, 0 at padding, summing to f_c(e) - f_c(e') over t.
     """
     baseline = _baseline(embeddings, baseline)
-    coalitions = shapley_kernel_coalitions(key, mask, n_samples)
+    coalitions, weights = shapley_kernel_design(key, mask, n_samples)
     ends = jnp.stack([mask, jnp.zeros_like(mask)])
     values = coalition_values(score_fn, embeddings, baseline, target, jnp.concatenate([coalitions, ends]), chunk_size)
-    return constrained_shapley_regression(values[:-2], values[-2], values[-1], coalitions, mask)
+    return constrained_shapley_regression(values[:-2], values[-2], values[-1], coalitions, mask, weights)
 
 
 def shapley_sampling(

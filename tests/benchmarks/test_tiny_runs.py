@@ -141,3 +141,15 @@ def test_startup(tmp_path):
         assert 0 < low <= results["seconds"][name] <= high, name
     ratio = results["predict_over_import_jax"]
     assert 0 < ratio["min"] <= ratio["median"] <= ratio["max"]
+
+
+def test_shapley_vs_shap(tmp_path):
+    pytest.importorskip("shap")  # the `compare` extra
+    results = tiny_results("benchmarks.shapley_vs_shap", tmp_path)
+    estimators = results["estimators"]
+    assert set(estimators) == {"jcaps", "shap", "shap_no_l1", "uniform"}
+    assert (results["examples"], results["players"], results["samples"]) == (4, 10, 256)
+    for name in ("jcaps", "shap", "shap_no_l1"):
+        assert len(estimators[name]["per_seed"]) == 2
+        # Any estimate that uses its samples beats efficiency alone by far.
+        assert 0 <= estimators[name]["mean"] < 0.5 * estimators["uniform"]["mean"], name

@@ -127,17 +127,44 @@ def test_on_an_additive_model_every_estimate_is_exact():
         np.testing.assert_allclose(np.asarray(phi), exact, atol=1e-3)
 
 
-def test_kernel_coalitions_follow_the_shapley_kernel_in_complementary_pairs():
-    mask = np.ones((1, T), bool)
-    z = np.asarray(attribution.shapley_kernel_coalitions(jax.random.key(4), jnp.asarray(mask), 100000))
-    half = len(z) // 2
-    np.testing.assert_array_equal(z[half:], ~z[:half])
-    sizes = np.bincount(z[:half, 0].sum(-1), minlength=T + 1)[1:T] / half
-    kernel = np.array([(T - 1) / (s * (T - s)) for s in range(1, T)])
-    np.testing.assert_allclose(sizes, kernel / kernel.sum(), atol=0.01)
-    # Within a size every subset is equally likely: each token in s / T of the size-s draws.
-    size_two = z[:half, 0][z[:half, 0].sum(-1) == 2]
-    np.testing.assert_allclose(size_two.mean(0), 2 / T, atol=0.025)  # 4.5 sigma
+def test_kernel_shap_with_the_budget_of_every_coalition_is_exact(exact):
+    """2^8 - 2 samples enumerate every coalition of the full row (and of the padded ones), with
+    the Shapley kernel's weights: the exact values, whatever the key."""
+    coalitions, weights = attribution.shapley_kernel_design(jax.random.key(6), jnp.asarray(MASK), 2**T - 2)
+    z, w = np.asarray(coalitions)[:, 0], np.asarray(weights)[:, 0]
+    assert len({tuple(row) for row in z}) == 2**T - 2 and not np.any(z.all(-1) | ~z.any(-1))
+    sizes = z.sum(-1)
+    kernel = (T - 1) / np.array([math.comb(T, int(s)) * s * (T - s) for s in sizes])
+    np.testing.assert_allclose(w, kernel / kernel.sum(), rtol=1e-5)
+    for key in (0, 1):
+        phi = attribution.kernel_shap(interacting, EMBEDDINGS, TARGET, MASK, jax.random.key(key), n_samples=2**T - 2)
+        np.testing.assert_allclose(np.asarray(phi), exact, atol=2e-4)
+
+
+def test_kernel_design_enumerates_the_sizes_the_budget_covers_then_samples_pairs_by_stratum():
+    """M = 10, 256 samples (SHAP's KernelExplainer's choice for the same budget): the 20
+    coalitions of sizes 1 and 9 enumerated, then 118 complementary pairs whose sizes follow the
+    kernel weight left to within one pair, their members uniform."""
+    m, n = 10, 256
+    mask = jnp.ones((1, m), bool)
+    z, w = (np.asarray(a)[:, 0] for a in attribution.shapley_kernel_design(jax.random.key(4), mask, n))
+    sizes = z.sum(-1)
+    assert sorted(map(tuple, z[:20])) == sorted(map(tuple, np.concatenate([np.eye(m, dtype=bool), ~np.eye(m, dtype=bool)])))
+    np.testing.assert_array_equal(z[21::2], ~z[20::2])  # each sampled coalition, then its complement
+    kernel = {s: (m - 1) / (s * (m - s)) for s in range(1, m)}
+    total = sum(kernel.values())
+    np.testing.assert_allclose(w[:20], kernel[1] / total / m, rtol=1e-5)
+    left = sum(kernel[s] for s in range(2, m - 1)) / total
+    np.testing.assert_allclose(w[20:], left / (n - 20), rtol=1e-5)
+    pairs = np.minimum(sizes[20::2], m - sizes[20::2])  # the pair's smaller size
+    share = {s: (kernel[s] + kernel[m - s] * (s != m - s)) / (left * total) for s in range(2, m // 2 + 1)}
+    for s, fraction in share.items():
+        assert abs(np.sum(pairs == s) - fraction * (n - 20) / 2) <= 1, (s, np.bincount(pairs))
+    # Members: over many keys each token is in a sampled coalition of size s in s / m of them.
+    designs = jax.jit(jax.vmap(lambda key: attribution.shapley_kernel_design(key, mask, n)[0]))
+    draws = np.asarray(designs(jax.random.split(jax.random.key(5), 40)))[:, 20:, 0].reshape(-1, m)
+    three = draws[draws.sum(-1) == 3]
+    np.testing.assert_allclose(three.mean(0), 3 / m, atol=0.04)
 
 
 def test_lime_samples_and_weights_follow_lime_text():
