@@ -338,27 +338,24 @@ def occlusion(
     mask: jax.Array,
     *,
     baseline: jax.Array | None = None,
+    chunk_size: int | None = None,
 ) -> jax.Array:
     """f_c(e) - f_c(e with token t's vector replaced by the baseline's), for every t.
 
-    The T occluded copies of the batch go through one `vmap`ped call of `score_fn` (memory
-    ~ T * B examples). Signed: positive where removing the token lowers the output.
+    The T occluded copies of the batch are scored as the coalitions "every token but t"
+    (`coalition_values`): in one call of `score_fn` on [T * B] rows, or `chunk_size` copies at a
+    time. Signed: positive where removing the token lowers the output.
 
     Returns:
       [B, T] scores, 0 at padding.
     """
     targets = _targets(target, embeddings)
     baseline = _baseline(embeddings, baseline)
-    positions = jnp.arange(embeddings.shape[1])
-
-    def selected(e: jax.Array) -> jax.Array:
-        return jnp.take_along_axis(score_fn(e).astype(jnp.float32), targets[:, None], axis=1)[:, 0]
-
-    def without(t: jax.Array) -> jax.Array:
-        return selected(jnp.where((positions == t)[None, :, None], baseline, embeddings))
-
-    occluded = jax.vmap(without)(positions)  # [T, B]
-    return _masked(selected(embeddings)[:, None] - occluded.T, mask)
+    batch, length = embeddings.shape[:2]
+    all_but_one = jnp.broadcast_to(~jnp.eye(length, dtype=bool)[:, None, :], (length, batch, length))
+    occluded = coalition_values(score_fn, embeddings, baseline, targets, all_but_one, chunk_size)  # [T, B]
+    full = jnp.take_along_axis(score_fn(embeddings).astype(jnp.float32), targets[:, None], axis=1)[:, 0]
+    return _masked(full[:, None] - occluded.T, mask)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,312 @@
+"""Explain any JAX classifier: every attribution method under one signature.
+
+    from jcaps import interpret
+
+    scores = interpret.integrated_gradients(f, x, target, mask=mask, args=(tokens,), n_steps=64)
+
+`f(x, *args) -> [B, C]` is the model to explain, any batched JAX function: a Flax (linen or NNX)
+or Equinox module's call, or plain JAX. It must treat examples independently (no batch-wide
+statistics). `x` [B, T, ...] are the inputs attributed, T positions of any trailing shape (word
+vectors [B, T, D], a series [B, T, F]); `args` are per-example side inputs of f with the same
+leading axis B (token ids, masks), which the methods repeat with x wherever they score several
+copies of the batch at once: f never sees a tiled batch it has to untangle. `target` is the
+explained output of each example, [B] (or one int), or K outputs each, [B, K]. `mask` [B, T]
+bool marks the real positions (None: all real).
+
+Every method returns one score a position, 0 at padding: [B, T], or [B, K, T] for [B, K]
+targets (one batched call, not K). The contract, for any model:
+  * Positions outside the mask are not players: they keep their input values in every
+    evaluation, so a model whose padding reaches its output still satisfies what follows.
+  * integrated_gradients: the scores sum to f(x) - f(x') (x' = the baseline at the real positions,
+    x at the others) up to the Riemann error, which goes to 0 with n_steps (completeness).
+  * kernel_shap and shapley_sampling: the scores sum to exactly f(x) - f(x') (efficiency).
+  * occlusion: f(x) - f(x with position t at the baseline).
+  * gradient: ||d f / d x_t||; gradient_x_input: sum over x_t's values of x_t * d f / d x_t;
+    smoothgrad: ||mean over noisy copies of |d f / d x_t| ||; lime: the coefficients of a local
+    linear surrogate; random: uniform random scores (the baseline ranking).
+f's raw outputs are explained (logits, capsule lengths: what f returns).
+
+`max_rows` bounds the rows one call of f sees: integrated gradients' interpolation steps,
+occlusion's occluded copies and the sampling methods' coalitions are sent through f as many at a
+time as fit, so a recurrence runs at a large batch; the results do not depend on it.
+
+Options (`n_steps`, `n_samples`, ..., `max_rows`) are Python values: under `jax.jit` bind them
+(and f) with `functools.partial`; x, target, mask, args, key and baseline may be traced:
+
+    explain = jax.jit(functools.partial(interpret.integrated_gradients, f, n_steps=64))
+    scores = explain(x, target, mask=mask, args=(tokens,))
+
+`METHODS` is the table of every method: its function, its options with their defaults, and
+whether it draws random numbers (then `key` is required).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import numbers
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from jcaps.interpret import attribution
+
+# The most rows one call of f scores by default: integrated gradients with 300 steps on
+# CCCapsNet (batch 32, length 256) stays well under 2 GB.
+DEFAULT_MAX_ROWS = 512
+
+
+@dataclasses.dataclass(frozen=True)
+class Method:
+    """An entry of `METHODS`: the function, its options and their defaults, and whether it
+    needs a PRNG key."""
+
+    function: Callable[..., jax.Array]
+    options: dict[str, Any]
+    needs_key: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class _Game:
+    """The arguments of a call, checked and flattened: K targets become K copies of the batch."""
+
+    score_fn: Callable[[jax.Array], jax.Array]  # [k * R, T, ...] -> [k * R, C]
+    x: jax.Array  # [R, T, ...], R = K * B
+    targets: jax.Array  # [R]
+    mask: jax.Array  # [R, T]
+    baseline: jax.Array  # [R, T, ...]: the baseline at real positions, x at the others
+    batch: int  # B
+    num_targets: int | None  # K, or None for [B] targets
+
+    def rows_per_call(self, max_rows: int) -> int:
+        """How many copies of the R rows one call of f may score."""
+        return max(1, max_rows // self.x.shape[0])
+
+    def unflatten(self, scores: jax.Array) -> jax.Array:
+        """[K * B, T] -> [B, K, T] (or [B, T] for [B] targets)."""
+        if self.num_targets is None:
+            return scores
+        return jnp.swapaxes(scores.reshape((self.num_targets, self.batch) + scores.shape[1:]), 0, 1)
+
+
+def _shape(value) -> tuple:
+    return tuple(getattr(value, "shape", ()))
+
+
+def _static_count(name: str, value, minimum: int = 1) -> int:
+    """A positive (or >= minimum) Python int option; a traced or non-integer value is refused."""
+    if isinstance(value, jax.core.Tracer):
+        raise TypeError(f"{name}: a Python int fixed before tracing, not a traced value; under jax.jit bind it with "
+                        f"functools.partial")
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"{name}: expected an int >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _tile(array: jax.Array, k: int) -> jax.Array:
+    return jnp.tile(array, (k,) + (1,) * (array.ndim - 1))
+
+
+def _game(f, x, target, mask, args, baseline) -> _Game:
+    """Checks the arguments (one-line errors naming the argument and the shape expected) and
+    flattens them into one batch of K * B rows."""
+    if not callable(f):
+        raise TypeError(f"f: expected the model, a function f(x, *args) -> [B, C], got {type(f).__name__} "
+                        "(the arguments are f, x, target)")
+    x = jnp.asarray(x)
+    if x.ndim < 2 or not jnp.issubdtype(x.dtype, jnp.floating):
+        raise ValueError(f"x: expected float inputs [B, T, ...] (T positions), got {x.dtype} of shape {x.shape}")
+    batch, length = x.shape[:2]
+    target = jnp.asarray(target)
+    if not jnp.issubdtype(target.dtype, jnp.integer) or target.ndim > 2 or (
+            target.ndim >= 1 and target.shape[0] != batch):
+        raise ValueError(f"target: expected an int, or int [B] or [B, K] with B = {batch} (x's batch), got "
+                         f"{target.dtype} of shape {target.shape}")
+    if mask is None:
+        mask = jnp.ones((batch, length), bool)
+    mask = jnp.asarray(mask)
+    if mask.shape != (batch, length) or mask.dtype != jnp.bool_:
+        raise ValueError(f"mask: expected bool [B, T] = [{batch}, {length}] (x's first two axes), got {mask.dtype} of "
+                         f"shape {mask.shape}")
+    if not isinstance(args, (tuple, list)):
+        raise TypeError(f"args: expected a tuple of f's per-example inputs, got {type(args).__name__}")
+    args = tuple(jnp.asarray(a) for a in args)
+    for i, a in enumerate(args):
+        if a.ndim == 0 or a.shape[0] != batch:
+            raise ValueError(f"args[{i}]: expected a leading axis of B = {batch} (x's batch), got shape {a.shape}")
+    if baseline is None:
+        baseline = jnp.zeros_like(x)
+    baseline = jnp.asarray(baseline, x.dtype)
+    try:
+        baseline = jnp.broadcast_to(baseline, x.shape)
+    except ValueError:
+        raise ValueError(f"baseline: expected a shape broadcastable to x's {x.shape}, got {baseline.shape}") from None
+    real = mask.reshape(mask.shape + (1,) * (x.ndim - 2))
+    baseline = jnp.where(real, baseline, x)  # positions outside the mask are not players
+    num_targets = None
+    if target.ndim == 2:
+        num_targets = target.shape[1]
+        x, mask, baseline = (_tile(a, num_targets) for a in (x, mask, baseline))
+        args = tuple(_tile(a, num_targets) for a in args)
+        targets = target.T.reshape(-1).astype(jnp.int32)
+    else:
+        targets = jnp.broadcast_to(target.astype(jnp.int32), (batch,))
+    rows = x.shape[0]
+
+    def score_fn(stacked: jax.Array) -> jax.Array:
+        copies = stacked.shape[0] // rows
+        return f(stacked, *(_tile(a, copies) for a in args))
+
+    return _Game(score_fn, x, targets, mask, baseline, batch, num_targets)
+
+
+def _position_scores(values: jax.Array, mask: jax.Array, reduce: str) -> jax.Array:
+    """[R, T, ...] per-value attributions -> [R, T]: their sum, or their L2 norm."""
+    flat = values.reshape(values.shape[:2] + (-1,)).astype(jnp.float32)
+    scores = jnp.sum(flat, axis=-1) if reduce == "sum" else jnp.linalg.norm(flat, axis=-1)
+    return jnp.where(mask, scores, 0.0)
+
+
+def _require_key(name: str, key) -> jax.Array:
+    if key is None:
+        raise ValueError(f"key: {name} draws random numbers: pass a PRNG key (jax.random.key(0))")
+    return key
+
+
+def integrated_gradients(f, x, target, *, mask=None, args=(), key=None, baseline=None, n_steps: int = 50,
+                         max_rows: int = DEFAULT_MAX_ROWS) -> jax.Array:
+    """Integrated gradients (Sundararajan et al. 2017), midpoint rule with `n_steps` points,
+    summed over each position's values (module docstring)."""
+    del key
+    game = _game(f, x, target, mask, args, baseline)
+    steps = _static_count("n_steps", n_steps)
+    chunk = min(steps, game.rows_per_call(_static_count("max_rows", max_rows)))
+    gradient = attribution.mean_path_gradient(game.score_fn, game.x, game.targets, baseline=game.baseline,
+                                              n_steps=steps, chunk_size=chunk, output="logit")
+    return game.unflatten(_position_scores((game.x - game.baseline) * gradient, game.mask, "sum"))
+
+
+def gradient(f, x, target, *, mask=None, args=(), key=None, baseline=None,
+             max_rows: int = DEFAULT_MAX_ROWS) -> jax.Array:
+    """||d f / d x_t||_2 of each position."""
+    del key, baseline
+    _static_count("max_rows", max_rows)
+    game = _game(f, x, target, mask, args, None)
+    grads = attribution.input_gradients(game.score_fn, game.x, game.targets, "logit")
+    return game.unflatten(_position_scores(grads, game.mask, "norm"))
+
+
+def gradient_x_input(f, x, target, *, mask=None, args=(), key=None, baseline=None,
+                     max_rows: int = DEFAULT_MAX_ROWS) -> jax.Array:
+    """sum over each position's values of x * d f / d x (Shrikumar et al. 2016)."""
+    del key, baseline
+    _static_count("max_rows", max_rows)
+    game = _game(f, x, target, mask, args, None)
+    grads = attribution.input_gradients(game.score_fn, game.x, game.targets, "logit")
+    return game.unflatten(_position_scores(game.x * grads, game.mask, "sum"))
+
+
+def smoothgrad(f, x, target, *, mask=None, args=(), key=None, baseline=None, n_samples: int = 25,
+               stddev: float = 0.15, max_rows: int = DEFAULT_MAX_ROWS) -> jax.Array:
+    """SmoothGrad (Smilkov et al. 2017) of the raw output, the L2 norm of each position's values."""
+    del baseline
+    _static_count("max_rows", max_rows)
+    game = _game(f, x, target, mask, args, None)
+    maps = attribution.smoothgrad(game.score_fn, game.x, game.targets, _require_key("smoothgrad", key),
+                                  n_samples=_static_count("n_samples", n_samples), stddev=stddev, output="logit")
+    return game.unflatten(_position_scores(maps, game.mask, "norm"))
+
+
+def occlusion(f, x, target, *, mask=None, args=(), key=None, baseline=None,
+              max_rows: int = DEFAULT_MAX_ROWS) -> jax.Array:
+    """f(x) - f(x with position t at the baseline), for every real position t."""
+    del key
+    game = _game(f, x, target, mask, args, baseline)
+    chunk = game.rows_per_call(_static_count("max_rows", max_rows))
+    scores = attribution.occlusion(game.score_fn, game.x, game.targets, game.mask, baseline=game.baseline,
+                                   chunk_size=chunk)
+    return game.unflatten(scores)
+
+
+def kernel_shap(f, x, target, *, mask=None, args=(), key=None, baseline=None, n_samples: int = 256,
+                max_rows: int = DEFAULT_MAX_ROWS) -> jax.Array:
+    """Shapley values by KernelSHAP (`attribution.shapley_kernel_design`), `n_samples`
+    coalitions an example; they sum to f(x) - f(x')."""
+    game = _game(f, x, target, mask, args, baseline)
+    return game.unflatten(attribution.kernel_shap(
+        game.score_fn, game.x, game.targets, game.mask, _require_key("kernel_shap", key),
+        n_samples=_static_count("n_samples", n_samples), baseline=game.baseline,
+        chunk_size=game.rows_per_call(_static_count("max_rows", max_rows))))
+
+
+def shapley_sampling(f, x, target, *, mask=None, args=(), key=None, baseline=None, n_permutations: int = 8,
+                     max_rows: int = DEFAULT_MAX_ROWS) -> jax.Array:
+    """Shapley values from `n_permutations` antithetic orders; they sum to f(x) - f(x')."""
+    game = _game(f, x, target, mask, args, baseline)
+    return game.unflatten(attribution.shapley_sampling(
+        game.score_fn, game.x, game.targets, game.mask, _require_key("shapley_sampling", key),
+        n_permutations=_static_count("n_permutations", n_permutations), baseline=game.baseline,
+        chunk_size=game.rows_per_call(_static_count("max_rows", max_rows))))
+
+
+def lime(f, x, target, *, mask=None, args=(), key=None, baseline=None, n_samples: int = 256,
+         max_rows: int = DEFAULT_MAX_ROWS) -> jax.Array:
+    """LIME's local linear surrogate over `n_samples` coalitions (Ribeiro et al. 2016)."""
+    game = _game(f, x, target, mask, args, baseline)
+    return game.unflatten(attribution.lime(
+        game.score_fn, game.x, game.targets, game.mask, _require_key("lime", key),
+        n_samples=_static_count("n_samples", n_samples), baseline=game.baseline,
+        chunk_size=game.rows_per_call(_static_count("max_rows", max_rows))))
+
+
+def random(f, x, target, *, mask=None, args=(), key=None, baseline=None,
+           max_rows: int = DEFAULT_MAX_ROWS) -> jax.Array:
+    """Uniform random scores at the real positions: the ranking every faithfulness score is
+    compared with."""
+    del baseline
+    _static_count("max_rows", max_rows)
+    game = _game(f, x, target, mask, args, None)
+    return game.unflatten(attribution.random_scores(_require_key("random", key), game.mask))
+
+
+def _options(function: Callable) -> dict[str, Any]:
+    """The method-specific keyword options of `function` and their defaults."""
+    common = {"mask", "args", "key", "baseline"}
+    return {name: p.default for name, p in inspect.signature(function).parameters.items()
+            if p.kind is p.KEYWORD_ONLY and name not in common}
+
+
+# The one table of methods: the command line, the workdir explainer and the reports read it.
+METHODS: dict[str, Method] = {
+    function.__name__: Method(function, _options(function), needs_key)
+    for function, needs_key in (
+        (gradient, False), (gradient_x_input, False), (integrated_gradients, False), (smoothgrad, True),
+        (occlusion, False), (kernel_shap, True), (shapley_sampling, True), (lime, True), (random, True),
+    )
+}
+
+
+def aggregate(scores: jax.Array, word_ids: jax.Array, *, num_words: int | None = None) -> jax.Array:
+    """Token scores summed into words, for any tokenizer.
+
+    Args:
+      scores: [..., T] one score a token (a method's output).
+      word_ids: [..., T] int, the word of each token (0, 1, ...; -1 for a token of no word:
+        padding, special tokens), as a tokenizer's `word_ids()` gives them.
+      num_words: W, the most words a row has (static); None: T.
+
+    Returns:
+      [..., W] float32, each word's summed score (0 for a word with no token).
+    """
+    scores, word_ids = jnp.asarray(scores), jnp.asarray(word_ids)
+    if scores.shape != word_ids.shape or not jnp.issubdtype(word_ids.dtype, jnp.integer):
+        raise ValueError(f"word_ids: expected int of scores' shape {scores.shape}, got {word_ids.dtype} of shape "
+                         f"{word_ids.shape}")
+    words = scores.shape[-1] if num_words is None else _static_count("num_words", num_words)
+    one_hot = jax.nn.one_hot(word_ids, words, dtype=jnp.float32)  # -1 -> all zeros
+    return jnp.einsum("...t,...tw->...w", scores.astype(jnp.float32), one_hot)
+
+
+
