@@ -335,6 +335,19 @@ def device_h200(runs: dict) -> str:
             f"(scan / cuDNN {rnn['scan_over_cudnn']:.2f}), outputs within {rnn['max_abs_output_difference']:.1e}.")
 
 
+@table("shapley_vs_shap", "benchmarks/results/shapley_vs_shap/results.json")
+def shapley_vs_shap(results: dict) -> str:
+    names = {"jcaps": "jcaps `kernel_shap`", "shap": "SHAP `KernelExplainer` (its defaults)",
+             "shap_no_l1": "SHAP `KernelExplainer`, `l1_reg=False`", "uniform": "uniform split of f(x) − f(0) (no samples)"}
+    body = [[names[name], f"{r['mean']:.4f}", f"{r['std']:.4f}" if len(r["per_seed"]) > 1 else "–",
+             f"{min(r['per_seed']):.4f}–{max(r['per_seed']):.4f}", len(r["per_seed"])]
+            for name, r in results["estimators"].items()]
+    return (rows(["estimator", "relative L2 error to the exact values", "std over seeds", "range", "seeds"], body)
+            + f"\n\n{results['examples']} texts cut to their first {results['players']} tokens, {results['samples']} "
+            "coalition evaluations each (beside the full and the empty input); exact values from all "
+            f"2^{results['players']} coalitions.")
+
+
 @table("saliency_boxes_quick", "studies/saliency_boxes/results/quick/results.json")
 def saliency_boxes_quick(results: dict) -> str:
     boxes = [box for box in results if not box.startswith("_") and isinstance(results[box], dict)]
@@ -496,7 +509,7 @@ def icapsnet_global_candidates(studies: dict) -> str:
     return (rows(["study", "knobs changed", "seeds", "test accuracy", "MI / H, coupling (the paper's rule)",
                   "MI / H, contribution", "seeds with a shared capsule (own rule)"], body)
             + "\n\nMean ± std (min–max) over the seeds. Each study: "
-            "`python -m studies.icapsnet_global.icapsnet_global --seeds S --out DIR --data_dir ../shared/data/ag_news "
+            "`python -m studies.icapsnet_global.icapsnet_global --seeds S --out DIR --data_dir PATH/ag_news "
             "[--set model.KNOB=VALUE ...]`; the knobs are read from each run's config.json, and the changes are against the paper's routing, attention and selection with one W_ij "
             "per pair (`BASELINE_KNOBS`). `capsule_selection` changes only how capsules are read, not training, so "
             "both rules are measured on every run.")
