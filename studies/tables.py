@@ -348,6 +348,17 @@ def shapley_vs_shap(results: dict) -> str:
             f"2^{results['players']} coalitions.")
 
 
+@table("startup", "benchmarks/results/startup/results.json")
+def startup(results: dict) -> str:
+    body = [[f"`{name}`", f"{seconds:.2f}", f"{results['range'][name][0]:.2f}–{results['range'][name][1]:.2f}"]
+            for name, seconds in results["seconds"].items()]
+    ratio = results["predict_over_import_jax"]
+    return (rows(["command", "median s", "range"], body)
+            + f"\n\nEach a new process, {results['repeats']} runs in turns; `jcaps predict` on one text takes "
+            f"{ratio['median']:.2f} times a bare `import jax` (paired ratios {ratio['min']:.2f}–{ratio['max']:.2f}), "
+            "its compilation cache filled by an earlier call.")
+
+
 @table("saliency_boxes_quick", "studies/saliency_boxes/results/quick/results.json")
 def saliency_boxes_quick(results: dict) -> str:
     boxes = [box for box in results if not box.startswith("_") and isinstance(results[box], dict)]
