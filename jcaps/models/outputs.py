@@ -82,3 +82,21 @@ class ModelOutput:
     hop_attention: jax.Array | None = None
     step_logits: jax.Array | None = None
     step_attention: jax.Array | None = None
+
+
+@struct.dataclass
+class DecodedLabels:
+    """The label sets SGM generates (`SGM.predict`, greedy or beam search) for B examples.
+
+    Attributes:
+        labels: [B, J] float32 multi-hot of the labels before the first EOS: the prediction.
+        sequence: [B, max_steps] int32 the decoded ids (num_special + label index, then EOS,
+            then PAD).
+        length: [B] int32 the number of labels in each sequence.
+        log_prob: [B] float32 each sequence's log-probability.
+    """
+
+    labels: jax.Array
+    sequence: jax.Array
+    length: jax.Array
+    log_prob: jax.Array

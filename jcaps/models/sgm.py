@@ -71,7 +71,7 @@ import jax.numpy as jnp
 from jcaps.models.choices import SGM_DECODINGS
 from jcaps.models.dropout import Dropout
 from jcaps.models.initializers import torch_linear_kernel, uniform
-from jcaps.models.outputs import ModelOutput
+from jcaps.models.outputs import DecodedLabels, ModelOutput
 from jcaps.models.recurrent_layers import RecurrentLayer
 from jcaps.models.token_ids import PAD_ID, padding_mask
 from jcaps.ops._arrays import add_bias
@@ -386,16 +386,14 @@ class SGM(nn.Module):
             scores=scores, embeddings=words, step_logits=logits, step_attention=jnp.swapaxes(attention, 0, 1)
         )
 
-    def predict(self, tokens: jax.Array) -> dict:
+    def predict(self, tokens: jax.Array) -> DecodedLabels:
         """Decodes the label set of each example (`self.decoding`; no dropout).
 
         Args:
             tokens: [B, L] int word ids, 0 = padding.
 
         Returns:
-            labels [B, J] float32 multi-hot of the labels before the first EOS; sequence
-            [B, max_steps] int32 decoded ids (labels, EOS, then PAD); length [B] int32 number
-            of labels; log_prob [B] float32 the sequence's log probability.
+            the labels, the decoded sequences, their lengths and log-probabilities.
         """
         keys, mask, summary, _ = self.encoder(tokens, train=False)
         params = self._params()
@@ -413,12 +411,12 @@ class SGM(nn.Module):
             result = beam_search(
                 step_fn, state, **sizes, **ids, beam_size=self.beam_size, length_penalty=self.length_penalty
             )
-        return {
-            "labels": emitted_to_multi_hot(result.emitted, num_special=self.num_special),
-            "sequence": result.tokens,
-            "length": result.length,
-            "log_prob": result.log_prob,
-        }
+        return DecodedLabels(
+            labels=emitted_to_multi_hot(result.emitted, num_special=self.num_special),
+            sequence=result.tokens,
+            length=result.length,
+            log_prob=result.log_prob,
+        )
 
 
 class BinaryRelevance(nn.Module):

@@ -93,7 +93,7 @@ def label_sequence_loss(outputs: ModelOutput, batch, model_config):
 def decoded_labels(apply_fn, params, batch, model_config):
     """The label set an SGM model generates (greedy or beam search, per `model.decoding`)."""
     del model_config
-    return apply_fn({"params": params}, batch["tokens"], method="predict")["labels"]
+    return apply_fn({"params": params}, batch["tokens"], method="predict").labels
 
 
 # ---------------------------------------------------------------------------------------------

@@ -139,6 +139,23 @@ def test_shapes_finite_masked_logits_and_attention(ge, batch, params, compiled):
     np.testing.assert_allclose(attention.sum(-1), 1.0, rtol=1e-5)
 
 
+def test_label_scores_are_each_labels_best_step_log_probability(batch, params, compiled):
+    """scores [B, J]: a label's log-probability at the real step (up to EOS) that gives it the
+    most; the float32 minimum for a sequence of padding only."""
+    tokens, labels = batch
+    out = compiled[True, "forward"](params[True], tokens, labels)
+    logits = np.asarray(out.step_logits, np.float64)
+    log_probs = logits - logits.max(-1, keepdims=True)
+    log_probs -= np.log(np.exp(log_probs).sum(-1, keepdims=True))
+    chex.assert_shape(out.scores, (B, J))
+    for b in range(B):
+        steps = labels[b] != PAD
+        expected = log_probs[b, steps, NUM_SPECIAL:].max(0) if steps.any() else np.finfo(np.float32).min
+        np.testing.assert_allclose(out.scores[b], expected, rtol=1e-5, atol=1e-5)
+    padding_only = compiled[True, "forward"](params[True], tokens, np.zeros_like(labels)).scores
+    np.testing.assert_array_equal(padding_only, np.finfo(np.float32).min)
+
+
 @pytest.mark.parametrize("ge", [False, True], ids=["sgm", "sgm_ge"])
 def test_steps_after_eos_do_not_change_the_loss(ge, batch, params, compiled):
     tokens, labels = batch
@@ -159,13 +176,13 @@ def test_teacher_forcing_reproduces_greedy_decoding(ge, batch, params, compiled)
     same tokens and give the same log probability (the step and the mask are shared)."""
     tokens, _ = batch
     decoded = compiled[ge, "greedy"](params[ge], tokens)
-    sequence = np.asarray(decoded["sequence"])
-    assert np.all(np.asarray(decoded["length"]) >= 2), sequence  # non-trivial sequences
+    sequence = np.asarray(decoded.sequence)
+    assert np.all(np.asarray(decoded.length) >= 2), sequence  # non-trivial sequences
     logits = compiled[ge, "forward"](params[ge], tokens, sequence).step_logits
     real = sequence != PAD
     np.testing.assert_array_equal(np.where(real, np.argmax(logits, axis=-1), PAD), sequence)
     log_prob = -np.asarray(_sequence_cross_entropy(logits, sequence)) * real.sum(-1)
-    np.testing.assert_allclose(log_prob, decoded["log_prob"], atol=1e-4)
+    np.testing.assert_allclose(log_prob, decoded.log_prob, atol=1e-4)
 
 
 # --- prediction -----------------------------------------------------------------------------------
@@ -175,13 +192,13 @@ def test_teacher_forcing_reproduces_greedy_decoding(ge, batch, params, compiled)
 def test_predictions_have_no_repeated_labels(decoding, batch, params, compiled):
     tokens, _ = batch
     out = compiled[True, decoding](params[True], tokens)
-    chex.assert_shape(out["labels"], (B, J))
-    chex.assert_shape(out["sequence"], (B, MAX_STEPS))
-    chex.assert_shape(out["length"], (B,))
-    multi_hot, sequence = np.asarray(out["labels"]), np.asarray(out["sequence"])
+    chex.assert_shape(out.labels, (B, J))
+    chex.assert_shape(out.sequence, (B, MAX_STEPS))
+    chex.assert_shape(out.length, (B,))
+    multi_hot, sequence = np.asarray(out.labels), np.asarray(out.sequence)
     assert set(np.unique(multi_hot)) <= {0.0, 1.0}
     for b in range(B):
-        n = int(out["length"][b])
+        n = int(out.length[b])
         predicted = sequence[b, :n]
         assert np.all(predicted >= NUM_SPECIAL) and len(set(predicted)) == n
         if n < MAX_STEPS:
@@ -195,7 +212,7 @@ def test_beam_search_scores_at_least_greedy(batch, params, compiled):
     tokens, _ = batch
     greedy = compiled[True, "greedy"](params[True], tokens)
     beam = compiled[True, "beam"](params[True], tokens)
-    assert np.all(np.asarray(beam["log_prob"]) >= np.asarray(greedy["log_prob"]) - 1e-5)
+    assert np.all(np.asarray(beam.log_prob) >= np.asarray(greedy.log_prob) - 1e-5)
 
 
 # --- global embedding -----------------------------------------------------------------------------
