@@ -358,7 +358,7 @@ class Explainer:
         real = np.flatnonzero(np.asarray(batch["weight"]) > 0)
         predicted = jax.device_get(_predict(self.explained_model, self.trained.params, x, side))
         rows, sides, predictions = [], [], [[] for _ in range(len(batch["weight"]))]
-        if self.explained_model.generates:
+        if self.explained_model.generates:  # predicted: the decoded labels
             sequences, lengths = predicted.sequence, predicted.length
             step_log_probs = _forward(self.explained_model, self.trained.params, x, jnp.asarray(sequences))
             step_probabilities = jax.device_get(jnp.exp(step_log_probs))
@@ -370,7 +370,7 @@ class Explainer:
                     sides.append(sequences[b])
                     predictions[b].append(name)
             return rows, sides, predictions
-        probabilities = predicted
+        probabilities = predicted  # the class probabilities [R, J]
         refuse_non_finite(self.trained, probabilities[real], "probabilities")
         for b in real:
             for j in self.explained_model.explanation.chosen_outputs(probabilities[b], self.trained.config.model):

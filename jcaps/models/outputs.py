@@ -63,7 +63,7 @@ class ModelOutput:
             weights over the time steps.
         step_logits: [B, S, V] SGM: the masked logits of each teacher-forced decoder step over
             its V = num_special + J tokens (the loss scores them).
-        step_attention: [B, S, L] SGM: each decoder step's attention over the source words.
+        source_attention: [B, S, L] SGM: each decoder step's attention over the source words.
     """
 
     scores: jax.Array
@@ -81,7 +81,7 @@ class ModelOutput:
     input_attention_scores: jax.Array | None = None
     hop_attention: jax.Array | None = None
     step_logits: jax.Array | None = None
-    step_attention: jax.Array | None = None
+    source_attention: jax.Array | None = None
 
 
 @struct.dataclass

@@ -344,7 +344,7 @@ class SGM(nn.Module):
 
         Returns:
             step_logits [B, S, V] float32, masked (`label_mask_logits`, finite) logits of each
-            target step (`jcaps.ops.losses.sequence_cross_entropy` scores them); step_attention
+            target step (`jcaps.ops.losses.sequence_cross_entropy` scores them); source_attention
             [B, S, L]; scores [B, J] float32, each label's log-probability at the step up to EOS
             that gives it the most (the float32 minimum for a sequence of padding only);
             embeddings [B, L, D], the word vectors read.
@@ -383,7 +383,7 @@ class SGM(nn.Module):
         real_steps = (label_sequence != PAD_ID)[..., None]
         scores = jnp.max(label_log_probs, axis=1, where=real_steps, initial=jnp.finfo(jnp.float32).min)
         return ModelOutput(
-            scores=scores, embeddings=words, step_logits=logits, step_attention=jnp.swapaxes(attention, 0, 1)
+            scores=scores, embeddings=words, step_logits=logits, source_attention=jnp.swapaxes(attention, 0, 1)
         )
 
     def predict(self, tokens: jax.Array) -> DecodedLabels:

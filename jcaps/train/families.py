@@ -205,9 +205,9 @@ def region_convolution_prefix(model, params, model_config):
 
 def source_attention_of_step(outputs: ModelOutput, x, side, targets):
     """[R, L] SGM's attention over the source at the step that emitted each row's label
-    (`step_attention` [R, S, L]; targets [R] the steps)."""
+    (`source_attention` [R, S, L]; targets [R] the steps)."""
     del x, side
-    return jnp.take_along_axis(outputs.step_attention, targets[:, None, None], axis=1)[:, 0]
+    return jnp.take_along_axis(outputs.source_attention, targets[:, None, None], axis=1)[:, 0]
 
 
 def attends_over_positions(model_config) -> bool:

@@ -182,7 +182,8 @@ def test_uniform_gain_passes_a_uniform_attention_through(attention, axis):
         # The head is linear: zero bias, and the position logits are the head kernel times its input.
         full["head_bias"] = np.zeros(J, np.float32)
         head_inputs[gain] = np.asarray(model.apply({"params": full}, TOKENS).position_logits)
-    expected = np.asarray(plain.apply({"params": {**params, "head_bias": np.zeros(J, np.float32)}}, TOKENS).position_logits)
+    plain_params = {**params, "head_bias": np.zeros(J, np.float32)}
+    expected = np.asarray(plain.apply({"params": plain_params}, TOKENS).position_logits)
     valid = TOKENS > 0
     np.testing.assert_allclose(head_inputs["uniform"][valid], expected[valid], rtol=1e-5, atol=1e-6)
     if axis == "channels":

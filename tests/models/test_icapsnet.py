@@ -379,6 +379,8 @@ def test_contribution_selection_splits_each_class_capsule():
                                       params["params"]["class_bias"])
     np.testing.assert_allclose(out.capsule_selection, routing_contributions(u_hat, out.coupling), rtol=1e-5, atol=1e-7)
     length = np.asarray(out.scores)
-    np.testing.assert_allclose(np.sum(out.capsule_selection, axis=1), np.sqrt(length / (1 - length)), rtol=1e-3, atol=1e-6)
+    np.testing.assert_allclose(
+        np.sum(out.capsule_selection, axis=1), np.sqrt(length / (1 - length)), rtol=1e-3, atol=1e-6
+    )
     with pytest.raises(ValueError, match="capsule_selection"):
         ICapsNetShort(**TINY, capsule_selection="length")

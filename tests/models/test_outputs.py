@@ -35,7 +35,7 @@ CASES = {
     ("dilated_fcn_emoji.py", "simplified,smoke"): {"embeddings", "position_logits", "elementwise_attention"},
     ("dilated_fcn_emoji.py", "dot,smoke"): {"embeddings", "position_logits", "head_attention"},
     SMOKE_CONFIGS["br"]: {"embeddings"},
-    SMOKE_CONFIGS["sgm"]: {"embeddings", "step_logits", "step_attention"},
+    SMOKE_CONFIGS["sgm"]: {"embeddings", "step_logits", "source_attention"},
 }
 
 
@@ -76,7 +76,7 @@ def _expected_shapes(outputs: ModelOutput, batch: dict, num_classes: int) -> dic
     if "label_sequence" in batch:
         steps = batch["label_sequence"].shape[1]
         shapes["step_logits"] = (B, steps, vocab.NUM_SPECIAL + J)
-        shapes["step_attention"] = (B, steps, *positions)
+        shapes["source_attention"] = (B, steps, *positions)
     return shapes
 
 

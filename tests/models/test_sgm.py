@@ -126,14 +126,14 @@ def test_shapes_finite_masked_logits_and_attention(ge, batch, params, compiled):
     tokens, labels = batch
     out = compiled[ge, "forward"](params[ge], tokens, labels)
     chex.assert_shape(out.step_logits, (B, S, V))
-    chex.assert_shape(out.step_attention, (B, S, L))
+    chex.assert_shape(out.source_attention, (B, S, L))
     chex.assert_tree_all_finite(out)
     logits = np.asarray(out.step_logits)
     # PAD, UNK and BOS are never possible; a gold label is masked once it is in the prefix.
     assert np.all(logits[..., :3] < -1e8)
     assert logits[0, 1, 4] < -1e8 and logits[0, 0, 4] > -1e8
     assert np.all(logits[..., EOS] > -1e8)
-    attention = np.asarray(out.step_attention)
+    attention = np.asarray(out.source_attention)
     pads = tokens == PAD
     np.testing.assert_array_equal(np.where(pads[:, None, :], attention, 0.0), 0.0)
     np.testing.assert_allclose(attention.sum(-1), 1.0, rtol=1e-5)
