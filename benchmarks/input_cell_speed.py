@@ -43,7 +43,7 @@ TINY = {"lengths": "8", "batch": 2, "features": 4, "repeats": 1}
 
 def loss_and_grad_fn(model):
     def loss(params, series, mask, labels):
-        logits = model.apply({"params": params}, series, mask, train=False)["scores"]
+        logits = model.apply({"params": params}, series, mask, train=False).scores
         return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, labels))
 
     return jax.jit(jax.value_and_grad(loss))

@@ -85,7 +85,7 @@ def compiled_decoding(config, vocab_size: int, batch: int, length: int, decoding
 def decode_seconds(config, vocab_size: int, batch: int, length: int, decoding: str, repeats: int) -> dict:
     decode, compile_s = compiled_decoding(config, vocab_size, batch, length, decoding)
     seconds = median_seconds(decode, repeats)
-    lengths = np.asarray(decode()["length"])
+    lengths = np.asarray(decode().length)
     return {f"{decoding}_s": seconds, f"{decoding}_examples_per_s": batch / seconds,
             f"{decoding}_compile_s": compile_s, f"{decoding}_mean_labels": float(lengths.mean())}
 

@@ -170,10 +170,10 @@ def compare_model(name: str, args) -> dict:
     with torch.no_grad():
         vectors = [module.embed(t) for t in token_batches]
         torch_scores = np.concatenate([module(e, t).numpy() for e, t in zip(vectors, token_batches)])
-    jcaps_scores = np.asarray(jax.jit(lambda p, x: model.apply({"params": p}, x)["scores"])(params, tokens))
+    jcaps_scores = np.asarray(jax.jit(lambda p, x: model.apply({"params": p}, x).scores)(params, tokens))
     row["max_abs_score_difference"] = float(np.max(np.abs(jcaps_scores - torch_scores)))
     # The unit every method pays for: one forward pass of each batch (no gradient), timed in turn.
-    forward = jax.jit(lambda p, x: model.apply({"params": p}, x)["scores"])
+    forward = jax.jit(lambda p, x: model.apply({"params": p}, x).scores)
 
     def jcaps_forward():
         return [forward(params, b["tokens"]).block_until_ready() for b in batches]

@@ -306,7 +306,7 @@ def compare_sgm(name: str, size: SGMSize, repeats: int) -> dict:
         harness = train_harness(sgm_config(size), size.vocab_size, NUM_LABELS, size.length)
         tokens_torch, labels_torch = torch.from_numpy(tokens.astype(np.int64)), torch.from_numpy(labels.astype(np.int64))
         # The same weights without dropout: teacher-forced logits and loss of both sides.
-        logits = jax.jit(lambda params, tokens, labels: model.apply({"params": params}, tokens, labels)["logits"])(
+        logits = jax.jit(lambda params, tokens, labels: model.apply({"params": params}, tokens, labels).step_logits)(
             params, tokens, labels)
         module.eval()
         with torch.no_grad():

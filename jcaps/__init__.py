@@ -30,8 +30,9 @@ Each layer imports only the layers below it (checked by `lint-imports` in CI):
 - `jcaps.ops` imports no flax, optax or other jcaps package. Every public op takes batch-major
   arrays (`[B, T, ...]`, or any leading axes, none for one example), works under `jit`, `vmap`
   and `grad`, and states its equation, shapes and padding behaviour.
-- `jcaps.models` composes ops into flax modules. A forward pass returns a dict with `scores`
-  `[B, J]` and the model's own explanations (attention maps, coupling coefficients).
+- `jcaps.models` composes ops into flax modules. A forward pass returns a `ModelOutput`:
+  `scores` `[B, J]` and the model's own explanations (attention maps, coupling coefficients) in
+  named fields.
 - `jcaps.data` sits beside the models (neither imports the other) and imports no JAX: it turns
   local files or a TFDS catalogue dataset into padded, bucketed NumPy batches, each process's
   rows of a global batch given to it as an argument.

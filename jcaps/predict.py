@@ -194,7 +194,7 @@ def _predictions(trained, texts, top_k, batch_size, threshold) -> Iterator[dict]
             outputs = jax.device_get(run(trained.params, tokens))
             if not generates:
                 refuse_non_finite(trained, outputs, "probabilities")
-            rows = zip(outputs["sequence"], outputs["length"]) if generates else outputs
+            rows = zip(outputs.sequence, outputs.length) if generates else outputs
             for i, row in zip(filled, rows):
                 results[i] = answer(row)
         yield from results
@@ -206,8 +206,7 @@ def _probabilities(model, family, params, tokens):
 
 def _generate(model, family, params, tokens):
     del family
-    outputs = model.apply({"params": params}, tokens, method="predict")
-    return {"sequence": outputs["sequence"], "length": outputs["length"]}
+    return model.apply({"params": params}, tokens, method="predict")
 
 
 def _chunks(texts: Iterable[str], size: int) -> Iterator[list[str]]:

@@ -36,7 +36,7 @@ def test_input_cell_batch_50_at_length_1000_trains_on_the_gpu():
     @jax.jit
     def loss_and_grad(params):
         def loss(params):
-            return jnp.mean(jax.nn.logsumexp(model.apply({"params": params}, series, mask)["scores"], axis=-1))
+            return jnp.mean(jax.nn.logsumexp(model.apply({"params": params}, series, mask).scores, axis=-1))
 
         return jax.value_and_grad(loss)(params)
 

@@ -1,6 +1,6 @@
 """Local and global interpretation of iCapsNets (Wang, Hu, Ji 2020), docs/icapsnets.md#interpretation-sec-ii-f.
 
-Capsules are ranked by the model's `selection` output [I, J]: the coupling c[i, j] (the paper), or
+Capsules are ranked by the model's `capsule_selection` output [I, J]: the coupling c[i, j] (the paper), or
 the contribution of capsule i to class capsule j (`capsule_selection="contribution"`,
 `jcaps.ops.capsules.routing_contributions`); below, sel[i, j].
 
@@ -38,6 +38,8 @@ from collections.abc import Callable, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from jcaps.models.outputs import ModelOutput
 
 NOT_SELECTED = -1
 
@@ -105,7 +107,7 @@ def local_interpretation_long(
     Args:
       alpha: [I, M, N] word attention per capsule and sentence.
       rho: [I, M] sentence attention per capsule.
-      selection: [I, J] the scores capsules are ranked by (`selection` of the model).
+      selection: [I, J] the scores capsules are ranked by (the model's `capsule_selection`).
       predicted: int scalar, the predicted class j.
       mask: [M, N] bool, True at real words.
       k1: capsules to select.
@@ -174,7 +176,7 @@ def local_interpretation(
 
     Args:
       alpha: [I, N] word attention per primary capsule, 0 at padding.
-      selection: [I, J] the scores capsules are ranked by (`selection` of the model).
+      selection: [I, J] the scores capsules are ranked by (the model's `capsule_selection`).
       predicted: int scalar, the predicted class j.
       mask: [N] bool, True at real words.
       k1, k2, kernel_size: as in `local_interpretation_long`.
@@ -274,16 +276,18 @@ batched_global_assignment_long = _batched(global_assignment_long, ("kernel_size"
 
 
 def batched_local_interpretation_of(
-    outputs: dict, targets: jax.Array, mask: jax.Array, **sizes
+    outputs: ModelOutput, targets: jax.Array, mask: jax.Array, **sizes
 ) -> dict[str, jax.Array]:
-    """The batched local interpretation of an iCapsNets model's `outputs` (alpha, selection and,
-    for Long, the sentence attention rho) for the classes `targets` [B], mask [B, N] (Long:
-    [B, M, N]) True at real words; `sizes`: k1, k2, kernel_size."""
-    if "rho" in outputs:
-        return batched_local_interpretation_long(
-            outputs["alpha"], outputs["rho"], outputs["selection"], targets, mask, **sizes
+    """The batched local interpretation of an iCapsNets model's `outputs` (the word attention
+    alpha, the capsule selection and, for Long, the sentence attention rho) for the classes
+    `targets` [B], mask [B, N] (Long: [B, M, N]) True at real words; `sizes`: k1, k2, kernel_size."""
+    if outputs.sentence_attention is None:  # Short
+        return batched_local_interpretation(
+            outputs.word_attention, outputs.capsule_selection, targets, mask, **sizes
         )
-    return batched_local_interpretation(outputs["alpha"], outputs["selection"], targets, mask, **sizes)
+    return batched_local_interpretation_long(
+        outputs.word_attention, outputs.sentence_attention, outputs.capsule_selection, targets, mask, **sizes
+    )
 
 
 def is_punctuation(word: str) -> bool:

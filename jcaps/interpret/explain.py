@@ -279,9 +279,11 @@ def _forward(explained_model: _ExplainedModel, params, x, side):
 
 @functools.partial(jax.jit, static_argnames=("explained_model",))
 def _predict(explained_model: _ExplainedModel, params, x, side):
+    """The decoded labels (`DecodedLabels`) of a model that generates them, else the class
+    probabilities [R, J]."""
     if explained_model.generates:
         return explained_model.model.apply({"params": params}, x, method="predict")
-    return {"probabilities": explained_model.family.probabilities(apply_rows(explained_model.model, params, x, side))}
+    return explained_model.family.probabilities(apply_rows(explained_model.model, params, x, side))
 
 
 @dataclasses.dataclass
@@ -359,8 +361,8 @@ class Explainer:
         real = np.flatnonzero(np.asarray(batch["weight"]) > 0)
         predicted = jax.device_get(_predict(self.explained_model, self.trained.params, x, side))
         rows, sides, predictions = [], [], [[] for _ in range(len(batch["weight"]))]
-        if self.explained_model.generates:
-            sequences, lengths = predicted["sequence"], predicted["length"]
+        if self.explained_model.generates:  # predicted: the decoded labels
+            sequences, lengths = predicted.sequence, predicted.length
             step_log_probs = _forward(self.explained_model, self.trained.params, x, jnp.asarray(sequences))
             step_probabilities = jax.device_get(jnp.exp(step_log_probs))
             refuse_non_finite(self.trained, step_probabilities[real], "label probabilities")
@@ -371,7 +373,7 @@ class Explainer:
                     sides.append(sequences[b])
                     predictions[b].append(name)
             return rows, sides, predictions
-        probabilities = predicted["probabilities"]
+        probabilities = predicted  # the class probabilities [R, J]
         refuse_non_finite(self.trained, probabilities[real], "probabilities")
         for b in real:
             for j in self.explained_model.explanation.chosen_outputs(probabilities[b], self.trained.config.model):

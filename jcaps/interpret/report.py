@@ -35,7 +35,7 @@ def _interpretation_fn(trained: TrainedModel, k1: int, k2: int):
     def interpret(tokens):
         outputs = trained.apply(tokens)
         probabilities = trained.family.probabilities(outputs)
-        predicted = jnp.argmax(outputs["scores"], axis=-1)
+        predicted = jnp.argmax(outputs.scores, axis=-1)
         local = capsule_interpretation.batched_local_interpretation_of(
             outputs, predicted, tokens > 0, k1=k1, k2=k2, kernel_size=kernel_size
         )

@@ -31,7 +31,7 @@ def _maps(model, params, series, mask, target, key, method: str):
     def score_fn(x):
         # Integrated gradients stacks its interpolation steps step-major along the batch axis.
         stacked_mask = jnp.tile(mask, (x.shape[0] // mask.shape[0], 1))
-        return model.apply({"params": params}, x, stacked_mask, train=False)["scores"]
+        return model.apply({"params": params}, x, stacked_mask, train=False).scores
 
     if method == "saliency":
         return attribution.saliency(score_fn, series, target)
@@ -50,7 +50,7 @@ def attribution_maps(trained: TrainedModel, batch: dict, method: str = "saliency
 
 
 def predictions(trained: TrainedModel, batch: dict) -> np.ndarray:
-    return np.asarray(jnp.argmax(trained.apply(batch["series"], batch["mask"])["scores"], axis=-1))
+    return np.asarray(jnp.argmax(trained.apply(batch["series"], batch["mask"]).scores, axis=-1))
 
 
 def saliency_by_time(maps: np.ndarray, mask: np.ndarray, bins: int = 10) -> np.ndarray:

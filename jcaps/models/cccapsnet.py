@@ -24,6 +24,7 @@ import jax.numpy as jnp
 
 from jcaps.models.dropout import Dropout
 from jcaps.models.initializers import torch_linear_kernel
+from jcaps.models.outputs import ModelOutput
 from jcaps.models.recurrent_layers import RecurrentLayer
 from jcaps.models.token_ids import padding_mask
 from jcaps.ops.capsules import (
@@ -117,8 +118,8 @@ class CapsuleClassifier(nn.Module):
     dtype: Any = jnp.float32
 
     @nn.compact
-    def __call__(self, capsules: jax.Array) -> dict[str, jax.Array]:
-        """capsules [B, I, d_in] -> scores [B, J], class_capsules [B, J, d_out], coupling [B, I, J]."""
+    def __call__(self, capsules: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """capsules [B, I, d_in] -> (class capsules [B, J, d_out], coupling [B, I, J])."""
         num_in, in_dim = capsules.shape[-2:]
         if self.shared_transform:
             shape, fans = (self.num_classes, self.class_dim, in_dim), {"in_axis": 1, "out_axis": 0}
@@ -134,11 +135,7 @@ class CapsuleClassifier(nn.Module):
             )
         else:
             class_capsules, coupling = dynamic_routing(u_hat, num_iterations=self.routing_iterations)
-        return {
-            "scores": capsule_length(class_capsules),
-            "class_capsules": class_capsules,
-            "coupling": coupling,
-        }
+        return class_capsules, coupling
 
 
 class CCCapsNet(nn.Module):
@@ -211,16 +208,16 @@ class CCCapsNet(nn.Module):
     @nn.compact
     def __call__(
         self, tokens: jax.Array, *, train: bool = False, embeddings: jax.Array | None = None
-    ) -> dict[str, jax.Array]:
+    ) -> ModelOutput:
         """tokens [B, T] int32, 0 = PAD; embeddings [B, T, D]: word vectors (the composed CWC /
         CC vectors) to read instead of composing them from `tokens` (gradients with respect to
         each word; `tokens` still give the mask).
 
-        Returns a dict: scores [B, J] (class-capsule lengths in [0, 1), or linear logits),
-        features [B, H] (the pooled encoder output); with the capsule classifier also
-        feature_capsules [B, H / capsule_dim, capsule_dim], class_capsules [B, J, class_dim]
-        and coupling [B, H / capsule_dim, J] (rows sum to 1); embeddings [B, T, D], the word
-        vectors read.
+        Returns scores [B, J] (class-capsule lengths in [0, 1), or linear logits), features
+        [B, H] (the pooled encoder output); with the capsule classifier also primary_capsules
+        [B, H / capsule_dim, capsule_dim] (the feature capsules), class_capsules
+        [B, J, class_dim] and coupling [B, H / capsule_dim, J] (rows sum to 1); embeddings
+        [B, T, D], the word vectors read.
         """
         mask = None if self.reference_padding else padding_mask(tokens)
         words = Embedding(
@@ -246,7 +243,7 @@ class CCCapsNet(nn.Module):
                 dtype=self.dtype,
                 name="classifier",
             )
-            return {"scores": linear(features), "features": features, "embeddings": words}
+            return ModelOutput(scores=linear(features), embeddings=words, features=features)
         capsules = features.reshape(features.shape[:-1] + (-1, self.capsule_dim))
         classifier = CapsuleClassifier(
             self.num_classes,
@@ -258,12 +255,15 @@ class CCCapsNet(nn.Module):
             dtype=self.dtype,
             name="classifier",
         )
-        return {
-            **classifier(capsules),
-            "features": features,
-            "feature_capsules": capsules,
-            "embeddings": words,
-        }
+        class_capsules, coupling = classifier(capsules)
+        return ModelOutput(
+            scores=capsule_length(class_capsules),
+            embeddings=words,
+            features=features,
+            primary_capsules=capsules,
+            class_capsules=class_capsules,
+            coupling=coupling,
+        )
 
 
 def count_parameters(

@@ -49,6 +49,7 @@ import jax.numpy as jnp
 from jcaps.models.choices import DILATED_FCN_ATTENTION_GAINS, DILATED_FCN_ATTENTIONS
 from jcaps.models.dropout import Dropout
 from jcaps.models.initializers import uniform
+from jcaps.models.outputs import ModelOutput
 from jcaps.models.token_ids import padding_mask
 from jcaps.ops.attention import CONV_ATTENTION_AXES, dot_product_attention, local_attention, simplified_attention
 from jcaps.ops.convolution import ACTIVATIONS, causal_conv1d, dilated_residual_stack, pointwise_conv
@@ -142,15 +143,17 @@ class DilatedFCN(nn.Module):
         return tuple(2**layer for layer in range(self.num_layers))
 
     @nn.compact
-    def __call__(self, tokens: jax.Array, *, train: bool = False, embeddings: jax.Array | None = None) -> dict:
+    def __call__(
+        self, tokens: jax.Array, *, train: bool = False, embeddings: jax.Array | None = None
+    ) -> ModelOutput:
         """tokens [B, L] int, 0 = PAD, right-padded; embeddings [B, L, E] character vectors to
         read instead of looking `tokens` up (gradients with respect to each character; `tokens`
         still give the mask).
 
-        Returns a dict: scores [B, J] logits (zero for an all-padding row), position_logits
-        [B, L, J], embeddings [B, L, E] (the character vectors read) and, for every variant but
-        none, attention (the weights: [B, L, F] for simplified / local, [B, H, L, L] for dot /
-        dot8).
+        Returns scores [B, J] logits (zero for an all-padding row), position_logits [B, L, J],
+        embeddings [B, L, E] (the character vectors read) and the attention weights:
+        elementwise_attention [B, L, F] for simplified / local, head_attention [B, H, L, L] for
+        dot / dot8.
         """
         mask = padding_mask(tokens)
         table = self.param("embedding", _embedding_init, (self.vocab_size, self.embedding_dim))
@@ -160,9 +163,13 @@ class DilatedFCN(nn.Module):
 
         x = causal_conv1d(embedded, *self._conv_params("input", self.first_width, self.embedding_dim, self.filters))
         features = dilated_residual_stack(x, self._residual_layers(), self.dilations, self.activation)
-        outputs = {}
+        elementwise_attention = head_attention = None
         if self.attention != "none":
-            attended, outputs["attention"] = self._attention(features, mask)
+            attended, weights = self._attention(features, mask)
+            if self.attention.startswith("dot"):
+                head_attention = weights
+            else:
+                elementwise_attention = weights
             features = features + attended if self.attention_residual else attended
         if self.dropout_rate > 0:
             features = Dropout(self.dropout_rate, deterministic=not train)(features)
@@ -171,7 +178,13 @@ class DilatedFCN(nn.Module):
         position_logits = pointwise_conv(features, head_kernel.astype(self.dtype), head_bias.astype(self.dtype))
         # Positions after a sequence's end hold values (the convs' biases) that must not win.
         scores = masked_max_over_time(position_logits, mask)
-        return {"scores": scores, "position_logits": position_logits, "embeddings": characters, **outputs}
+        return ModelOutput(
+            scores=scores,
+            embeddings=characters,
+            position_logits=position_logits,
+            elementwise_attention=elementwise_attention,
+            head_attention=head_attention,
+        )
 
     def _conv_params(self, name: str, width: int, inputs: int, outputs: int) -> tuple[jax.Array, jax.Array]:
         kernel = self.param(f"{name}_kernel", _kernel_init, (width, inputs, outputs))

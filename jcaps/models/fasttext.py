@@ -12,6 +12,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from jcaps.models.dropout import Dropout
+from jcaps.models.outputs import ModelOutput
 from jcaps.models.token_ids import padding_mask
 
 # Bigram ids are hashed as (a * prime + b) mod buckets on uint32 ids: cheap, and collisions
@@ -28,9 +29,9 @@ class FastText(nn.Module):
     dtype: jnp.dtype = jnp.float32
 
     @nn.compact
-    def __call__(self, tokens, *, train: bool = False, embeddings=None) -> dict:
-        """tokens: [B, N] int32, 0 = PAD → {'scores': logits [B, J], 'embeddings': the word
-        vectors read [B, N, D]}.
+    def __call__(self, tokens, *, train: bool = False, embeddings=None) -> ModelOutput:
+        """tokens: [B, N] int32, 0 = PAD → scores: logits [B, J], embeddings: the word vectors
+        read [B, N, D].
 
         embeddings: [B, N, D] word vectors to read instead of looking `tokens` up (gradients
         with respect to each word); `tokens` still give the mask and the hashed bigrams.
@@ -51,4 +52,4 @@ class FastText(nn.Module):
             count = count + jnp.sum(bigram_mask, axis=-1)
         hidden = total / jnp.maximum(count, 1.0)[:, None]
         hidden = Dropout(self.dropout_rate, deterministic=not train)(hidden)
-        return {"scores": nn.Dense(self.num_classes, dtype=self.dtype)(hidden), "embeddings": words}
+        return ModelOutput(scores=nn.Dense(self.num_classes, dtype=self.dtype)(hidden), embeddings=words)

@@ -49,6 +49,7 @@ import jax
 import jax.numpy as jnp
 
 from jcaps.models.dropout import Dropout
+from jcaps.models.outputs import ModelOutput
 from jcaps.models.token_ids import padding_mask
 from jcaps.ops.attention import head_query_attention
 from jcaps.ops.capsules import (
@@ -131,7 +132,7 @@ class _ICapsNet(nn.Module):
       routing_similarity: the agreement of routing, "dot" or "cosine"; "paper" is each routing's
         own (dynamic: dot, Sabour et al.; k-means: cosine, Ren & Lu).
       capsule_selection: how interpretation ranks the primary capsules for a class, the
-        `selection` output: "coupling", c[i, j] (the paper, Sec. II-F), or "contribution",
+        `capsule_selection` output: "coupling", c[i, j] (the paper, Sec. II-F), or "contribution",
         c[i, j] <u_hat[i, j], s_j / |s_j|> (`routing_contributions`: the share of class capsule
         j's routed length that capsule i supplies).
       conv_activation: "none" (spec decision) or "relu", after the region convolution.
@@ -277,9 +278,16 @@ class _ICapsNet(nn.Module):
         similarity = "cosine" if self.routing_similarity == "paper" else self.routing_similarity
         return kmeans_routing(u_hat, num_iterations=iterations, mask=mask, similarity=similarity)
 
-    def capsule_head(self, primary: jax.Array) -> dict[str, jax.Array]:
-        """primary [B, I, d_p] unsquashed -> scores, class/primary capsules, coupling and the
-        capsule selection scores."""
+    def capsule_head(
+        self,
+        primary: jax.Array,
+        word_attention: jax.Array,
+        sentence_attention: jax.Array | None,
+        embeddings: jax.Array | None,
+    ) -> ModelOutput:
+        """primary [B, I, d_p] unsquashed -> the output: scores, class / primary capsules,
+        coupling and the capsule selection scores, with the attention and word vectors that
+        led to `primary`."""
         if self.squash_primary:
             primary = squash(primary)
         predict = shared_prediction_vectors if self.shared_transform else unshared_prediction_vectors
@@ -290,13 +298,16 @@ class _ICapsNet(nn.Module):
         )
         class_capsules, coupling = self.route(u_hat)
         selection = coupling if self.capsule_selection == "coupling" else routing_contributions(u_hat, coupling)
-        return {
-            "selection": selection,
-            "scores": capsule_length(class_capsules),
-            "class_capsules": class_capsules,
-            "primary_capsules": primary,
-            "coupling": coupling,
-        }
+        return ModelOutput(
+            scores=capsule_length(class_capsules),
+            primary_capsules=primary,
+            class_capsules=class_capsules,
+            coupling=coupling,
+            capsule_selection=selection,
+            word_attention=word_attention,
+            sentence_attention=sentence_attention,
+            embeddings=embeddings,
+        )
 
 
 class ICapsNetShort(_ICapsNet):
@@ -315,19 +326,19 @@ class ICapsNetShort(_ICapsNet):
         train: bool = False,
         embeddings: jax.Array | None = None,
         regions: jax.Array | None = None,
-    ) -> dict[str, jax.Array]:
+    ) -> ModelOutput:
         """tokens [B, N] int32, 0 = PAD; embeddings [B, N, d_e] word vectors to read instead of
         looking `tokens` up (gradients with respect to each word; `tokens` still give the mask);
         regions [B, N, d_w]: the region conv's output to read instead (`region_conv_of`).
 
-        Returns a dict: scores [B, J] (class-capsule lengths, in [0, 1)), class_capsules
-        [B, J, d_c], primary_capsules [B, I, d_p], alpha [B, I, N] (zero at PADs), coupling
-        [B, I, J] (rows sum to 1), selection [B, I, J] (`capsule_selection`), embeddings
-        [B, N, d_e] (the word vectors read; not when `regions` are given).
+        Returns scores [B, J] (class-capsule lengths, in [0, 1)), class_capsules [B, J, d_c],
+        primary_capsules [B, I, d_p], word_attention alpha [B, I, N] (zero at PADs), coupling
+        [B, I, J] (rows sum to 1), capsule_selection [B, I, J] (`capsule_selection`),
+        embeddings [B, N, d_e] (the word vectors read; None when `regions` are given).
         """
         regions, mask, words = self.region_embeddings(tokens, train, embeddings, regions)
         primary, alpha = self.word_attention(self.queries, regions, mask)
-        return {**self.capsule_head(primary), "alpha": alpha, **_read(words)}
+        return self.capsule_head(primary, alpha, None, words)
 
 
 class ICapsNetLong(_ICapsNet):
@@ -358,15 +369,16 @@ class ICapsNetLong(_ICapsNet):
         train: bool = False,
         embeddings: jax.Array | None = None,
         regions: jax.Array | None = None,
-    ) -> dict[str, jax.Array]:
+    ) -> ModelOutput:
         """tokens [B, M, N] int32, 0 = PAD; an all-PAD sentence is masked out. embeddings
         [B, M, N, d_e]: word vectors to read instead of looking `tokens` up; regions
         [B, M, N, d_w]: the region conv's output to read instead (`region_conv_of`).
 
-        Returns a dict: scores [B, J], class_capsules [B, J, d_c], primary_capsules [B, I, d_p],
-        alpha [B, I, M, N] (zero at PAD words and in empty sentences), rho [B, I, M] (zero at
-        empty sentences), coupling [B, I, J], selection [B, I, J], embeddings [B, M, N, d_e]
-        (the word vectors read; not when `regions` are given).
+        Returns scores [B, J], class_capsules [B, J, d_c], primary_capsules [B, I, d_p],
+        word_attention alpha [B, I, M, N] (zero at PAD words and in empty sentences),
+        sentence_attention rho [B, I, M] (zero at empty sentences), coupling [B, I, J],
+        capsule_selection [B, I, J], embeddings [B, M, N, d_e] (the word vectors read; None
+        when `regions` are given).
         """
         regions, word_mask, words = self.region_embeddings(tokens, train, embeddings, regions)
         # Word level over every sentence at once: leading axes [B, M].
@@ -374,14 +386,4 @@ class ICapsNetLong(_ICapsNet):
         sentence_mask = jnp.any(word_mask, axis=-1)
         # Sentence level with the same queries; head i reads its own s_im, so heads lead.
         primary, rho = self.sentence_attention(self.queries, jnp.swapaxes(sentences, -3, -2), sentence_mask)
-        return {
-            **self.capsule_head(primary),
-            "alpha": jnp.swapaxes(alpha, -3, -2),
-            "rho": rho,
-            **_read(words),
-        }
-
-
-def _read(words: jax.Array | None) -> dict[str, jax.Array]:
-    """The `embeddings` output: the word vectors a pass read, when it read any."""
-    return {} if words is None else {"embeddings": words}
+        return self.capsule_head(primary, jnp.swapaxes(alpha, -3, -2), rho, words)

@@ -41,6 +41,7 @@ import jax.numpy as jnp
 from jcaps.models.choices import INPUT_CELL_LSTM_VARIANTS
 from jcaps.models.dropout import Dropout
 from jcaps.models.initializers import torch_linear_kernel, uniform
+from jcaps.models.outputs import ModelOutput
 from jcaps.models.recurrent_layers import RecurrentLayer
 from jcaps.ops.attention import structured_self_attention
 from jcaps.ops.pooling import causal_softmax_pool, masked_max_over_time, masked_mean_over_time
@@ -81,14 +82,14 @@ class InputCellLSTM(nn.Module):
         super().__post_init__()
 
     @nn.compact
-    def __call__(self, series: jax.Array, mask: jax.Array | None = None, *, train: bool = False) -> dict:
+    def __call__(self, series: jax.Array, mask: jax.Array | None = None, *, train: bool = False) -> ModelOutput:
         """series [B, T, N] float, mask [B, T] bool (True at real steps; padded steps may hold
         any value) or None.
 
-        Returns a dict: scores [B, C] logits; for input_cell also attention_scores [B, T, r]
-        (S, from which every A_t follows), for lstm_self_attention attention [B, r, T].
+        Returns scores [B, C] logits; for input_cell also input_attention_scores [B, T, r]
+        (S, from which every A_t follows), for lstm_self_attention hop_attention [B, r, T].
         """
-        outputs = {}
+        input_attention_scores = hop_attention = None
         series = series.astype(self.dtype)
         if mask is not None:
             # Zeros at the pads keep any value they hold (NaN included) out of every product
@@ -96,9 +97,8 @@ class InputCellLSTM(nn.Module):
             series = jnp.where(mask[..., None], series, jnp.zeros_like(series))
         lstm_inputs = series
         if self.variant == "input_cell":
-            scores = self._attention_scores(series)
-            lstm_inputs = self.pool(scores, series, mask)
-            outputs["attention_scores"] = scores
+            input_attention_scores = self._attention_scores(series)
+            lstm_inputs = self.pool(input_attention_scores, series, mask)
         lstm_inputs = Dropout(self.dropout_rate, deterministic=not train)(lstm_inputs)
 
         directions = 2 if self.variant == "bilstm" else 1
@@ -116,7 +116,7 @@ class InputCellLSTM(nn.Module):
         else:
             w1 = self.param("attention_w1", torch_linear_kernel, (self.hidden_dim, self.attention_dim))
             w2 = self.param("attention_w2", torch_linear_kernel, (self.attention_dim, self.num_hops))
-            features, outputs["attention"] = structured_self_attention(
+            features, hop_attention = structured_self_attention(
                 forward, w1.astype(self.dtype), w2.astype(self.dtype), mask
             )
         features = Dropout(self.dropout_rate, deterministic=not train)(features)
@@ -127,7 +127,9 @@ class InputCellLSTM(nn.Module):
             dtype=self.dtype,
             name="readout",
         )
-        return {"scores": readout(features), **outputs}
+        return ModelOutput(
+            scores=readout(features), input_attention_scores=input_attention_scores, hop_attention=hop_attention
+        )
 
     def _attention_scores(self, series: jax.Array) -> jax.Array:
         """S = W2 tanh(W1 x_j + b1) + b2: series [B, T, N] -> [B, T, r]."""

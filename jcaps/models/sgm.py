@@ -71,6 +71,7 @@ import jax.numpy as jnp
 from jcaps.models.choices import SGM_DECODINGS
 from jcaps.models.dropout import Dropout
 from jcaps.models.initializers import torch_linear_kernel, uniform
+from jcaps.models.outputs import DecodedLabels, ModelOutput
 from jcaps.models.recurrent_layers import RecurrentLayer
 from jcaps.models.token_ids import PAD_ID, padding_mask
 from jcaps.ops._arrays import add_bias
@@ -330,7 +331,7 @@ class SGM(nn.Module):
 
     def __call__(
         self, tokens: jax.Array, label_sequence: jax.Array, *, train: bool = False, embeddings: jax.Array | None = None
-    ) -> dict:
+    ) -> ModelOutput:
         """Teacher-forced pass.
 
         Args:
@@ -342,8 +343,10 @@ class SGM(nn.Module):
                 (gradients with respect to each word; `tokens` still give the mask).
 
         Returns:
-            logits [B, S, V] float32, masked (`label_mask_logits`, finite) logits of each target
-            step (`jcaps.ops.losses.sequence_cross_entropy` scores them); attention [B, S, L];
+            step_logits [B, S, V] float32, masked (`label_mask_logits`, finite) logits of each
+            target step (`jcaps.ops.losses.sequence_cross_entropy` scores them); source_attention
+            [B, S, L]; scores [B, J] float32, each label's log-probability at the step up to EOS
+            that gives it the most (the float32 minimum for a sequence of padding only);
             embeddings [B, L, D], the word vectors read.
         """
         keys, mask, summary, words = self.encoder(tokens, train=train, embeddings=embeddings)
@@ -373,18 +376,24 @@ class SGM(nn.Module):
             jax.nn.one_hot(jnp.full((batch,), self.bos_id), self.num_tokens, dtype=jnp.float32),
         )
         _, (logits, attention) = jax.lax.scan(body, initial, (previous.T, dropout_keys))
-        return {"logits": jnp.swapaxes(logits, 0, 1), "attention": jnp.swapaxes(attention, 0, 1), "embeddings": words}
+        logits = jnp.swapaxes(logits, 0, 1)
+        # A label is masked at the steps after it is emitted, so its best step is the one that
+        # proposes it; the steps after EOS read no real prefix and are left out.
+        label_log_probs = jax.nn.log_softmax(logits, axis=-1)[..., self.num_special :]
+        real_steps = (label_sequence != PAD_ID)[..., None]
+        scores = jnp.max(label_log_probs, axis=1, where=real_steps, initial=jnp.finfo(jnp.float32).min)
+        return ModelOutput(
+            scores=scores, embeddings=words, step_logits=logits, source_attention=jnp.swapaxes(attention, 0, 1)
+        )
 
-    def predict(self, tokens: jax.Array) -> dict:
+    def predict(self, tokens: jax.Array) -> DecodedLabels:
         """Decodes the label set of each example (`self.decoding`; no dropout).
 
         Args:
             tokens: [B, L] int word ids, 0 = padding.
 
         Returns:
-            labels [B, J] float32 multi-hot of the labels before the first EOS; sequence
-            [B, max_steps] int32 decoded ids (labels, EOS, then PAD); length [B] int32 number
-            of labels; log_prob [B] float32 the sequence's log probability.
+            the labels, the decoded sequences, their lengths and log-probabilities.
         """
         keys, mask, summary, _ = self.encoder(tokens, train=False)
         params = self._params()
@@ -402,12 +411,12 @@ class SGM(nn.Module):
             result = beam_search(
                 step_fn, state, **sizes, **ids, beam_size=self.beam_size, length_penalty=self.length_penalty
             )
-        return {
-            "labels": emitted_to_multi_hot(result.emitted, num_special=self.num_special),
-            "sequence": result.tokens,
-            "length": result.length,
-            "log_prob": result.log_prob,
-        }
+        return DecodedLabels(
+            labels=emitted_to_multi_hot(result.emitted, num_special=self.num_special),
+            sequence=result.tokens,
+            length=result.length,
+            log_prob=result.log_prob,
+        )
 
 
 class BinaryRelevance(nn.Module):
@@ -441,9 +450,11 @@ class BinaryRelevance(nn.Module):
         super().__post_init__()
 
     @nn.compact
-    def __call__(self, tokens: jax.Array, *, train: bool = False, embeddings: jax.Array | None = None) -> dict:
-        """tokens [B, L] int (0 = padding) -> {"scores": [B, J] logits, "embeddings": the word
-        vectors read [B, L, D]}. `embeddings` [B, L, D], when given, are read instead of the
+    def __call__(
+        self, tokens: jax.Array, *, train: bool = False, embeddings: jax.Array | None = None
+    ) -> ModelOutput:
+        """tokens [B, L] int (0 = padding) -> scores [B, J] logits, embeddings: the word vectors
+        read [B, L, D]. `embeddings` [B, L, D], when given, are read instead of the
         looked-up vectors (`tokens` still give the mask)."""
         states, mask, _, words = _encoder(self)(tokens, train=train, embeddings=embeddings)
         features = POOLS[self.pool](states, mask)
@@ -458,4 +469,4 @@ class BinaryRelevance(nn.Module):
             dtype=self.dtype,
             name="readout",
         )
-        return {"scores": readout(features), "embeddings": words}
+        return ModelOutput(scores=readout(features), embeddings=words)

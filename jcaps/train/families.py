@@ -1,8 +1,8 @@
 """The model table: a model is found by `config.model.name`, not through a class hierarchy.
 
 Every model is a flax.linen module called as `model(*inputs, train=...)` (the batch arrays its
-family names: token ids, or a series and its mask) that returns a dict
-with `scores` [B, J] and whatever explanations it has (attention maps, coupling coefficients).
+family names: token ids, or a series and its mask) that returns a `ModelOutput`: `scores` [B, J]
+and whatever explanations it has (attention maps, coupling coefficients) in named fields.
 Its family says how scores become a per-example loss and class probabilities, and, for
 multi-label models, how a batch becomes predicted label sets; its `Explanation`, what
 `jcaps.interpret` explains of its predictions and how. Training a model's parameters at their own
@@ -25,22 +25,23 @@ from jcaps.models.dilated_fcn import DilatedFCN
 from jcaps.models.fasttext import FastText
 from jcaps.models.icapsnet import ICapsNetLong, ICapsNetShort
 from jcaps.models.input_cell_lstm import InputCellLSTM
+from jcaps.models.outputs import ModelOutput
 from jcaps.models.sgm import SGM, BinaryRelevance
 from jcaps.ops import losses
 
 
-def softmax_cross_entropy(outputs, batch, model_config):
+def softmax_cross_entropy(outputs: ModelOutput, batch, model_config):
     del model_config
-    return losses.cross_entropy(outputs["scores"], batch["label"])
+    return losses.cross_entropy(outputs.scores, batch["label"])
 
 
-def softmax_probabilities(outputs):
-    return jax.nn.softmax(outputs["scores"].astype(jnp.float32), axis=-1)
+def softmax_probabilities(outputs: ModelOutput):
+    return jax.nn.softmax(outputs.scores.astype(jnp.float32), axis=-1)
 
 
-def capsule_probabilities(outputs):
+def capsule_probabilities(outputs: ModelOutput):
     """Capsule lengths normalised to sum to 1 (lengths are independent scores in [0, 1))."""
-    lengths = outputs["scores"].astype(jnp.float32)
+    lengths = outputs.scores.astype(jnp.float32)
     return lengths / jnp.maximum(jnp.sum(lengths, axis=-1, keepdims=True), 1e-12)
 
 
@@ -52,29 +53,30 @@ _LOSS_TERMS = {
 }
 
 
-def summed_loss(outputs, batch, model_config):
+def summed_loss(outputs: ModelOutput, batch, model_config):
     """The sum of the `+`-separated terms of `model.loss` (e.g. 'margin+focal'), each one of
     margin, focal, cross_entropy (or ce), applied to the scores (capsule lengths or logits)."""
     terms = model_config.loss.split("+")
     unknown = [t for t in terms if t not in _LOSS_TERMS]
     if unknown:
         raise ValueError(f"model.loss terms must be among {', '.join(_LOSS_TERMS)}, not {', '.join(map(repr, unknown))}")
-    return sum(_LOSS_TERMS[t](outputs["scores"], batch["label"]) for t in terms)
+    return sum(_LOSS_TERMS[t](outputs.scores, batch["label"]) for t in terms)
 
 
-def cccapsnet_probabilities(outputs):
-    """Normalised lengths for the capsule classifier, softmax for the linear one's logits."""
-    return capsule_probabilities(outputs) if "class_capsules" in outputs else softmax_probabilities(outputs)
+def cccapsnet_probabilities(outputs: ModelOutput):
+    """Normalised lengths for the capsule classifier, softmax for the linear one's logits (it
+    has no class capsules)."""
+    return softmax_probabilities(outputs) if outputs.class_capsules is None else capsule_probabilities(outputs)
 
 
-def binary_relevance_loss(outputs, batch, model_config):
+def binary_relevance_loss(outputs: ModelOutput, batch, model_config):
     del model_config
-    return losses.sigmoid_binary_cross_entropy(outputs["scores"], batch["labels"])
+    return losses.sigmoid_binary_cross_entropy(outputs.scores, batch["labels"])
 
 
-def sigmoid_probabilities(outputs):
+def sigmoid_probabilities(outputs: ModelOutput):
     """Independent per-label probabilities (multi-label: they need not sum to 1)."""
-    return jax.nn.sigmoid(outputs["scores"].astype(jnp.float32))
+    return jax.nn.sigmoid(outputs.scores.astype(jnp.float32))
 
 
 def binary_relevance_labels(apply_fn, params, batch, model_config):
@@ -83,15 +85,15 @@ def binary_relevance_labels(apply_fn, params, batch, model_config):
     return (sigmoid_probabilities(outputs) >= model_config.threshold).astype(jnp.float32)
 
 
-def label_sequence_loss(outputs, batch, model_config):
+def label_sequence_loss(outputs: ModelOutput, batch, model_config):
     del model_config
-    return losses.sequence_cross_entropy(outputs["logits"], batch["label_sequence"])
+    return losses.sequence_cross_entropy(outputs.step_logits, batch["label_sequence"])
 
 
 def decoded_labels(apply_fn, params, batch, model_config):
     """The label set an SGM model generates (greedy or beam search, per `model.decoding`)."""
     del model_config
-    return apply_fn({"params": params}, batch["tokens"], method="predict")["labels"]
+    return apply_fn({"params": params}, batch["tokens"], method="predict").labels
 
 
 # ---------------------------------------------------------------------------------------------
@@ -111,7 +113,7 @@ def apply_rows(model, params, x, side, **kwargs):
 def word_vectors(model, params, x, side):
     """[R, P, D] the vectors a text model reads at x's tokens (words, characters, or the
     composed CWC / CC vectors): its `embeddings` output."""
-    words = apply_rows(model, params, x, side)["embeddings"]
+    words = apply_rows(model, params, x, side).embeddings
     return words.reshape(x.shape[0], -1, words.shape[-1])
 
 
@@ -151,26 +153,26 @@ TOKEN_REMOVALS = (("pad", vocab.PAD), ("unk", vocab.UNK))
 SERIES_REMOVALS = (("zeros", 0.0),)
 
 
-def raw_scores(outputs, side):
+def raw_scores(outputs: ModelOutput, side):
     """[R, J] the scores themselves (logits or capsule lengths)."""
     del side
-    return outputs["scores"]
+    return outputs.scores
 
 
-def label_probabilities(outputs, side):
+def label_probabilities(outputs: ModelOutput, side):
     """[R, J] each label's sigmoid probability."""
     del side
     return sigmoid_probabilities(outputs)
 
 
-def generated_label_log_probabilities(outputs, side):
+def generated_label_log_probabilities(outputs: ModelOutput, side):
     """[R, S] the log-probability of the label generated at each step, teacher-forced on the
     generated label sequence side [R, S]."""
-    log_probs = jax.nn.log_softmax(outputs["logits"].astype(jnp.float32), axis=-1)
+    log_probs = jax.nn.log_softmax(outputs.step_logits.astype(jnp.float32), axis=-1)
     return jnp.take_along_axis(log_probs, side[..., None].astype(jnp.int32), axis=-1)[..., 0]
 
 
-def generated_label_probabilities(outputs, side):
+def generated_label_probabilities(outputs: ModelOutput, side):
     """[R, S] the probability of the label generated at each step."""
     return jnp.exp(generated_label_log_probabilities(outputs, side))
 
@@ -201,11 +203,11 @@ def region_convolution_prefix(model, params, model_config):
     return region_convolution, after
 
 
-def source_attention_of_step(outputs, x, side, targets):
+def source_attention_of_step(outputs: ModelOutput, x, side, targets):
     """[R, L] SGM's attention over the source at the step that emitted each row's label
-    (`attention` [R, S, L]; targets [R] the steps)."""
+    (`source_attention` [R, S, L]; targets [R] the steps)."""
     del x, side
-    return jnp.take_along_axis(outputs["attention"], targets[:, None, None], axis=1)[:, 0]
+    return jnp.take_along_axis(outputs.source_attention, targets[:, None, None], axis=1)[:, 0]
 
 
 def attends_over_positions(model_config) -> bool:
@@ -216,17 +218,18 @@ def attends_over_positions(model_config) -> bool:
     return attention != "none" and over_time
 
 
-def attention_received(outputs, x, side, targets):
-    """[R, L] the dilated FCN's attention each position receives: dot-product weights [R, H, L, L]
-    (query, key) averaged over the heads and the real queries; simplified / local weights over
-    time [R, L, F] averaged over the channels."""
+def attention_received(outputs: ModelOutput, x, side, targets):
+    """[R, L] the dilated FCN's attention each position receives: dot-product weights
+    (`head_attention` [R, H, L, L], query by key) averaged over the heads and the real queries;
+    simplified / local weights over time (`elementwise_attention` [R, L, F]) averaged over the
+    channels."""
     del side, targets
-    weights = outputs["attention"]
-    if weights.ndim == 4:
-        valid = (x > 0).astype(weights.dtype)
-        received = jnp.einsum("rhqk,rq->rk", weights, valid)
-        return received / jnp.maximum(weights.shape[1] * jnp.sum(valid, axis=-1, keepdims=True), 1.0)
-    return jnp.mean(weights, axis=-1)
+    weights = outputs.head_attention
+    if weights is None:
+        return jnp.mean(outputs.elementwise_attention, axis=-1)
+    valid = (x > 0).astype(weights.dtype)
+    received = jnp.einsum("rhqk,rq->rk", weights, valid)
+    return received / jnp.maximum(weights.shape[1] * jnp.sum(valid, axis=-1, keepdims=True), 1.0)
 
 
 def attends_over_steps(model_config) -> bool:
@@ -234,15 +237,15 @@ def attends_over_steps(model_config) -> bool:
     return model_config.get("variant", "input_cell") in ("input_cell", "lstm_self_attention")
 
 
-def step_attention(outputs, x, side, targets):
+def step_attention(outputs: ModelOutput, x, side, targets):
     """[R, T] the attention over the time steps, averaged over the hops: the input-cell attention
-    A_T of the last step (`attention_scores` [R, T, r], a softmax over the real steps side) or the
-    structured self-attention of the LSTM baseline (`attention` [R, r, T])."""
+    A_T of the last step (`input_attention_scores` [R, T, r], a softmax over the real steps side)
+    or the structured self-attention of the LSTM baseline (`hop_attention` [R, r, T])."""
     del x, targets
-    if "attention_scores" in outputs:
-        scores = jnp.where(side[..., None], outputs["attention_scores"], -jnp.inf)
-        return jnp.mean(jax.nn.softmax(scores, axis=1), axis=-1)
-    return jnp.mean(outputs["attention"], axis=1)
+    if outputs.input_attention_scores is None:
+        return jnp.mean(outputs.hop_attention, axis=1)
+    scores = jnp.where(side[..., None], outputs.input_attention_scores, -jnp.inf)
+    return jnp.mean(jax.nn.softmax(scores, axis=1), axis=-1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -273,7 +276,7 @@ class Explanation:
     # the vectors e, or None: integrated gradients then integrates behind L
     affine_prefix: Callable | None = None
     # the model's own explanation of its positions: "capsules" (iCapsNets' local interpretation)
-    # or "attention" (`attention`); None: it has none
+    # or "attention" (the `attention` callable below); None: it has none
     native: str | None = None
     # (model_config) -> whether a configuration has it; None: every one does
     has_native: Callable | None = None

@@ -211,5 +211,5 @@ class MetricWriter:
 
 
 def _plain(value):
-    value = np.asarray(value)
-    return value.item() if value.ndim == 0 else value.tolist()
+    """A metric as plain Python: a number, or nested lists (`tolist` of a 0-d array is its item)."""
+    return np.asarray(value).tolist()

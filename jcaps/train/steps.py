@@ -49,8 +49,8 @@ def train_step(state: TrainState, batch: dict, *, family, model_config):
         "grad_norm": optax.tree.norm(grads),
         "param_norm": optax.tree.norm(state.params),
     }
-    if "label" in batch:
-        correct = jnp.argmax(outputs["scores"], axis=-1) == batch["label"]
+    if family.predict_labels is None:  # single-label: the class with the highest score
+        correct = jnp.argmax(outputs.scores, axis=-1) == batch["label"]
         metrics["accuracy"] = weighted_mean(correct.astype(jnp.float32), batch["weight"])
     return state.apply_gradients(grads=grads), metrics
 
@@ -62,11 +62,11 @@ def eval_step(state: TrainState, batch: dict, *, family, model_config, num_class
     per_example = family.loss(outputs, batch, model_config).astype(jnp.float32)
     weight = batch["weight"]
     sums = {"loss_sum": jnp.sum(per_example * weight), "count": jnp.sum(weight)}
-    if "label" in batch:
-        predicted = jnp.argmax(outputs["scores"], axis=-1)
+    if family.predict_labels is None:
+        predicted = jnp.argmax(outputs.scores, axis=-1)
         pairs = jax.nn.one_hot(batch["label"], num_classes)[:, :, None] * jax.nn.one_hot(predicted, num_classes)[:, None, :]
         sums["confusion"] = jnp.einsum("bij,b->ij", pairs, weight)
-    if "labels" in batch:
+    else:
         predicted = family.predict_labels(state.apply_fn, state.params, batch, model_config)
         sums.update(multilabel_sums(predicted, batch["labels"], weight))
     return sums

@@ -101,7 +101,7 @@ def test_predictions(workdir: str, args) -> dict[str, np.ndarray]:
         from jcaps.train.workdir import load_trained
 
         trained = load_trained(workdir, with_data=True, data_overrides={"dir": data_dir(args)})
-        predict = jax.jit(lambda tokens: jnp.argmax(trained.apply(tokens)["scores"], axis=-1))
+        predict = jax.jit(lambda tokens: jnp.argmax(trained.apply(tokens).scores, axis=-1))
         labels, predicted = [], []
         for batch in trained.dataset.eval_batches("test", 500):
             real = batch["weight"] > 0

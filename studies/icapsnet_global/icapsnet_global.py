@@ -82,15 +82,15 @@ def _forward(trained):
     def forward(tokens):
         out = trained.apply(tokens)
         mask = tokens > 0
-        alpha = out["alpha"]
+        alpha = out.word_attention
         length = jnp.maximum(mask.sum(-1), 2)
         entropy = -jnp.sum(jnp.where(alpha > 0, alpha * jnp.log(jnp.where(alpha > 0, alpha, 1)), 0), -1)
         top = jax.lax.top_k(alpha, TOP_POSITIONS)[1]  # [B, I, k]
         return {
-            "scores": out["scores"],
-            "coupling": out["coupling"],
-            "selection": out["selection"],
-            "primary": out["primary_capsules"],
+            "scores": out.scores,
+            "coupling": out.coupling,
+            "selection": out.capsule_selection,
+            "primary": out.primary_capsules,
             "alpha_entropy": entropy / jnp.log(length)[:, None],
             "top_tokens": jnp.take_along_axis(tokens[:, None, :], top, axis=-1),
         }

@@ -62,8 +62,8 @@ def decode_split(trained, split: str, overrides: dict, limit: int = 0) -> dict:
     for batch in trained.dataset.eval_batches(split, batch_size, limit=limit):
         real = batch["weight"] > 0
         out = jax.device_get(predict(trained.params, batch["tokens"]))
-        sequences.append(out["sequence"][real])
-        predicted.append(out["labels"][real])
+        sequences.append(out.sequence[real])
+        predicted.append(out.labels[real])
         targets.append(batch["labels"][real])
     sequences, predicted, targets = np.concatenate(sequences), np.concatenate(predicted), np.concatenate(targets)
     sums = jax.device_get(multilabel_sums(predicted, targets, np.ones((len(targets),), np.float32)))

@@ -83,19 +83,19 @@ def test_parameter_counts_of_the_knobs():
 
 def test_capsule_outputs(capsule_run):
     _, _, out = capsule_run
-    chex.assert_shape(out["scores"], (B, J))
-    chex.assert_shape(out["class_capsules"], (B, J, 4))
-    chex.assert_shape(out["feature_capsules"], (B, I, 4))
-    chex.assert_shape(out["coupling"], (B, I, J))
-    chex.assert_shape(out["features"], (B, 8))
+    chex.assert_shape(out.scores, (B, J))
+    chex.assert_shape(out.class_capsules, (B, J, 4))
+    chex.assert_shape(out.primary_capsules, (B, I, 4))
+    chex.assert_shape(out.coupling, (B, I, J))
+    chex.assert_shape(out.features, (B, 8))
     chex.assert_tree_all_finite(out)
-    scores = np.asarray(out["scores"])
+    scores = np.asarray(out.scores)
     assert np.all(scores >= 0) and np.all(scores < 1)
-    np.testing.assert_allclose(scores, np.linalg.norm(out["class_capsules"], axis=-1), rtol=1e-6)
-    np.testing.assert_allclose(np.sum(out["coupling"], axis=-1), 1.0, rtol=1e-6)
+    np.testing.assert_allclose(scores, np.linalg.norm(out.class_capsules, axis=-1), rtol=1e-6)
+    np.testing.assert_allclose(np.sum(out.coupling, axis=-1), 1.0, rtol=1e-6)
     # The fully padded example has no features and zero-length class capsules.
-    np.testing.assert_array_equal(out["features"][3], 0.0)
-    np.testing.assert_array_equal(out["scores"][3], 0.0)
+    np.testing.assert_array_equal(out.features[3], 0.0)
+    np.testing.assert_array_equal(out.scores[3], 0.0)
 
 
 @jax.jit
@@ -118,23 +118,23 @@ def test_features_are_the_masked_mean_of_summed_directions(capsule_run):
     weights = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
     x = np.einsum("btmk,mkd->btd", weights, p["embedding"]["codebooks"]).astype(np.float32)
     expected = _encode_with_ops(p, x, TOKENS != 0)
-    np.testing.assert_allclose(out["features"], expected, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(out["feature_capsules"], np.reshape(expected, (B, I, 4)), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out.features, expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out.primary_capsules, np.reshape(expected, (B, I, 4)), rtol=1e-5, atol=1e-6)
 
 
 def test_extra_padding_changes_nothing(capsule_run):
     model, params, out = capsule_run
     padded = jax.jit(model.apply)(params, np.pad(TOKENS, ((0, 0), (0, 5))))
-    for key in ("scores", "class_capsules", "coupling", "features"):
-        np.testing.assert_allclose(padded[key], out[key], rtol=1e-5, atol=1e-6, err_msg=key)
+    for field in ("scores", "class_capsules", "coupling", "features"):
+        np.testing.assert_allclose(getattr(padded, field), getattr(out, field), rtol=1e-5, atol=1e-6, err_msg=field)
 
 
 def test_reference_padding_reads_pads_as_words(capsule_run):
     _, params, out = capsule_run
     reference = jax.jit(CCCapsNet(**TINY, reference_padding=True).apply)(params, TOKENS)
     # Example 0 has no padding: both readings agree; the padded ones differ.
-    np.testing.assert_allclose(reference["scores"][0], out["scores"][0], rtol=1e-5, atol=1e-6)
-    difference = np.abs(np.asarray(reference["features"]) - np.asarray(out["features"])).max(-1)
+    np.testing.assert_allclose(reference.scores[0], out.scores[0], rtol=1e-5, atol=1e-6)
+    difference = np.abs(np.asarray(reference.features) - np.asarray(out.features)).max(-1)
     assert np.all(difference[1:] > 1e-4)
 
 
@@ -142,13 +142,13 @@ def test_cc_linear_model():
     # Compositional coding: deterministic at evaluation, sampled in training; linear logits.
     model = CCCapsNet(**TINY, embedding="cc", classifier="linear", dropout_rate=0.0)
     params, out = _run(model)
-    assert set(out) == {"scores", "features", "embeddings"}
+    assert out.class_capsules is None and out.coupling is None and out.primary_capsules is None
     assert set(params["params"]["classifier"]) == {"kernel"}  # no bias
-    np.testing.assert_allclose(out["scores"], out["features"] @ params["params"]["classifier"]["kernel"], rtol=1e-5)
+    np.testing.assert_allclose(out.scores, out.features @ params["params"]["classifier"]["kernel"], rtol=1e-5)
     np.testing.assert_allclose(np.sum(cccapsnet_probabilities(out), -1), 1.0, rtol=1e-6)
     again = jax.jit(model.apply)(params, TOKENS)
-    np.testing.assert_array_equal(out["scores"], again["scores"])
-    train = jax.jit(jax.vmap(lambda k: model.apply(params, TOKENS, train=True, rngs={"dropout": k})["scores"]))
+    np.testing.assert_array_equal(out.scores, again.scores)
+    train = jax.jit(jax.vmap(lambda k: model.apply(params, TOKENS, train=True, rngs={"dropout": k}).scores))
     first, second = train(jax.random.split(_key(1)))
     assert not np.allclose(first, second)
 

@@ -11,6 +11,7 @@ import pytest
 
 from jcaps.models.choices import DILATED_FCN_ATTENTIONS
 from jcaps.models.dilated_fcn import DilatedFCN, is_causal
+from jcaps.models.outputs import ModelOutput
 
 J, L = 3, 8
 # Small but complete: 16 filters (8 groups of 2 for the *8 variants), two residual layers.
@@ -64,7 +65,7 @@ def _run(attention, axis, activation):
 
     def first_sequence_logits(table):
         outputs = model.apply({"params": {**params, "embedding": table}}, TOKENS)
-        return jnp.sum(outputs["position_logits"][0], axis=-1), outputs
+        return jnp.sum(outputs.position_logits[0], axis=-1), outputs
 
     @functools.partial(jax.jit, compiler_options={"xla_backend_optimization_level": 0})
     def compute(params):
@@ -80,10 +81,11 @@ def test_output_shapes(attention, axis, activation):
     outputs = jax.eval_shape(lambda: model.apply({"params": _random_params(model, TOKENS)}, TOKENS))
     expected = {"scores": (4, J), "position_logits": (4, L, J), "embeddings": (4, L, SMALL["embedding_dim"])}
     if attention.startswith("dot"):
-        expected["attention"] = (4, 8 if attention == "dot8" else 1, L, L)
+        expected["head_attention"] = (4, 8 if attention == "dot8" else 1, L, L)
     elif attention != "none":
-        expected["attention"] = (4, L, SMALL["filters"])
-    chex.assert_trees_all_equal_shapes(outputs, {k: jax.ShapeDtypeStruct(s, jnp.float32) for k, s in expected.items()})
+        expected["elementwise_attention"] = (4, L, SMALL["filters"])
+    shapes = {name: jax.ShapeDtypeStruct(shape, jnp.float32) for name, shape in expected.items()}
+    chex.assert_trees_all_equal_shapes(outputs, ModelOutput(**shapes))
 
 
 @pytest.mark.parametrize("attention,axis,activation", CASES, ids=CASE_IDS)
@@ -104,13 +106,13 @@ def test_position_logits_are_causal_exactly_when_is_causal_says(attention, axis,
 @pytest.mark.parametrize("attention,axis,activation", CASES, ids=CASE_IDS)
 def test_scores_do_not_depend_on_padding_length(attention, axis, activation):
     _, short, long = _run(attention, axis, activation)
-    np.testing.assert_allclose(short["scores"], long["scores"], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(short.scores, long.scores, rtol=1e-5, atol=1e-5)
     # Scores are the maximum over the valid positions; zero (finite) without any.
     for b, n in enumerate(LENGTHS):
-        expected = short["position_logits"][b, :n].max(0) if n else np.zeros(J)
-        np.testing.assert_allclose(short["scores"][b], expected, rtol=1e-6)
+        expected = short.position_logits[b, :n].max(0) if n else np.zeros(J)
+        np.testing.assert_allclose(short.scores[b], expected, rtol=1e-6)
     for outputs in (short, long):
-        assert all(np.all(np.isfinite(v)) for v in outputs.values())
+        assert all(np.all(np.isfinite(v)) for v in jax.tree.leaves(outputs))
 
 
 def test_any_length_and_dropout():
@@ -121,7 +123,7 @@ def test_any_length_and_dropout():
         outputs = jax.eval_shape(
             lambda t: model.apply({"params": params}, t, train=True, rngs={"dropout": jax.random.key(0)}), tokens
         )
-        chex.assert_shape(outputs["position_logits"], (2, length, J))
+        chex.assert_shape(outputs.position_logits, (2, length, J))
 
 
 def test_default_configuration_and_receptive_field():
@@ -158,7 +160,7 @@ def test_parameter_gradients_are_finite_with_an_all_padding_row():
     params = _random_params(model, TOKENS)
 
     def loss(params):
-        return jnp.sum(jnp.square(model.apply({"params": params}, TOKENS)["scores"]))
+        return jnp.sum(jnp.square(model.apply({"params": params}, TOKENS).scores))
 
     grads = jax.jit(jax.grad(loss), compiler_options={"xla_backend_optimization_level": 0})(params)
     assert all(np.all(np.isfinite(g)) for g in jax.tree.leaves(grads))
@@ -179,9 +181,9 @@ def test_uniform_gain_passes_a_uniform_attention_through(attention, axis):
                 "attention_bias": np.zeros(shapes["attention_bias"].shape, np.float32)}
         # The head is linear: zero bias, and the position logits are the head kernel times its input.
         full["head_bias"] = np.zeros(J, np.float32)
-        head_inputs[gain] = np.asarray(model.apply({"params": full}, TOKENS)["position_logits"])
-    expected = np.asarray(plain.apply({"params": {**params, "head_bias": np.zeros(J, np.float32)}}, TOKENS)[
-        "position_logits"])
+        head_inputs[gain] = np.asarray(model.apply({"params": full}, TOKENS).position_logits)
+    plain_params = {**params, "head_bias": np.zeros(J, np.float32)}
+    expected = np.asarray(plain.apply({"params": plain_params}, TOKENS).position_logits)
     valid = TOKENS > 0
     np.testing.assert_allclose(head_inputs["uniform"][valid], expected[valid], rtol=1e-5, atol=1e-6)
     if axis == "channels":
@@ -207,7 +209,7 @@ def test_attention_residual_adds_the_block_to_its_input(attention):
     attended = _model(attention, "channels", "none")
     full = {**_random_params(attended, TOKENS, seed=1), **params}
     residual = DilatedFCN(L + 1, J, attention=attention, attention_residual=True, **SMALL)
-    logits = {name: np.asarray(model.apply({"params": p}, TOKENS)["position_logits"])
+    logits = {name: np.asarray(model.apply({"params": p}, TOKENS).position_logits)
               for name, model, p in [("none", plain, params), ("block", attended, full), ("both", residual, full)]}
     valid = TOKENS > 0
     np.testing.assert_allclose(logits["both"][valid], (logits["none"] + logits["block"])[valid], rtol=1e-5, atol=1e-5)

@@ -3,6 +3,7 @@ outputs, and gradients that reach each real token and never a PAD."""
 
 from __future__ import annotations
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -43,7 +44,7 @@ def _inputs(name):
 
 
 def _score(name, outputs):
-    return outputs["logits"].sum(axis=(1, 2)) if name == "sgm" else outputs["scores"].sum(axis=-1)
+    return outputs.step_logits.sum(axis=(1, 2)) if name == "sgm" else outputs.scores.sum(axis=-1)
 
 
 @pytest.mark.parametrize("name", sorted(SMALL))
@@ -51,11 +52,10 @@ def test_embedding_entry_point_gives_the_token_outputs_and_gradients_only_at_rea
     model, inputs = SMALL[name](), _inputs(name)
     variables = model.init(jax.random.key(0), *inputs)
     from_ids = jax.jit(lambda v: model.apply(v, *inputs))(variables)
-    embeddings = from_ids["embeddings"]
+    embeddings = from_ids.embeddings
     assert embeddings.shape == inputs[0].shape + (embeddings.shape[-1],)
     from_vectors = jax.jit(lambda v, e: model.apply(v, *inputs, embeddings=e))(variables, embeddings)
-    for key in from_ids:
-        np.testing.assert_allclose(from_vectors[key], from_ids[key], rtol=1e-6, atol=1e-6, err_msg=key)
+    chex.assert_trees_all_close(from_vectors, from_ids, rtol=1e-6, atol=1e-6)
 
     gradient = jax.jit(jax.grad(lambda e: _score(name, model.apply(variables, *inputs, embeddings=e)).sum()))(embeddings)
     per_token = np.linalg.norm(np.asarray(gradient), axis=-1)
@@ -67,9 +67,9 @@ def test_embedding_entry_point_gives_the_token_outputs_and_gradients_only_at_rea
 def test_replacing_one_embedding_changes_the_scores():
     model = FastText(VOCAB, CLASSES, embed_dim=8)
     variables = model.init(jax.random.key(0), TOKENS)
-    embeddings = model.apply(variables, TOKENS)["embeddings"]
+    embeddings = model.apply(variables, TOKENS).embeddings
     moved = embeddings.at[0, 1].add(1.0)
-    before, after = model.apply(variables, TOKENS)["scores"], model.apply(variables, TOKENS, embeddings=moved)["scores"]
+    before, after = model.apply(variables, TOKENS).scores, model.apply(variables, TOKENS, embeddings=moved).scores
     assert not np.allclose(before[0], after[0]) and np.allclose(before[1], after[1])
     # Mean of the two real words' vectors: moving word 2 by 1 moves the mean by 1/5 of it.
     kernel = variables["params"]["Dense_0"]["kernel"]

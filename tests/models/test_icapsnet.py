@@ -137,57 +137,57 @@ def _np_long(params, tokens):
 
 
 def _check_common(out):
-    chex.assert_shape(out["scores"], (B, J))
-    chex.assert_shape(out["class_capsules"], (B, J, D_C))
-    chex.assert_shape(out["primary_capsules"], (B, I, D_P))
-    chex.assert_shape(out["coupling"], (B, I, J))
+    chex.assert_shape(out.scores, (B, J))
+    chex.assert_shape(out.class_capsules, (B, J, D_C))
+    chex.assert_shape(out.primary_capsules, (B, I, D_P))
+    chex.assert_shape(out.coupling, (B, I, J))
     chex.assert_tree_all_finite(out)
-    scores = np.asarray(out["scores"])
+    scores = np.asarray(out.scores)
     assert np.all(scores >= 0) and np.all(scores < 1)
-    np.testing.assert_allclose(scores, np.linalg.norm(out["class_capsules"], axis=-1), rtol=1e-6)
-    np.testing.assert_allclose(np.sum(out["coupling"], axis=-1), 1.0, rtol=1e-6)
-    np.testing.assert_array_equal(out["selection"], out["coupling"])  # capsule_selection="coupling"
+    np.testing.assert_allclose(scores, np.linalg.norm(out.class_capsules, axis=-1), rtol=1e-6)
+    np.testing.assert_allclose(np.sum(out.coupling, axis=-1), 1.0, rtol=1e-6)
+    np.testing.assert_array_equal(out.capsule_selection, out.coupling)  # capsule_selection="coupling"
 
 
 def test_short_outputs(short_run):
     _, _, out = short_run
     _check_common(out)
-    chex.assert_shape(out["alpha"], (B, I, 5))
-    assert "rho" not in out
-    alpha = np.asarray(out["alpha"])
+    chex.assert_shape(out.word_attention, (B, I, 5))
+    assert out.sentence_attention is None
+    alpha = np.asarray(out.word_attention)
     valid = np.broadcast_to((SHORT_TOKENS != 0)[:, None, :], alpha.shape)
     assert np.all(alpha[~valid] == 0.0)
     np.testing.assert_allclose(alpha[:2].sum(-1), 1.0, rtol=1e-6)
-    np.testing.assert_array_equal(out["primary_capsules"][2], 0.0)
+    np.testing.assert_array_equal(out.primary_capsules[2], 0.0)
 
 
 def test_long_outputs(long_run):
     _, _, out = long_run
     _check_common(out)
-    chex.assert_shape(out["alpha"], (B, I, 3, 4))
-    chex.assert_shape(out["rho"], (B, I, 3))
-    alpha, rho = np.asarray(out["alpha"]), np.asarray(out["rho"])
+    chex.assert_shape(out.word_attention, (B, I, 3, 4))
+    chex.assert_shape(out.sentence_attention, (B, I, 3))
+    alpha, rho = np.asarray(out.word_attention), np.asarray(out.sentence_attention)
     word_valid = np.broadcast_to((LONG_TOKENS != 0)[:, None], alpha.shape)
     assert np.all(alpha[~word_valid] == 0.0)
     sentence_valid = np.broadcast_to((LONG_TOKENS != 0).any(-1)[:, None], rho.shape)
     assert np.all(rho[~sentence_valid] == 0.0)
     np.testing.assert_allclose(rho[:2].sum(-1), 1.0, rtol=1e-6)
-    np.testing.assert_array_equal(out["primary_capsules"][2], 0.0)
+    np.testing.assert_array_equal(out.primary_capsules[2], 0.0)
 
 
 def test_short_matches_numpy_reference(short_run):
     _, params, out = short_run
     primary, alpha = _np_short(params, SHORT_TOKENS)
-    np.testing.assert_allclose(out["alpha"], alpha, rtol=1e-4, atol=1e-6)
-    np.testing.assert_allclose(out["primary_capsules"], primary, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(out.word_attention, alpha, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(out.primary_capsules, primary, rtol=1e-4, atol=1e-6)
 
 
 def test_long_matches_numpy_reference(long_run):
     _, params, out = long_run
     primary, alpha, rho = _np_long(params, LONG_TOKENS)
-    np.testing.assert_allclose(out["alpha"], alpha, rtol=1e-4, atol=1e-6)
-    np.testing.assert_allclose(out["rho"], rho, rtol=1e-4, atol=1e-6)
-    np.testing.assert_allclose(out["primary_capsules"], primary, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(out.word_attention, alpha, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(out.sentence_attention, rho, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(out.primary_capsules, primary, rtol=1e-4, atol=1e-6)
 
 
 def test_long_shares_queries_between_levels(long_run):
@@ -204,27 +204,27 @@ def test_long_shares_queries_between_levels(long_run):
 
 
 def _assert_same_prediction(out, padded):
-    for key in ("scores", "class_capsules", "primary_capsules", "coupling"):
-        np.testing.assert_allclose(padded[key], out[key], rtol=1e-5, atol=1e-6, err_msg=key)
+    for field in ("scores", "class_capsules", "primary_capsules", "coupling"):
+        np.testing.assert_allclose(getattr(padded, field), getattr(out, field), rtol=1e-5, atol=1e-6, err_msg=field)
 
 
 def test_short_extra_pad_columns_change_nothing(short_run):
     model, params, out = short_run
     padded = jax.jit(model.apply)(params, np.pad(SHORT_TOKENS, ((0, 0), (0, 4))))
     _assert_same_prediction(out, padded)
-    np.testing.assert_allclose(padded["alpha"][..., :5], out["alpha"], rtol=1e-5, atol=1e-7)
-    np.testing.assert_array_equal(padded["alpha"][..., 5:], 0.0)
+    np.testing.assert_allclose(padded.word_attention[..., :5], out.word_attention, rtol=1e-5, atol=1e-7)
+    np.testing.assert_array_equal(padded.word_attention[..., 5:], 0.0)
 
 
 def test_long_extra_pad_words_and_empty_sentences_change_nothing(long_run):
     model, params, out = long_run
     padded = jax.jit(model.apply)(params, np.pad(LONG_TOKENS, ((0, 0), (0, 2), (0, 3))))
     _assert_same_prediction(out, padded)
-    np.testing.assert_allclose(padded["alpha"][..., :3, :4], out["alpha"], rtol=1e-5, atol=1e-7)
-    np.testing.assert_array_equal(padded["alpha"][..., 3:, :], 0.0)
-    np.testing.assert_array_equal(padded["alpha"][..., 4:], 0.0)
-    np.testing.assert_allclose(padded["rho"][..., :3], out["rho"], rtol=1e-5, atol=1e-7)
-    np.testing.assert_array_equal(padded["rho"][..., 3:], 0.0)
+    np.testing.assert_allclose(padded.word_attention[..., :3, :4], out.word_attention, rtol=1e-5, atol=1e-7)
+    np.testing.assert_array_equal(padded.word_attention[..., 3:, :], 0.0)
+    np.testing.assert_array_equal(padded.word_attention[..., 4:], 0.0)
+    np.testing.assert_allclose(padded.sentence_attention[..., :3], out.sentence_attention, rtol=1e-5, atol=1e-7)
+    np.testing.assert_array_equal(padded.sentence_attention[..., 3:], 0.0)
 
 
 # --- gradients, jit, knobs -------------------------------------------------------------------
@@ -236,7 +236,7 @@ def test_gradients_finite_including_fully_padded_example(long_run):
     model, params, _ = long_run
 
     def total_score(p):
-        return jnp.sum(model.apply(p, LONG_TOKENS)["scores"])
+        return jnp.sum(model.apply(p, LONG_TOKENS).scores)
 
     grads = jax.jit(jax.grad(total_score))(params)
     chex.assert_tree_all_finite(grads)
@@ -275,11 +275,11 @@ def test_unshared_transform_routes_one_prediction_per_capsule_and_class(model_cl
     bias = jax.random.normal(_key(3), bias.shape)
     params = {"params": {**params["params"], "class_bias": bias}}
     out = jax.jit(model.apply)(params, tokens)
-    primary = np.asarray(out["primary_capsules"], np.float64)
+    primary = np.asarray(out.primary_capsules, np.float64)
     u_hat = np.einsum("bid,ijed->bije", primary, np.asarray(kernel, np.float64)) + np.asarray(bias)
     v, c = dynamic_routing(jnp.asarray(u_hat, jnp.float32), num_iterations=3)
-    np.testing.assert_allclose(out["class_capsules"], v, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(out["coupling"], c, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out.class_capsules, v, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out.coupling, c, rtol=1e-5, atol=1e-6)
 
 
 def test_dropout_only_in_training(short_run):
@@ -288,15 +288,15 @@ def test_dropout_only_in_training(short_run):
     chex.assert_trees_all_close(apply(params, SHORT_TOKENS), out, rtol=1e-6, atol=1e-7)
     trained = apply(params, SHORT_TOKENS, train=True, rngs={"dropout": _key(1)})
     chex.assert_tree_all_finite(trained)
-    assert not np.allclose(trained["scores"][:2], out["scores"][:2])
+    assert not np.allclose(trained.scores[:2], out.scores[:2])
 
 
 def test_bfloat16_activations_track_float32(long_run):
     _, params, out = long_run
     low = jax.jit(ICapsNetLong(sentence_dim=6, dtype=jnp.bfloat16, **TINY).apply)(params, LONG_TOKENS)
-    assert low["scores"].dtype == jnp.bfloat16
+    assert low.scores.dtype == jnp.bfloat16
     chex.assert_tree_all_finite(low)
-    np.testing.assert_allclose(np.asarray(low["alpha"], np.float32), out["alpha"], rtol=0.05, atol=0.02)
+    np.testing.assert_allclose(np.asarray(low.word_attention, np.float32), out.word_attention, rtol=0.05, atol=0.02)
 
 
 @pytest.mark.parametrize("kernel_size", [2, 4, 0])
@@ -319,17 +319,17 @@ def test_routing_knobs_reach_dynamic_routing():
     model = ICapsNetShort(**TINY, routing_logit_scale=4.0, routing_logit_scale_learned=True, routing_orphan=True)
     params, out = _init_apply(model, SHORT_TOKENS)
     np.testing.assert_allclose(params["params"]["routing_log_scale"], np.log(4.0), rtol=1e-6)
-    u_hat = shared_prediction_vectors(out["primary_capsules"], params["params"]["class_kernel"],
+    u_hat = shared_prediction_vectors(out.primary_capsules, params["params"]["class_kernel"],
                                       params["params"]["class_bias"])
     _, expected = dynamic_routing(u_hat, num_iterations=3, logit_scale=4.0, orphan=True)
-    np.testing.assert_allclose(out["coupling"], expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out.coupling, expected, rtol=1e-5, atol=1e-6)
     # `route`, the model's routing on given prediction vectors (what analyses call), is the same.
     np.testing.assert_allclose(model.apply(params, u_hat, method="route")[1], expected, rtol=1e-5, atol=1e-6)
-    assert np.all(np.sum(out["coupling"], -1) < 1)  # the orphan takes a share of every row
+    assert np.all(np.sum(out.coupling, -1) < 1)  # the orphan takes a share of every row
 
     def score(log_scale):
         tree = {"params": {**params["params"], "routing_log_scale": log_scale}}
-        return jnp.sum(model.apply(tree, SHORT_TOKENS)["scores"])
+        return jnp.sum(model.apply(tree, SHORT_TOKENS).scores)
 
     assert np.isfinite(jax.grad(score)(params["params"]["routing_log_scale"]))
 
@@ -340,11 +340,11 @@ def test_routing_similarity_reaches_the_routing(routing, similarity, expected):
     """The agreement the model routes with is the op's `similarity` ("paper": each routing's own)."""
     model = ICapsNetShort(**TINY, routing=routing, routing_similarity=similarity)
     params, out = _init_apply(model, SHORT_TOKENS)
-    u_hat = shared_prediction_vectors(out["primary_capsules"], params["params"]["class_kernel"],
+    u_hat = shared_prediction_vectors(out.primary_capsules, params["params"]["class_kernel"],
                                       params["params"]["class_bias"])
     op = dynamic_routing if routing == "dynamic" else kmeans_routing
     _, coupling = op(u_hat, num_iterations=3, similarity=expected)
-    np.testing.assert_allclose(out["coupling"], coupling, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out.coupling, coupling, rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="routing_similarity"):
         ICapsNetShort(**TINY, routing_similarity="euclidean")
 
@@ -363,9 +363,9 @@ def test_attention_logit_scale_multiplies_the_logits(model_class, tokens):
     scaled = model_class(**TINY, attention_logit_scale=3.0).apply(params, tokens)
     tree = {"params": {**params["params"], "queries": 3.0 * params["params"]["queries"]}}
     expected = model_class(**TINY).apply(tree, tokens)
-    for key in ("alpha", "scores", "coupling"):
-        np.testing.assert_allclose(scaled[key], expected[key], rtol=1e-5, atol=1e-6)
-    assert not np.allclose(scaled["alpha"], model_class(**TINY).apply(params, tokens)["alpha"])
+    for field in ("word_attention", "scores", "coupling"):
+        np.testing.assert_allclose(getattr(scaled, field), getattr(expected, field), rtol=1e-5, atol=1e-6)
+    assert not np.allclose(scaled.word_attention, model_class(**TINY).apply(params, tokens).word_attention)
     with pytest.raises(ValueError, match="attention_logit_scale must be positive"):
         model_class(**TINY, attention_logit_scale=0.0)
 
@@ -375,10 +375,12 @@ def test_contribution_selection_splits_each_class_capsule():
     own prediction vectors and coupling, summing over the capsules to |s_j| (|v_j| = squash)."""
     model = ICapsNetShort(**TINY, capsule_selection="contribution")
     params, out = _init_apply(model, SHORT_TOKENS)
-    u_hat = shared_prediction_vectors(out["primary_capsules"], params["params"]["class_kernel"],
+    u_hat = shared_prediction_vectors(out.primary_capsules, params["params"]["class_kernel"],
                                       params["params"]["class_bias"])
-    np.testing.assert_allclose(out["selection"], routing_contributions(u_hat, out["coupling"]), rtol=1e-5, atol=1e-7)
-    length = np.asarray(out["scores"])
-    np.testing.assert_allclose(np.sum(out["selection"], axis=1), np.sqrt(length / (1 - length)), rtol=1e-3, atol=1e-6)
+    np.testing.assert_allclose(out.capsule_selection, routing_contributions(u_hat, out.coupling), rtol=1e-5, atol=1e-7)
+    length = np.asarray(out.scores)
+    np.testing.assert_allclose(
+        np.sum(out.capsule_selection, axis=1), np.sqrt(length / (1 - length)), rtol=1e-3, atol=1e-6
+    )
     with pytest.raises(ValueError, match="capsule_selection"):
         ICapsNetShort(**TINY, capsule_selection="length")

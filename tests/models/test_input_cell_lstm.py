@@ -35,9 +35,9 @@ def _output_shapes(variant):
     """The outputs a variant returns and their shapes (r = 3)."""
     shapes = {"scores": (B, C)}
     if variant == "input_cell":
-        shapes["attention_scores"] = (B, T, 3)
+        shapes["input_attention_scores"] = (B, T, 3)
     if variant == "lstm_self_attention":
-        shapes["attention"] = (B, 3, T)
+        shapes["hop_attention"] = (B, 3, T)
     return shapes
 
 
@@ -109,13 +109,14 @@ def test_variant_shapes_numpy_reference_and_padding_invariance(batch, variant):
     params = _random_params(model, series, mask)
     apply = _apply(model)
     outputs = apply(params, series, mask)
-    chex.assert_shape(outputs["scores"], (B, C))
+    chex.assert_shape(outputs.scores, (B, C))
     chex.assert_tree_all_finite(outputs)
-    assert {name: value.shape for name, value in outputs.items()} == _output_shapes(variant)
+    set_fields = {name: value for name, value in vars(outputs).items() if value is not None}
+    assert {name: value.shape for name, value in set_fields.items()} == _output_shapes(variant)
 
     for b, length in enumerate(LENGTHS):
         np.testing.assert_allclose(
-            outputs["scores"][b], np_logits(params, series[b], length, variant), rtol=1e-5, atol=1e-5
+            outputs.scores[b], np_logits(params, series[b], length, variant), rtol=1e-5, atol=1e-5
         )
 
     # Three more padded steps holding garbage change no logit.
@@ -123,14 +124,14 @@ def test_variant_shapes_numpy_reference_and_padding_invariance(batch, variant):
     longer_series[0, -1] = np.nan
     longer_mask = np.concatenate([mask, np.zeros((B, 3), bool)], axis=1)
     longer = apply(params, longer_series, longer_mask)
-    np.testing.assert_allclose(longer["scores"], outputs["scores"], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(longer.scores, outputs.scores, rtol=1e-6, atol=1e-6)
     if variant == "input_cell":
         np.testing.assert_allclose(
-            longer["attention_scores"][:, :T][mask], outputs["attention_scores"][mask], rtol=1e-6
+            longer.input_attention_scores[:, :T][mask], outputs.input_attention_scores[mask], rtol=1e-6
         )
     if variant == "lstm_self_attention":
-        np.testing.assert_allclose(longer["attention"][..., :T], outputs["attention"], rtol=1e-6, atol=1e-7)
-        np.testing.assert_array_equal(longer["attention"][..., T:], 0.0)
+        np.testing.assert_allclose(longer.hop_attention[..., :T], outputs.hop_attention, rtol=1e-6, atol=1e-7)
+        np.testing.assert_array_equal(longer.hop_attention[..., T:], 0.0)
 
 
 def test_the_pool_is_composed_in(batch):
@@ -139,8 +140,8 @@ def test_the_pool_is_composed_in(batch):
     series, mask = batch
     model = InputCellLSTM(C, variant="input_cell", **SMALL)
     params = _random_params(model, series, mask)
-    streaming = _apply(model)(params, series, mask)["scores"]
-    quadratic = _apply(model.clone(pool=causal_softmax_pool_quadratic))(params, series, mask)["scores"]
+    streaming = _apply(model)(params, series, mask).scores
+    quadratic = _apply(model.clone(pool=causal_softmax_pool_quadratic))(params, series, mask).scores
     np.testing.assert_allclose(quadratic, streaming, rtol=1e-5, atol=1e-6)
     seen = []
 
@@ -157,7 +158,7 @@ def test_without_mask_every_step_is_valid(batch):
     model = InputCellLSTM(C, variant="bilstm", **SMALL)
     full = series[:1]
     params = _random_params(model, full, None)
-    logits = jax.jit(model.apply)(params, full)["scores"]
+    logits = jax.jit(model.apply)(params, full).scores
     np.testing.assert_allclose(logits[0], np_logits(params, full[0], T, "bilstm"), rtol=1e-5, atol=1e-5)
 
 
@@ -170,7 +171,7 @@ def test_initialisation_and_dropout_in_training(batch):
     for name, value in params["lstm"].items():
         assert np.all(np.abs(value) <= hidden**-0.5), name
     train = jax.jit(lambda key: model.apply({"params": params}, series, mask, train=True, rngs={"dropout": key}))
-    assert not np.allclose(train(_key(1))["scores"], train(_key(2))["scores"])
+    assert not np.allclose(train(_key(1)).scores, train(_key(2)).scores)
 
 
 def test_invalid_variant_raises():
@@ -195,7 +196,7 @@ def test_adam_steps_lower_the_loss_on_a_tiny_task(variant):
     optimizer = optax.adam(0.05)
 
     def loss(params):
-        logits = model.apply(params, series, mask)["scores"]
+        logits = model.apply(params, series, mask).scores
         return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, labels))
 
     @jax.jit

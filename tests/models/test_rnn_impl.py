@@ -167,7 +167,7 @@ def test_rnn_impl_reaches_the_encoder_and_gru_layers_refuse_cudnn(cudnn_by_refer
 
     monkeypatch.setattr(cudnn_lstm.rnn, "lstm", counted)
     np.testing.assert_allclose(
-        cudnn.apply({"params": params}, tokens)["scores"], scan.apply({"params": params}, tokens)["scores"], rtol=1e-5
+        cudnn.apply({"params": params}, tokens).scores, scan.apply({"params": params}, tokens).scores, rtol=1e-5
     )
     assert calls == [True, True]
     with pytest.raises(ValueError, match="LSTM layers only"):

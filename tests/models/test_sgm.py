@@ -125,29 +125,46 @@ def test_sequence_cross_entropy_matches_numpy_and_ignores_pad_targets(batch):
 def test_shapes_finite_masked_logits_and_attention(ge, batch, params, compiled):
     tokens, labels = batch
     out = compiled[ge, "forward"](params[ge], tokens, labels)
-    chex.assert_shape(out["logits"], (B, S, V))
-    chex.assert_shape(out["attention"], (B, S, L))
+    chex.assert_shape(out.step_logits, (B, S, V))
+    chex.assert_shape(out.source_attention, (B, S, L))
     chex.assert_tree_all_finite(out)
-    logits = np.asarray(out["logits"])
+    logits = np.asarray(out.step_logits)
     # PAD, UNK and BOS are never possible; a gold label is masked once it is in the prefix.
     assert np.all(logits[..., :3] < -1e8)
     assert logits[0, 1, 4] < -1e8 and logits[0, 0, 4] > -1e8
     assert np.all(logits[..., EOS] > -1e8)
-    attention = np.asarray(out["attention"])
+    attention = np.asarray(out.source_attention)
     pads = tokens == PAD
     np.testing.assert_array_equal(np.where(pads[:, None, :], attention, 0.0), 0.0)
     np.testing.assert_allclose(attention.sum(-1), 1.0, rtol=1e-5)
+
+
+def test_label_scores_are_each_labels_best_step_log_probability(batch, params, compiled):
+    """scores [B, J]: a label's log-probability at the real step (up to EOS) that gives it the
+    most; the float32 minimum for a sequence of padding only."""
+    tokens, labels = batch
+    out = compiled[True, "forward"](params[True], tokens, labels)
+    logits = np.asarray(out.step_logits, np.float64)
+    log_probs = logits - logits.max(-1, keepdims=True)
+    log_probs -= np.log(np.exp(log_probs).sum(-1, keepdims=True))
+    chex.assert_shape(out.scores, (B, J))
+    for b in range(B):
+        steps = labels[b] != PAD
+        expected = log_probs[b, steps, NUM_SPECIAL:].max(0) if steps.any() else np.finfo(np.float32).min
+        np.testing.assert_allclose(out.scores[b], expected, rtol=1e-5, atol=1e-5)
+    padding_only = compiled[True, "forward"](params[True], tokens, np.zeros_like(labels)).scores
+    np.testing.assert_array_equal(padding_only, np.finfo(np.float32).min)
 
 
 @pytest.mark.parametrize("ge", [False, True], ids=["sgm", "sgm_ge"])
 def test_steps_after_eos_do_not_change_the_loss(ge, batch, params, compiled):
     tokens, labels = batch
     forward = compiled[ge, "forward"]
-    logits = forward(params[ge], tokens, labels)["logits"]
+    logits = forward(params[ge], tokens, labels).step_logits
     loss = _sequence_cross_entropy(logits, labels)
     # Other tokens after EOS (the decoder reads them as inputs) change only padded steps.
     garbage = np.where(labels == PAD, np.int32(7), labels)
-    garbage_logits = forward(params[ge], tokens, garbage)["logits"]
+    garbage_logits = forward(params[ge], tokens, garbage).step_logits
     real = labels != PAD
     np.testing.assert_array_equal(np.asarray(garbage_logits)[real], np.asarray(logits)[real])
     np.testing.assert_array_equal(_sequence_cross_entropy(garbage_logits, labels), loss)
@@ -159,13 +176,13 @@ def test_teacher_forcing_reproduces_greedy_decoding(ge, batch, params, compiled)
     same tokens and give the same log probability (the step and the mask are shared)."""
     tokens, _ = batch
     decoded = compiled[ge, "greedy"](params[ge], tokens)
-    sequence = np.asarray(decoded["sequence"])
-    assert np.all(np.asarray(decoded["length"]) >= 2), sequence  # non-trivial sequences
-    logits = compiled[ge, "forward"](params[ge], tokens, sequence)["logits"]
+    sequence = np.asarray(decoded.sequence)
+    assert np.all(np.asarray(decoded.length) >= 2), sequence  # non-trivial sequences
+    logits = compiled[ge, "forward"](params[ge], tokens, sequence).step_logits
     real = sequence != PAD
     np.testing.assert_array_equal(np.where(real, np.argmax(logits, axis=-1), PAD), sequence)
     log_prob = -np.asarray(_sequence_cross_entropy(logits, sequence)) * real.sum(-1)
-    np.testing.assert_allclose(log_prob, decoded["log_prob"], atol=1e-4)
+    np.testing.assert_allclose(log_prob, decoded.log_prob, atol=1e-4)
 
 
 # --- prediction -----------------------------------------------------------------------------------
@@ -175,13 +192,13 @@ def test_teacher_forcing_reproduces_greedy_decoding(ge, batch, params, compiled)
 def test_predictions_have_no_repeated_labels(decoding, batch, params, compiled):
     tokens, _ = batch
     out = compiled[True, decoding](params[True], tokens)
-    chex.assert_shape(out["labels"], (B, J))
-    chex.assert_shape(out["sequence"], (B, MAX_STEPS))
-    chex.assert_shape(out["length"], (B,))
-    multi_hot, sequence = np.asarray(out["labels"]), np.asarray(out["sequence"])
+    chex.assert_shape(out.labels, (B, J))
+    chex.assert_shape(out.sequence, (B, MAX_STEPS))
+    chex.assert_shape(out.length, (B,))
+    multi_hot, sequence = np.asarray(out.labels), np.asarray(out.sequence)
     assert set(np.unique(multi_hot)) <= {0.0, 1.0}
     for b in range(B):
-        n = int(out["length"][b])
+        n = int(out.length[b])
         predicted = sequence[b, :n]
         assert np.all(predicted >= NUM_SPECIAL) and len(set(predicted)) == n
         if n < MAX_STEPS:
@@ -195,7 +212,7 @@ def test_beam_search_scores_at_least_greedy(batch, params, compiled):
     tokens, _ = batch
     greedy = compiled[True, "greedy"](params[True], tokens)
     beam = compiled[True, "beam"](params[True], tokens)
-    assert np.all(np.asarray(beam["log_prob"]) >= np.asarray(greedy["log_prob"]) - 1e-5)
+    assert np.all(np.asarray(beam.log_prob) >= np.asarray(greedy.log_prob) - 1e-5)
 
 
 # --- global embedding -----------------------------------------------------------------------------
@@ -206,14 +223,14 @@ def test_global_embedding_parameters_and_effect(batch, params, compiled):
     shapes = jax.eval_shape(_model().init, jax.random.key(0), tokens, labels)["params"]
     assert set(shapes) == set(params[False]) and not GE_NAMES & set(shapes)
     # The same parameters plus W1, b1, W2: the outputs change...
-    plain = compiled[False, "forward"](params[False], tokens, labels)["logits"]
-    gated = compiled[True, "forward"](params[True], tokens, labels)["logits"]
+    plain = compiled[False, "forward"](params[False], tokens, labels).step_logits
+    gated = compiled[True, "forward"](params[True], tokens, labels).step_logits
     real = labels != PAD
     np.testing.assert_array_equal(gated[:, 0], plain[:, 0])  # y_0 = one_hot(BOS): ebar = e
     assert np.max(np.abs(np.asarray(gated - plain)[real])) > 1e-3
     # ...except when the gate H is shut (b1 very negative): then g = e exactly.
     shut = dict(params[True], ge_w1_bias=jnp.full_like(params[True]["ge_w1_bias"], -1e4))
-    np.testing.assert_allclose(compiled[True, "forward"](shut, tokens, labels)["logits"], plain, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(compiled[True, "forward"](shut, tokens, labels).step_logits, plain, rtol=1e-6, atol=1e-6)
 
 
 # --- training mode, configuration -----------------------------------------------------------------
@@ -228,7 +245,7 @@ def test_dropout_in_training_and_finite_gradients(batch):
 
     def loss(params, rng):
         out = model.apply({"params": params}, tokens, labels, train=True, rngs={"dropout": rng})
-        return jnp.mean(sequence_cross_entropy(out["logits"], labels)), out["logits"]
+        return jnp.mean(sequence_cross_entropy(out.step_logits, labels)), out.step_logits
 
     value_and_grad = jax.jit(jax.value_and_grad(loss, has_aux=True))
     (value, logits), grads = value_and_grad(params, jax.random.key(1))
@@ -256,13 +273,13 @@ def test_binary_relevance_shapes_and_padding_invariance(pool, batch):
     model = BinaryRelevance(VOCAB, J, embedding_dim=8, encoder_dim=8, num_layers=1, pool=pool)
     variables = _random_params(jax.eval_shape(model.init, jax.random.key(0), tokens), seed=2)
     apply = jax.jit(model.apply)
-    scores = apply(variables, tokens)["scores"]
+    scores = apply(variables, tokens).scores
     chex.assert_shape(scores, (B, J))
     chex.assert_tree_all_finite(scores)
     longer = np.concatenate([tokens, np.zeros((B, 4), np.int32)], axis=1)
-    np.testing.assert_allclose(apply(variables, longer)["scores"], scores, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(apply(variables, longer).scores, scores, rtol=1e-5, atol=1e-5)
     # Examples are independent of each other.
-    np.testing.assert_allclose(apply(variables, tokens[::-1])["scores"], scores[::-1], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(apply(variables, tokens[::-1]).scores, scores[::-1], rtol=1e-5, atol=1e-5)
 
 
 def test_binary_relevance_starts_every_label_at_probability_one_over_j(batch):

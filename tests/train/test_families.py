@@ -4,12 +4,14 @@ and a model added to the table explained without any other change."""
 import types
 
 import flax.linen as nn
+from flax import struct
 import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import pytest
 
+from jcaps.models.outputs import ModelOutput
 from jcaps.train.families import (
     MODELS,
     Explanation,
@@ -23,7 +25,7 @@ from jcaps.train.families import (
 
 def test_summed_loss_hand_computed():
     config = ml_collections.ConfigDict({"loss": ""})
-    outputs = {"scores": jnp.array([[0.9, 0.1, 0.1], [0.5, 0.2, 0.8]])}
+    outputs = ModelOutput(scores=jnp.array([[0.9, 0.1, 0.1], [0.5, 0.2, 0.8]]))
     batch = {"label": jnp.array([0, 2])}
     # Example 0: both margins met, margin loss 0; p = e^0.9 / (e^0.9 + 2 e^0.1) = 0.526688,
     #   focal = -0.25 (1 - p)^2 ln p = 0.035908.
@@ -44,12 +46,12 @@ def test_summed_loss_hand_computed():
 
 
 def test_capsule_probabilities_normalise_lengths():
-    outputs = {"scores": jnp.array([[0.2, 0.6, 0.2]]), "class_capsules": jnp.zeros((1, 3, 2))}
+    outputs = ModelOutput(scores=jnp.array([[0.2, 0.6, 0.2]]), class_capsules=jnp.zeros((1, 3, 2)))
     np.testing.assert_allclose(cccapsnet_probabilities(outputs), [[0.2, 0.6, 0.2]], rtol=1e-6)
 
 
 def test_linear_classifier_probabilities_are_a_softmax():
-    outputs = {"scores": jnp.array([[0.0, np.log(3.0)]])}
+    outputs = ModelOutput(scores=jnp.array([[0.0, np.log(3.0)]]))
     np.testing.assert_allclose(cccapsnet_probabilities(outputs), [[0.25, 0.75]], rtol=1e-6)
 
 
@@ -85,6 +87,13 @@ def test_the_interpretation_names_no_model():
         assert not strings & set(MODELS), (path.name, strings & set(MODELS))
 
 
+@struct.dataclass
+class AttendedMeanOutput(ModelOutput):
+    """A new model's own intermediates extend the output: here its attention [B, T]."""
+
+    attention: jax.Array | None = None
+
+
 class AttendedMean(nn.Module):
     """A model no jcaps module knows: the attention-weighted mean of its word vectors, classified."""
 
@@ -97,12 +106,12 @@ class AttendedMean(nn.Module):
         logits = jnp.where(tokens > 0, nn.Dense(1)(words)[..., 0], -1e9)
         attention = jax.nn.softmax(logits, axis=-1)
         pooled = jnp.einsum("bt,btd->bd", attention, words)
-        return {"scores": nn.Dense(self.num_classes)(pooled), "attention": attention, "embeddings": words}
+        return AttendedMeanOutput(scores=nn.Dense(self.num_classes)(pooled), embeddings=words, attention=attention)
 
 
 def attention_weights(outputs, x, side, targets):
     del x, side, targets
-    return outputs["attention"]
+    return outputs.attention
 
 
 def test_a_family_registered_in_the_table_is_explained(monkeypatch):
@@ -129,9 +138,9 @@ def test_a_family_registered_in_the_table_is_explained(monkeypatch):
     explained = explainer.explain({"tokens": tokens, "weight": np.ones(2)}, explainer.methods, with_faithfulness=True)
 
     outputs = model.apply({"params": params}, tokens)
-    np.testing.assert_array_equal(explained.target, np.argmax(outputs["scores"], axis=-1))
+    np.testing.assert_array_equal(explained.target, np.argmax(outputs.scores, axis=-1))
     np.testing.assert_array_equal(explained.mask, tokens > 0)
-    np.testing.assert_allclose(explained.scores["attention"], outputs["attention"], rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(explained.scores["attention"], outputs.attention, rtol=1e-6, atol=1e-7)
     for method, scores in explained.scores.items():
         assert scores.shape == tokens.shape and np.all(np.isfinite(scores)), method
         assert np.all(scores[tokens == 0] == 0), method

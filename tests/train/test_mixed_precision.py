@@ -82,12 +82,13 @@ def test_bfloat16_model_tracks_float32_at_the_same_parameters(name, cache_dir, c
 
     # SGM's training output is its per-step label logits, which it masks in float32 (its
     # decoders compare them across steps); every other model's is its scores, in bfloat16.
-    key, dtype = ("logits", jnp.float32) if name == "sgm" else ("scores", jnp.bfloat16)
-    assert low_outputs[key].dtype == dtype, f"{name} returns {key} in {low_outputs[key].dtype}"
+    field, dtype = ("step_logits", jnp.float32) if name == "sgm" else ("scores", jnp.bfloat16)
+    low_trained, high_trained = getattr(low_outputs, field), getattr(high_outputs, field)
+    assert low_trained.dtype == dtype, f"{name} returns {field} in {low_trained.dtype}"
     assert low_loss.dtype == jnp.float32
     assert all(leaf.dtype == jnp.float32 for leaf in jax.tree.leaves(low_grads))
     # Nonzero: the bfloat16 model did compute in bfloat16.
-    assert 0 < _relative_error(low_outputs[key], high_outputs[key]) <= SCORES_TOLERANCE
+    assert 0 < _relative_error(low_trained, high_trained) <= SCORES_TOLERANCE
     assert _relative_error(low_loss, high_loss) <= LOSS_TOLERANCE
     flat_low = np.concatenate([np.ravel(g) for g in jax.tree.leaves(low_grads)])
     flat_high = np.concatenate([np.ravel(g) for g in jax.tree.leaves(high_grads)])

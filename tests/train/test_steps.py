@@ -9,6 +9,7 @@ import numpy as np
 import optax
 import pytest
 
+from jcaps.models.outputs import ModelOutput
 from jcaps.train.families import ModelFamily, binary_relevance_labels, binary_relevance_loss, sigmoid_probabilities
 from jcaps.train.families import softmax_cross_entropy, softmax_probabilities
 from jcaps.train.steps import TrainState, eval_step, train_step
@@ -30,7 +31,7 @@ class Linear(nn.Module):
     def __call__(self, x, train: bool = False):
         del train
         kernel = self.param("kernel", nn.initializers.zeros, (x.shape[-1], self.num_classes))
-        return {"scores": x @ kernel}
+        return ModelOutput(scores=x @ kernel)
 
 
 # The model reads the batch's "tokens" (here features), the input binary_relevance_labels passes.
