@@ -1,14 +1,19 @@
-"""Test-wide JAX settings: fake CPU devices and strict shape/dtype rules.
+"""Test-wide JAX settings: fake CPU devices and strict shape/dtype rules; a compilation cache
+of the session's own; the `:smoke` workdirs every worker shares.
 
 XLA_FLAGS must be set before jax initialises its backends, so this runs at import time.
 """
+import json
 import os
+import shutil
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
+
+from tests.shared_tmp import locked, shared_folder  # noqa: E402
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
 # No implicit dtype promotion: a float32 model stays float32, bfloat16 activations stay bfloat16,
@@ -68,3 +73,38 @@ def counting_traces():
         return dataclasses.replace(family, loss=loss), traced
 
     return wrap
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_compilation_cache(tmp_path_factory):
+    """JAX's persistent compilation cache of every run of the session, in-process or a command,
+    under the session's temporary folder: `train.compilation_cache = "auto"` puts it under
+    $XDG_CACHE_HOME, which would otherwise be the user's ~/.cache, kept after the tests. The
+    workers share it, as they share a user's."""
+    cache_home = shared_folder(tmp_path_factory, "xdg_cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(cache_home))
+        yield cache_home
+
+
+@pytest.fixture(scope="session")
+def trained_smoke_workdir(tmp_path_factory, config_file):
+    """`trained_smoke_workdir(CONFIG, ARG="smoke")` -> (workdir, final metrics) of configs/CONFIG
+    built with ARG (a `:smoke` form: SMOKE_CONFIGS has one per model), trained once for every
+    worker of the session: the first test to ask trains it, under a lock, and the others read
+    it. A test that changes a workdir changes a copy (`shutil.copytree`)."""
+    from jcaps.train import loop
+
+    folder = shared_folder(tmp_path_factory, "smoke_workdirs")
+
+    def trained(config: str, arg: str = "smoke"):
+        name = f"{config.removesuffix('.py')}-{arg.replace(',', '-')}"
+        workdir, final_file = folder / name, folder / f"{name}.final.json"
+        with locked(folder, [name]):
+            if not final_file.exists():
+                shutil.rmtree(workdir, ignore_errors=True)  # what a worker that failed here left
+                final = loop.train_and_evaluate(config_file(config, arg, folder / f"{name}.data"), str(workdir))
+                final_file.write_text(json.dumps(final), encoding="utf-8")
+        return workdir, json.loads(final_file.read_text(encoding="utf-8"))
+
+    return trained
