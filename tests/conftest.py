@@ -21,16 +21,16 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 jax.config.update("jax_numpy_dtype_promotion", "strict")
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """GPU-marked tests run only where JAX has a GPU backend."""
-    import pytest
-
-    if jax.default_backend() == "gpu":
-        return
+    """GPU-marked tests run only where JAX has a GPU backend. A test that reads a `:smoke` workdir
+    is slow: the first such test of the session trains it."""
     skip = pytest.mark.skip(reason="needs a GPU (run by benchmarks/device_check.sh)")
     for item in items:
-        if "gpu" in item.keywords:
+        if "gpu" in item.keywords and jax.default_backend() != "gpu":
             item.add_marker(skip)
+        if "trained_smoke_workdir" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="module")

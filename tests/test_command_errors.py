@@ -13,6 +13,8 @@ import pytest
 
 from tests.workdir_flags import own_data_cache
 
+pytestmark = pytest.mark.slow
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SMOKE = "configs/fasttext_ag_news.py:smoke"
 

@@ -109,6 +109,7 @@ def test_pointing_per_class_separates_a_class_the_model_finds_without_evidence()
     assert checks.pointing_per_class([], []) == {}
 
 
+@pytest.mark.slow
 def test_the_command_writes_checks_beside_faithfulness(fasttext_workdir, tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "jcaps.interpret", "--workdir", fasttext_workdir, own_data_cache(fasttext_workdir),

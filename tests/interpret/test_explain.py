@@ -54,6 +54,7 @@ def workdirs(tmp_path_factory, config_file):
     return workdir
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model_name", sorted(SMOKE))
 def test_every_method_of_every_model_with_faithfulness(workdirs, tmp_path, model_name):
     trained = load_trained(workdirs(model_name), with_data=True)
@@ -90,6 +91,7 @@ def test_every_method_of_every_model_with_faithfulness(workdirs, tmp_path, model
     assert html.escape(explain.native_note(trained.config.model)) in page
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model_name", sorted(SMOKE))
 def test_sampling_methods_of_every_model(workdirs, tmp_path, model_name):
     """KernelSHAP, permutation sampling and LIME on every model (small budgets): a finite score
@@ -109,6 +111,7 @@ def test_sampling_methods_of_every_model(workdirs, tmp_path, model_name):
             assert total_shap == pytest.approx(total_sampling, rel=1e-3, abs=2e-4), entry["target"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model_name", ["fasttext", "sgm"])
 def test_outputs_that_are_not_finite_are_refused(workdirs, tmp_path, model_name):
     """Parameters that overflow (finite, but large enough to give infinite scores) are refused
@@ -130,6 +133,7 @@ def test_outputs_that_are_not_finite_are_refused(workdirs, tmp_path, model_name)
 
 # fastText and iCapsNets Short are checked in tests/interpret/test_checks.py; binary relevance and
 # iCapsNets Long share their families' parameter layouts with SGM's encoder and Short.
+@pytest.mark.slow
 @pytest.mark.parametrize("model_name", ["cccapsnet", "dilated_fcn", "input_cell_lstm", "sgm"])
 def test_checks_of_every_family(workdirs, model_name):
     """The sanity checks run on every model family: a randomisation correlation per re-initialised
@@ -175,6 +179,7 @@ def run(*args):
                           text=True, timeout=300)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flags,message", [
     (["--methods", "capsules"], "has no 'capsules' explanation"),
     (["--methods", "saliencyy"], "unknown method 'saliencyy'"),
@@ -191,6 +196,7 @@ def test_bad_flags_are_one_line_errors(workdirs, flags, message):
 
 # iCapsNets and the input-cell model run through the command in test_interpret_command.py and
 # test_series_training.py.
+@pytest.mark.slow
 @pytest.mark.parametrize("model_name", ["br", "cccapsnet", "dilated_fcn", "fasttext", "sgm"])
 def test_the_command_runs_on_every_model(workdirs, tmp_path, model_name):
     workdir = workdirs(model_name)

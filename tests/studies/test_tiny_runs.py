@@ -11,7 +11,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.tiny_runs import assert_positive, assert_run_metadata, run_tiny, tiny_results
+
+pytestmark = pytest.mark.slow
 
 
 def test_saliency_boxes(tmp_path):

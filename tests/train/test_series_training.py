@@ -28,6 +28,7 @@ def input_cell_run(tmp_path_factory, cache_dir, config_file):
     return workdir, loop.train_and_evaluate(config, str(workdir))
 
 
+@pytest.mark.slow
 def test_input_cell_learns_the_box_task(input_cell_run):
     workdir, final = input_cell_run
     # Two balanced classes told apart by the sign of a box's mean: chance is 0.5.
@@ -39,6 +40,7 @@ def test_input_cell_learns_the_box_task(input_cell_run):
         assert os.path.isfile(os.path.join(workdir, "checkpoints", name)), name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", [v for v in INPUT_CELL_LSTM_VARIANTS if v != "input_cell"])
 def test_every_variant_trains(tmp_path, cache_dir, variant, config_file):
     config = config_file("input_cell_boxes.py", f"middle,{variant},smoke", cache_dir)
@@ -47,6 +49,7 @@ def test_every_variant_trains(tmp_path, cache_dir, variant, config_file):
     assert np.isfinite(final["test"]["loss"]) and 0.0 <= final["test"]["accuracy"] <= 1.0
 
 
+@pytest.mark.slow
 def test_interpret_writes_saliency_figures(input_cell_run, tmp_path):
     workdir, _ = input_cell_run
     out = tmp_path / "saliency"
@@ -67,6 +70,7 @@ def test_interpret_writes_saliency_figures(input_cell_run, tmp_path):
     assert "saliency figures" in result.stdout
 
 
+@pytest.mark.slow
 def test_trained_series_workdir_refuses_text(input_cell_run):
     workdir, _ = input_cell_run
     with pytest.raises(UserError, match="reads series, not text"):
