@@ -33,10 +33,12 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory):
-    """A folder for the prepared data of the module's test runs."""
-    return tmp_path_factory.mktemp("tfds")
+    """A folder for the prepared data of the session's test runs, which every worker shares:
+    jcaps prepares each source once into it, under a lock, and the runs that resume a shared
+    workdir find its data prepared, as a user's do."""
+    return shared_folder(tmp_path_factory, "tfds")
 
 
 @pytest.fixture(scope="session")
@@ -88,23 +90,38 @@ def session_compilation_cache(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def trained_smoke_workdir(tmp_path_factory, config_file):
+def built_once(tmp_path_factory):
+    """`built_once(NAME, build)` -> (FOLDER, result): `build(FOLDER)` fills the new FOLDER (a
+    workdir it trains, the data it writes) and returns what JSON holds; it runs once for every
+    worker of the session, the first to ask building under a lock while the others wait, then
+    read. NAME says what is built, so that no two builds share one. What reads FOLDER must leave
+    it as it is: a test that changes a workdir changes a copy (`shutil.copytree`)."""
+    root = shared_folder(tmp_path_factory, "built_once")
+
+    def get(name: str, build):
+        folder, result_file = root / name, root / f"{name}.json"
+        with locked(root, [name]):
+            if not result_file.exists():
+                shutil.rmtree(folder, ignore_errors=True)  # what a worker whose build failed left
+                folder.mkdir()
+                result_file.write_text(json.dumps(build(folder)), encoding="utf-8")
+        return folder, json.loads(result_file.read_text(encoding="utf-8"))
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def trained_smoke_workdir(built_once, config_file, cache_dir):
     """`trained_smoke_workdir(CONFIG, ARG="smoke")` -> (workdir, final metrics) of configs/CONFIG
-    built with ARG (a `:smoke` form: SMOKE_CONFIGS has one per model), trained once for every
-    worker of the session: the first test to ask trains it, under a lock, and the others read
-    it. A test that changes a workdir changes a copy (`shutil.copytree`)."""
+    built with ARG (a `:smoke` form: SMOKE_CONFIGS has one per model), trained once a session
+    (`built_once`)."""
     from jcaps.train import loop
 
-    folder = shared_folder(tmp_path_factory, "smoke_workdirs")
-
     def trained(config: str, arg: str = "smoke"):
-        name = f"{config.removesuffix('.py')}-{arg.replace(',', '-')}"
-        workdir, final_file = folder / name, folder / f"{name}.final.json"
-        with locked(folder, [name]):
-            if not final_file.exists():
-                shutil.rmtree(workdir, ignore_errors=True)  # what a worker that failed here left
-                final = loop.train_and_evaluate(config_file(config, arg, folder / f"{name}.data"), str(workdir))
-                final_file.write_text(json.dumps(final), encoding="utf-8")
-        return workdir, json.loads(final_file.read_text(encoding="utf-8"))
+        def train(folder):
+            return loop.train_and_evaluate(config_file(config, arg, cache_dir), str(folder / "workdir"))
+
+        folder, final = built_once(f"{config.removesuffix('.py')}-{arg.replace(',', '-')}", train)
+        return folder / "workdir", final
 
     return trained

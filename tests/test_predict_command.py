@@ -48,20 +48,22 @@ LINES = [
 FILE_BYTES = b"\n".join(LINES)
 
 
-@pytest.fixture(scope="module")
-def trained_run(tmp_path_factory):
-    """(workdir, the data folder it was trained on, moved after training; cache_dir)."""
-    root = tmp_path_factory.mktemp("predict_command")
-    data = synthetic.write_zhang_csv(str(root / "data"), train_size=256, test_size=64, seed=0)
-    config = config_lib.load(SMOKE)
-    config.data.source, config.data.dir = "local", data
-    config.data.cache_dir = str(root / "cache")
-    config.train.progress = "none"
-    workdir = str(root / "workdir")
-    loop.train_and_evaluate(config, workdir)
-    moved = str(root / "moved")
-    shutil.move(data, moved)
-    return workdir, moved, str(root / "cache")
+@pytest.fixture(scope="session")
+def trained_run(built_once):
+    """(workdir, the data folder it was trained on, moved after training; cache_dir), once a
+    session (`built_once`)."""
+
+    def train(root):
+        data = synthetic.write_zhang_csv(str(root / "data"), train_size=256, test_size=64, seed=0)
+        config = config_lib.load(SMOKE)
+        config.data.source, config.data.dir = "local", data
+        config.data.cache_dir = str(root / "cache")
+        config.train.progress = "none"
+        loop.train_and_evaluate(config, str(root / "workdir"))
+        shutil.move(data, str(root / "moved"))
+
+    root = built_once("predict_command", train)[0]
+    return str(root / "workdir"), str(root / "moved"), str(root / "cache")
 
 
 @pytest.fixture(scope="module")

@@ -31,14 +31,13 @@ COMPLETENESS_BOUND = {"fasttext": 0.01}
 COMPLETENESS_EXCEPTIONS: dict[str, tuple[float, str]] = {}
 
 
-@pytest.fixture(scope="module")
-def workdirs(tmp_path_factory, config_file):
-    """One `:smoke` workdir per model name, trained a few steps on first use."""
-    root, made = tmp_path_factory.mktemp("explain"), {}
+@pytest.fixture(scope="session")
+def workdirs(built_once, config_file):
+    """One `:smoke` workdir per model name, trained a few steps once a session (`built_once`)."""
 
     def workdir(model_name: str) -> str:
-        if model_name not in made:
-            config = config_file(*SMOKE[model_name], root / "cache")
+        def train(folder):
+            config = config_file(*SMOKE[model_name], folder / "cache")
             # Explanations need a trained workdir, not a good model; SGM learns to emit labels.
             config.train.num_steps = 60 if model_name == "sgm" else 4
             if config.data.max_len:  # one short padded shape: each function compiles once, and fast
@@ -47,9 +46,9 @@ def workdirs(tmp_path_factory, config_file):
                 config.data.bucket_boundaries = (config.data.max_len,)
             if model_name == "br":
                 config.model.threshold = 0.02  # so that the barely trained model predicts labels
-            made[model_name] = str(root / model_name)
-            loop.train_and_evaluate(config, made[model_name])
-        return made[model_name]
+            loop.train_and_evaluate(config, str(folder / "workdir"))
+
+        return str(built_once(f"explain-{model_name}", train)[0] / "workdir")
 
     return workdir
 

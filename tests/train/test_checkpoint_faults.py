@@ -68,19 +68,22 @@ def flip_byte(path: str, position: int | None = None) -> None:
         f.write(data)
 
 
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory, cache_dir):
-    """(workdir, final metrics) of an uninterrupted run."""
-    workdir = tmp_path_factory.mktemp("reference")
-    loop.train_and_evaluate(smoke_config(cache_dir), str(workdir))
-    return workdir, final_metrics(workdir)
+@pytest.fixture(scope="session")
+def reference(built_once, cache_dir):
+    """(workdir, final metrics) of an uninterrupted run, once a session (`built_once`)."""
+
+    def train(folder):
+        loop.train_and_evaluate(smoke_config(cache_dir), str(folder / "workdir"))
+        return final_metrics(folder / "workdir")
+
+    folder, finals = built_once("checkpoint_faults-reference", train)
+    return folder / "workdir", finals
 
 
-@pytest.fixture(scope="module")
-def crashed(tmp_path_factory, cache_dir):
+@pytest.fixture(scope="session")
+def crashed(built_once, cache_dir):
     """A workdir whose run died right after saving step 40 (checkpoints 20, 30, 40; best 30, its one
-    evaluation)."""
-    workdir = tmp_path_factory.mktemp("crashed")
+    evaluation), once a session (`built_once`)."""
     save = Checkpoints.save
 
     def save_then_crash(self, step, *args):
@@ -88,12 +91,15 @@ def crashed(tmp_path_factory, cache_dir):
         if step == 40:
             raise _Crash
 
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Checkpoints, "save", save_then_crash)
-        with pytest.raises(_Crash):
-            loop.train_and_evaluate(smoke_config(cache_dir), str(workdir))
-    assert sorted(os.listdir(workdir / "checkpoints")) == ["20", "30", "40", "labels.json", "vocab.json"]
-    return workdir
+    def crash(folder):
+        workdir = folder / "workdir"
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(Checkpoints, "save", save_then_crash)
+            with pytest.raises(_Crash):
+                loop.train_and_evaluate(smoke_config(cache_dir), str(workdir))
+        assert sorted(os.listdir(workdir / "checkpoints")) == ["20", "30", "40", "labels.json", "vocab.json"]
+
+    return built_once("checkpoint_faults-crashed", crash)[0] / "workdir"
 
 
 def assert_same_finals(workdir, expected: dict) -> None:

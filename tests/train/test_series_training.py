@@ -20,12 +20,17 @@ from tests.workdir_flags import own_data_cache
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-@pytest.fixture(scope="module")
-def input_cell_run(tmp_path_factory, cache_dir, config_file):
-    workdir = tmp_path_factory.mktemp("input_cell")
-    config = config_file("input_cell_boxes.py", "earlier,input_cell,smoke", cache_dir)
-    config.train.num_epochs = 6
-    return workdir, loop.train_and_evaluate(config, str(workdir))
+@pytest.fixture(scope="session")
+def input_cell_run(built_once, config_file, cache_dir):
+    """(workdir, final metrics) of the input-cell model trained six epochs, once a session."""
+
+    def train(folder):
+        config = config_file("input_cell_boxes.py", "earlier,input_cell,smoke", cache_dir)
+        config.train.num_epochs = 6
+        return loop.train_and_evaluate(config, str(folder / "workdir"))
+
+    folder, final = built_once("series-input_cell", train)
+    return folder / "workdir", final
 
 
 @pytest.mark.slow

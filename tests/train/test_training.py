@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+import types
 
 import jax
 import numpy as np
@@ -70,13 +71,18 @@ def files(workdir) -> dict[str, int]:
     }
 
 
-@pytest.fixture(scope="module")
-def reference_run(tmp_path_factory, cache_dir):
-    """An uninterrupted 1-device `train.py` run of the smoke config."""
-    workdir = tmp_path_factory.mktemp("reference")
-    result = train_py(workdir, cache_dir, "--config.train.checkpoint_every_steps=10")
-    assert result.returncode == 0, result.stdout + result.stderr
-    return workdir, result
+@pytest.fixture(scope="session")
+def reference_run(built_once, cache_dir):
+    """An uninterrupted 1-device `train.py` run of the smoke config, once a session (`built_once`):
+    (workdir, its output: stdout and stderr)."""
+
+    def train(folder):
+        result = train_py(folder / "workdir", cache_dir, "--config.train.checkpoint_every_steps=10")
+        assert result.returncode == 0, result.stdout + result.stderr
+        return {"stdout": result.stdout, "stderr": result.stderr}
+
+    folder, output = built_once("training-reference", train)
+    return folder / "workdir", types.SimpleNamespace(**output)
 
 
 @pytest.mark.slow
