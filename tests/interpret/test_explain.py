@@ -130,10 +130,18 @@ def test_outputs_that_are_not_finite_are_refused(workdirs, tmp_path, model_name)
     assert not written.exists() or not written.read_text()  # no example explained
 
 
-# fastText and iCapsNets Short are checked in tests/interpret/test_checks.py; binary relevance and
-# iCapsNets Long share their families' parameter layouts with SGM's encoder and Short.
+# The models whose sanity checks run elsewhere, and where; a model of the table not named here
+# has its checks run below.
+CHECKED_ELSEWHERE = {
+    "fasttext": "tests/interpret/test_checks.py",
+    "icapsnet_short": "tests/interpret/test_checks.py",
+    "br": "its parameter layout is SGM's encoder's, checked below",
+    "icapsnet_long": "its parameter layout is iCapsNets Short's",
+}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("model_name", ["cccapsnet", "dilated_fcn", "input_cell_lstm", "sgm"])
+@pytest.mark.parametrize("model_name", sorted(set(SMOKE) - set(CHECKED_ELSEWHERE)))
 def test_checks_of_every_family(workdirs, model_name):
     """The sanity checks run on every model family: a randomisation correlation per re-initialised
     stage, ending with all parameters; the input vectors' methods get a max-sensitivity, random
@@ -193,10 +201,17 @@ def test_bad_flags_are_one_line_errors(workdirs, flags, message):
                 "shapley_sampling, lime, random") in result.stderr
 
 
-# iCapsNets and the input-cell model run through the command in test_interpret_command.py and
-# test_series_training.py.
+# The models the command runs on elsewhere, and where; a model of the table not named here runs
+# through the command below.
+COMMAND_RUN_ELSEWHERE = {
+    "icapsnet_short": "tests/interpret/test_interpret_command.py",
+    "icapsnet_long": "tests/interpret/test_interpret_command.py",
+    "input_cell_lstm": "tests/train/test_series_training.py",
+}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("model_name", ["br", "cccapsnet", "dilated_fcn", "fasttext", "sgm"])
+@pytest.mark.parametrize("model_name", sorted(set(SMOKE) - set(COMMAND_RUN_ELSEWHERE)))
 def test_the_command_runs_on_every_model(workdirs, tmp_path, model_name):
     workdir = workdirs(model_name)
     result = run("--workdir", workdir, own_data_cache(workdir), "--out", str(tmp_path), "--limit", "2", "--methods",
