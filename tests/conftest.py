@@ -125,3 +125,18 @@ def trained_smoke_workdir(built_once, config_file, cache_dir):
         return folder / "workdir", final
 
     return trained
+
+
+@pytest.fixture(scope="session")
+def checkpointed_smoke_workdir(built_once, config_file, cache_dir):
+    """The fastText `:smoke` run in-process (on the 8 devices), checkpointed every 10 of its 60
+    steps, once a session (`built_once`): the uninterrupted run that the checkpoint-fault tests
+    and the one-device `train.py` run compare theirs with."""
+    from jcaps.train import loop
+
+    def train(folder):
+        config = config_file("fasttext_ag_news.py", "smoke", cache_dir)
+        config.train.checkpoint_every_steps = 10
+        loop.train_and_evaluate(config, str(folder / "workdir"))
+
+    return built_once("fasttext-smoke-checkpointed", train)[0] / "workdir"

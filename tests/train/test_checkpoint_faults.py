@@ -69,15 +69,9 @@ def flip_byte(path: str, position: int | None = None) -> None:
 
 
 @pytest.fixture(scope="session")
-def reference(built_once, cache_dir):
-    """(workdir, final metrics) of an uninterrupted run, once a session (`built_once`)."""
-
-    def train(folder):
-        loop.train_and_evaluate(smoke_config(cache_dir), str(folder / "workdir"))
-        return final_metrics(folder / "workdir")
-
-    folder, finals = built_once("checkpoint_faults-reference", train)
-    return folder / "workdir", finals
+def reference(checkpointed_smoke_workdir):
+    """(workdir, final metrics) of an uninterrupted run (`smoke_config`'s)."""
+    return checkpointed_smoke_workdir, final_metrics(checkpointed_smoke_workdir)
 
 
 @pytest.fixture(scope="session")
