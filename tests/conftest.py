@@ -23,13 +23,13 @@ jax.config.update("jax_numpy_dtype_promotion", "strict")
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """GPU-marked tests run only where JAX has a GPU backend. A test that reads a `:smoke` workdir
-    is slow: the first such test of the session trains it."""
+    """GPU-marked tests run only where JAX has a GPU backend. A test that reads what `built_once`
+    builds (a trained workdir) is slow: the first such test of the session builds it."""
     skip = pytest.mark.skip(reason="needs a GPU (run by benchmarks/device_check.sh)")
     for item in items:
         if "gpu" in item.keywords and jax.default_backend() != "gpu":
             item.add_marker(skip)
-        if "trained_smoke_workdir" in getattr(item, "fixturenames", ()):
+        if "built_once" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
 
 
