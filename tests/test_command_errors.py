@@ -13,6 +13,8 @@ import pytest
 
 from tests.workdir_flags import own_data_cache
 
+pytestmark = pytest.mark.slow
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SMOKE = "configs/fasttext_ag_news.py:smoke"
 
@@ -35,14 +37,10 @@ def assert_user_error(result, *fragments: str) -> str:
     return errors[0]
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    root = tmp_path_factory.mktemp("trained")
-    workdir = root / "w"
-    result = run("train.py", "--config", SMOKE, "--workdir", str(workdir), f"--config.data.cache_dir={root / 'cache'}",
-                 "--config.train.progress=none", "--config.train.num_steps=4")
-    assert result.returncode == 0, result.stdout + result.stderr
-    return workdir
+@pytest.fixture(scope="session")
+def trained(trained_smoke_workdir):
+    """The session's fastText `:smoke` workdir: the tests that change it change a copy."""
+    return trained_smoke_workdir("fasttext_ag_news.py")[0]
 
 
 def test_misspelt_config_key_suggests_the_right_one_without_escapes(tmp_path):

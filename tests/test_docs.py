@@ -109,6 +109,7 @@ def test_every_cited_section_exists_and_holds_a_formula():
     assert not _citations(r"docs/models\.md`? §[1-5]")
 
 
+@pytest.mark.slow
 def test_results_tables_match_their_files():
     result = subprocess.run([sys.executable, "-m", "studies.tables", "--check"], cwd=ROOT,
                             capture_output=True, text=True, check=False, timeout=120)
@@ -267,6 +268,7 @@ def test_only_marked_blocks_are_skipped():
             assert SKIP_REASONS[reason].search(code), f"{where}: marked {reason!r} but shows no reason for it"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where, language, code", BLOCKS, ids=[where for where, _, _ in BLOCKS])
 def test_code_block(where, language, code, docs_tmp):
     reason = skip_reason(code)

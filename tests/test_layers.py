@@ -5,7 +5,10 @@ import json
 import subprocess
 import sys
 
+import pytest
 
+
+@pytest.mark.slow
 def test_capsule_ops_import_no_flax_optax_or_other_jcaps_package():
     # A fresh interpreter: this one has imported everything the other tests use.
     script = "import sys, json, jcaps.ops.capsules; print(json.dumps(sorted(sys.modules)))"

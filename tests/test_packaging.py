@@ -36,6 +36,7 @@ def run_jcaps(*arguments, cwd):
                           text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_the_jcaps_command_lists_its_commands_and_refuses_an_unknown_one(tmp_path):
     listing = run_jcaps("--help", cwd=tmp_path)
     assert listing.returncode == 0
@@ -47,11 +48,13 @@ def test_the_jcaps_command_lists_its_commands_and_refuses_an_unknown_one(tmp_pat
         "jcaps: unknown command 'fit'; one of train, evaluate, predict, interpret, params (see jcaps --help)"]
 
 
+@pytest.mark.slow
 def test_jcaps_params_takes_a_config_by_name_outside_the_checkout(tmp_path):
     counted = run_jcaps("params", "--config", "fasttext_ag_news:smoke", cwd=tmp_path)
     assert counted.returncode == 0, counted.stderr
 
 
+@pytest.mark.slow
 def test_a_checkout_folder_that_shadows_the_package_is_named(tmp_path):
     (tmp_path / "jcaps").symlink_to(ROOT)
     script = tmp_path / "script.py"
@@ -63,6 +66,7 @@ def test_a_checkout_folder_that_shadows_the_package_is_named(tmp_path):
         "run the script from another folder, or rename the checkout")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("build") is None, reason="needs the build package (the dev extra)")
 def test_the_wheel_ships_the_configs_the_license_the_typing_marker_and_the_command(tmp_path):
     subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp_path), str(ROOT)],
@@ -74,6 +78,7 @@ def test_the_wheel_ships_the_configs_the_license_the_typing_marker_and_the_comma
     assert "jcaps = jcaps.command:main" in zipfile.ZipFile(wheel).read(f"{dist_info}/entry_points.txt").decode()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command, needed_flags", [
     ("train", ["--config", "--workdir"]),
     ("evaluate", ["--workdir", "--config.data.dir", "--parameters"]),

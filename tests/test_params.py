@@ -40,6 +40,7 @@ def test_any_config(cache_dir):
     assert counts["total"] == v * 16 + 1024 * 16 + 16 * j + j
 
 
+@pytest.mark.slow
 def test_command_line(cache_dir):
     command = [
         sys.executable,

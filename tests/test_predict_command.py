@@ -48,20 +48,22 @@ LINES = [
 FILE_BYTES = b"\n".join(LINES)
 
 
-@pytest.fixture(scope="module")
-def trained_run(tmp_path_factory):
-    """(workdir, the data folder it was trained on, moved after training; cache_dir)."""
-    root = tmp_path_factory.mktemp("predict_command")
-    data = synthetic.write_zhang_csv(str(root / "data"), train_size=256, test_size=64, seed=0)
-    config = config_lib.load(SMOKE)
-    config.data.source, config.data.dir = "local", data
-    config.data.cache_dir = str(root / "cache")
-    config.train.progress = "none"
-    workdir = str(root / "workdir")
-    loop.train_and_evaluate(config, workdir)
-    moved = str(root / "moved")
-    shutil.move(data, moved)
-    return workdir, moved, str(root / "cache")
+@pytest.fixture(scope="session")
+def trained_run(built_once):
+    """(workdir, the data folder it was trained on, moved after training; cache_dir), once a
+    session (`built_once`)."""
+
+    def train(root):
+        data = synthetic.write_zhang_csv(str(root / "data"), train_size=256, test_size=64, seed=0)
+        config = config_lib.load(SMOKE)
+        config.data.source, config.data.dir = "local", data
+        config.data.cache_dir = str(root / "cache")
+        config.train.progress = "none"
+        loop.train_and_evaluate(config, str(root / "workdir"))
+        shutil.move(data, str(root / "moved"))
+
+    root = built_once("predict_command", train)[0]
+    return str(root / "workdir"), str(root / "moved"), str(root / "cache")
 
 
 @pytest.fixture(scope="module")
@@ -146,6 +148,7 @@ def test_option_ranges(kwargs, message):
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_load_reports_which_parameters(trained_run, trained):
     metrics = [json.loads(line) for line in open(os.path.join(trained_run[0], "metrics.jsonl"), encoding="utf-8")]
     last_step = max(m["step"] for m in metrics)
@@ -154,6 +157,7 @@ def test_load_reports_which_parameters(trained_run, trained):
     assert trained.selected_step == best["step"]
 
 
+@pytest.mark.slow
 def test_predict_answers_every_text_in_order(trained):
     texts = ["shares and profit rose", "", "   ", "\\\\", "the striker scored a goal"] * 3
     results = predict(trained, texts, top_k=2, batch_size=4)  # chunks of 4 texts, 1 to 3 of them not empty
@@ -170,6 +174,7 @@ def test_predict_answers_every_text_in_order(trained):
     assert len(predict(trained, ["shares"])[0]["probabilities"]) == len(trained.dataset.labels.names)
 
 
+@pytest.mark.slow
 def test_predict_checks_options_before_reading(trained):
     def texts():
         raise AssertionError("read")
@@ -181,6 +186,7 @@ def test_predict_checks_options_before_reading(trained):
         iter_predictions(trained, texts(), threshold=0.3)
 
 
+@pytest.mark.slow
 def test_probabilities_that_are_not_finite_are_refused(trained):
     import dataclasses
 
@@ -193,6 +199,7 @@ def test_probabilities_that_are_not_finite_are_refused(trained):
         predict(broken, ["shares and profit rose"])
 
 
+@pytest.mark.slow
 def test_last_parameters_when_the_run_selected_none(trained_run, tmp_path):
     copy = tmp_path / "last"
     shutil.copytree(trained_run[0], copy)
@@ -204,6 +211,7 @@ def test_last_parameters_when_the_run_selected_none(trained_run, tmp_path):
     assert predict(last, ["the striker scored a goal"])[0]["label"] == "sports"
 
 
+@pytest.mark.slow
 def test_evaluate_in_process_reports_the_selected_step(trained_run, trained):
     from jcaps.evaluate import evaluate
 
@@ -223,6 +231,7 @@ def test_evaluate_in_process_reports_the_selected_step(trained_run, trained):
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_cli_predict_stdin_answers_every_line(trained_run, tmp_path):
     returncode, stdout, stderr = run(
         "jcaps.predict", "--workdir", trained_run[0], "--input", "-", "--errors", "replace", "--batch_size", "2",
@@ -239,6 +248,7 @@ def test_cli_predict_stdin_answers_every_line(trained_run, tmp_path):
     assert "texts/s" in stderr
 
 
+@pytest.mark.slow
 def test_cli_predict_stdin_answers_each_line_as_it_arrives(trained_run, tmp_path):
     """A reader that waits for each answer before writing the next line gets it."""
     import select
@@ -258,6 +268,7 @@ def test_cli_predict_stdin_answers_each_line_as_it_arrives(trained_run, tmp_path
         assert process.wait(timeout=60) == 0
 
 
+@pytest.mark.slow
 def test_cli_predict_text_with_invalid_bytes_prints_utf8_json(trained_run, tmp_path):
     returncode, stdout, stderr = run(
         "jcaps.predict", "--workdir", trained_run[0], "--text", os.fsdecode(b"caf\xe9 shares profit \xff"),
@@ -270,6 +281,7 @@ def test_cli_predict_text_with_invalid_bytes_prints_utf8_json(trained_run, tmp_p
     assert second["text_truncated"] and second["text"] == "goal " * 4 + TRUNCATION_MARK
 
 
+@pytest.mark.slow
 def test_cli_predict_user_errors(trained_run, tmp_path):
     workdir = trained_run[0]
     path = tmp_path / "texts.txt"
@@ -282,6 +294,7 @@ def test_cli_predict_user_errors(trained_run, tmp_path):
     assert_one_line_error(*run("jcaps.predict", "--workdir", workdir), "give --text or --input")
 
 
+@pytest.mark.slow
 def test_cli_evaluate_reads_moved_data_from_config_data_dir(trained_run, tmp_path):
     workdir, moved, cache_dir = trained_run
     returncode, stdout, stderr = run("jcaps.evaluate", "--workdir", workdir, tmp_path=tmp_path)

@@ -10,7 +10,11 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from tests.tiny_runs import ROOT
+
+pytestmark = pytest.mark.slow
 
 STEPS = ["environment", "tests", "rnn_impl", "run_all_float32", "run_all_bfloat16", "ag_news_training",
          "ag_news_evaluation"]

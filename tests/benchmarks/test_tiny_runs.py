@@ -17,6 +17,8 @@ import pytest
 
 from tests.tiny_runs import assert_positive, tiny_results
 
+pytestmark = pytest.mark.slow
+
 
 # ---------------------------------------------------------------------------------------------
 # Timings on random inputs

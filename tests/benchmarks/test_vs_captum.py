@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("torch")
 pytest.importorskip("captum")
 pytest.importorskip("sklearn")

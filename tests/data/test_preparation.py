@@ -133,6 +133,7 @@ def write_jsonl(path, records):
     write(path, "".join(json.dumps(r) + "\n" for r in records))
 
 
+@pytest.mark.slow
 def test_an_unknown_multi_label_test_label_stops_training_before_its_first_step(tmp_path):
     folder = tmp_path / "reuters"
     folder.mkdir()

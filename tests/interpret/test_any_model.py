@@ -198,6 +198,7 @@ def planted_task(size: int, seed: int):
     return tokens, labels.astype(np.int32), where
 
 
+@pytest.mark.slow
 def test_on_planted_evidence_the_methods_rank_the_keyword_first():
     table = jnp.asarray(TABLE)
     # Width-1 filters: the evidence a position carries is its own word's (a wider filter shares

@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 from jcaps.interpret import checks, explain
-from jcaps.train import loop
 from jcaps.train.workdir import load_trained
 from jcaps.viz.html import checks_markdown
 from tests.workdir_flags import own_data_cache
@@ -64,16 +63,9 @@ def test_complexity_degeneracy_localisation_and_sensitivity_by_hand():
     np.testing.assert_allclose(checks.max_sensitivity(base, perturbed, np.array([[True, True, False]])), [0.6])
 
 
-def smoke_workdir(tmp_path_factory, config_file, name: str) -> str:
-    root = tmp_path_factory.mktemp("checks")
-    config = config_file(f"{name}_ag_news.py", "smoke", root / "cache")
-    loop.train_and_evaluate(config, str(root / name))
-    return str(root / name)
-
-
-@pytest.fixture(scope="module")
-def fasttext_workdir(tmp_path_factory, config_file):
-    return smoke_workdir(tmp_path_factory, config_file, "fasttext")
+@pytest.fixture(scope="session")
+def fasttext_workdir(trained_smoke_workdir):
+    return str(trained_smoke_workdir("fasttext_ag_news.py")[0])
 
 
 def test_checks_on_planted_keywords(fasttext_workdir):
@@ -95,8 +87,8 @@ def test_checks_on_planted_keywords(fasttext_workdir):
     assert table.count("\n") == len(methods) + 2 and "⚑" in table
 
 
-def test_icapsnet_short_localises_planted_keywords(tmp_path_factory, config_file):
-    trained = load_trained(smoke_workdir(tmp_path_factory, config_file, "icapsnet_short"), with_data=True)
+def test_icapsnet_short_localises_planted_keywords(trained_smoke_workdir):
+    trained = load_trained(str(trained_smoke_workdir("icapsnet_short_ag_news.py")[0]), with_data=True)
     methods = ("integrated_gradients", "occlusion", "kernel_shap", "random")
     summary = checks.check_workdir(trained, "test", methods, limit=32, options=explain.Options(shap_samples=128),
                                    batch_size=32, samples=1)
@@ -117,6 +109,7 @@ def test_pointing_per_class_separates_a_class_the_model_finds_without_evidence()
     assert checks.pointing_per_class([], []) == {}
 
 
+@pytest.mark.slow
 def test_the_command_writes_checks_beside_faithfulness(fasttext_workdir, tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "jcaps.interpret", "--workdir", fasttext_workdir, own_data_cache(fasttext_workdir),

@@ -31,14 +31,13 @@ COMPLETENESS_BOUND = {"fasttext": 0.01}
 COMPLETENESS_EXCEPTIONS: dict[str, tuple[float, str]] = {}
 
 
-@pytest.fixture(scope="module")
-def workdirs(tmp_path_factory, config_file):
-    """One `:smoke` workdir per model name, trained a few steps on first use."""
-    root, made = tmp_path_factory.mktemp("explain"), {}
+@pytest.fixture(scope="session")
+def workdirs(built_once, config_file):
+    """One `:smoke` workdir per model name, trained a few steps once a session (`built_once`)."""
 
     def workdir(model_name: str) -> str:
-        if model_name not in made:
-            config = config_file(*SMOKE[model_name], root / "cache")
+        def train(folder):
+            config = config_file(*SMOKE[model_name], folder / "cache")
             # Explanations need a trained workdir, not a good model; SGM learns to emit labels.
             config.train.num_steps = 60 if model_name == "sgm" else 4
             if config.data.max_len:  # one short padded shape: each function compiles once, and fast
@@ -47,13 +46,14 @@ def workdirs(tmp_path_factory, config_file):
                 config.data.bucket_boundaries = (config.data.max_len,)
             if model_name == "br":
                 config.model.threshold = 0.02  # so that the barely trained model predicts labels
-            made[model_name] = str(root / model_name)
-            loop.train_and_evaluate(config, made[model_name])
-        return made[model_name]
+            loop.train_and_evaluate(config, str(folder / "workdir"))
+
+        return str(built_once(f"explain-{model_name}", train)[0] / "workdir")
 
     return workdir
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model_name", sorted(SMOKE))
 def test_every_method_of_every_model_with_faithfulness(workdirs, tmp_path, model_name):
     trained = load_trained(workdirs(model_name), with_data=True)
@@ -90,6 +90,7 @@ def test_every_method_of_every_model_with_faithfulness(workdirs, tmp_path, model
     assert html.escape(explain.native_note(trained.config.model, methods=methods)) in page
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model_name", sorted(SMOKE))
 def test_sampling_methods_of_every_model(workdirs, tmp_path, model_name):
     """KernelSHAP, permutation sampling and LIME on every model (small budgets): a finite score
@@ -109,6 +110,7 @@ def test_sampling_methods_of_every_model(workdirs, tmp_path, model_name):
             assert total_shap == pytest.approx(total_sampling, rel=1e-3, abs=2e-4), entry["target"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model_name", ["fasttext", "sgm"])
 def test_outputs_that_are_not_finite_are_refused(workdirs, tmp_path, model_name):
     """Parameters that overflow (finite, but large enough to give infinite scores) are refused
@@ -128,9 +130,18 @@ def test_outputs_that_are_not_finite_are_refused(workdirs, tmp_path, model_name)
     assert not written.exists() or not written.read_text()  # no example explained
 
 
-# fastText and iCapsNets Short are checked in tests/interpret/test_checks.py; binary relevance and
-# iCapsNets Long share their families' parameter layouts with SGM's encoder and Short.
-@pytest.mark.parametrize("model_name", ["cccapsnet", "dilated_fcn", "input_cell_lstm", "sgm"])
+# The models whose sanity checks run elsewhere, and where; a model of the table not named here
+# has its checks run below.
+CHECKED_ELSEWHERE = {
+    "fasttext": "tests/interpret/test_checks.py",
+    "icapsnet_short": "tests/interpret/test_checks.py",
+    "br": "its parameter layout is SGM's encoder's, checked below",
+    "icapsnet_long": "its parameter layout is iCapsNets Short's",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model_name", sorted(set(SMOKE) - set(CHECKED_ELSEWHERE)))
 def test_checks_of_every_family(workdirs, model_name):
     """The sanity checks run on every model family: a randomisation correlation per re-initialised
     stage, ending with all parameters; the input vectors' methods get a max-sensitivity, random
@@ -178,6 +189,7 @@ def run(*args):
                           text=True, timeout=300)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flags,message", [
     (["--methods", "capsules"], "has no 'capsules' explanation"),
     (["--methods", "saliencyy"], "unknown method 'saliencyy'"),
@@ -192,9 +204,17 @@ def test_bad_flags_are_one_line_errors(workdirs, flags, message):
                 "shapley_sampling, lime, random") in result.stderr
 
 
-# iCapsNets and the input-cell model run through the command in test_interpret_command.py and
-# test_series_training.py.
-@pytest.mark.parametrize("model_name", ["br", "cccapsnet", "dilated_fcn", "fasttext", "sgm"])
+# The models the command runs on elsewhere, and where; a model of the table not named here runs
+# through the command below.
+COMMAND_RUN_ELSEWHERE = {
+    "icapsnet_short": "tests/interpret/test_interpret_command.py",
+    "icapsnet_long": "tests/interpret/test_interpret_command.py",
+    "input_cell_lstm": "tests/train/test_series_training.py",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model_name", sorted(set(SMOKE) - set(COMMAND_RUN_ELSEWHERE)))
 def test_the_command_runs_on_every_model(workdirs, tmp_path, model_name):
     workdir = workdirs(model_name)
     result = run("--workdir", workdir, own_data_cache(workdir), "--out", str(tmp_path), "--limit", "2", "--methods",

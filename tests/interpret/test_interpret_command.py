@@ -1,4 +1,5 @@
-"""`train.py` + `python -m jcaps.interpret` on the iCapsNets `:smoke` configs write all five files."""
+"""`python -m jcaps.interpret` on the session's iCapsNets `:smoke` workdirs (conftest.py) writes all five
+files."""
 
 from __future__ import annotations
 
@@ -22,10 +23,8 @@ def run(*args, timeout=300):
 
 
 @pytest.mark.parametrize("config", ["icapsnet_short_ag_news", "icapsnet_long_ag_news"])
-def test_smoke_training_then_interpretation_writes_the_report(tmp_path, config):
-    workdir, out = tmp_path / "w", tmp_path / "interp"
-    run("train.py", "--config", f"configs/{config}.py:smoke", "--workdir", str(workdir),
-        f"--config.data.cache_dir={tmp_path / 'cache'}", "--config.train.progress=none")
+def test_interpretation_of_a_smoke_workdir_writes_the_report(tmp_path, config, trained_smoke_workdir):
+    workdir, out = trained_smoke_workdir(f"{config}.py")[0], tmp_path / "interp"
     run("-m", "jcaps.interpret", "--workdir", str(workdir), own_data_cache(workdir), "--split", "test",
         "--out", str(out), "--limit", "40",
         "--methods", "capsules,random")  # every method of every model: tests/interpret/test_explain.py

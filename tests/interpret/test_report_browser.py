@@ -13,7 +13,7 @@ from matplotlib import image
 
 from jcaps.viz.html import write_explanation_report
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 BROWSER = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 METHODS = ("integrated_gradients", "occlusion", "random")

@@ -182,6 +182,7 @@ def rbg_keys():
 
 
 # One run per ablation family: embedding x classifier, routing, iterations (with K + 2).
+@pytest.mark.slow
 @pytest.mark.parametrize("family", ["normal-linear", "cc-capsule,dynamic", "iter1,k+2"])
 def test_smoke_training_runs(family, cache_dir, tmp_path, rbg_keys):
     config = load_config("smoke," + family)

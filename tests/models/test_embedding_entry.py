@@ -15,6 +15,7 @@ from jcaps.models.dilated_fcn import DilatedFCN
 from jcaps.models.fasttext import FastText
 from jcaps.models.icapsnet import ICapsNetLong, ICapsNetShort
 from jcaps.models.sgm import SGM, BinaryRelevance
+from jcaps.train.families import MODELS
 
 VOCAB, CLASSES = 30, 3
 TOKENS = np.array([[5, 7, 9, 11, 2, 0, 0, 0], [3, 4, 0, 0, 0, 0, 0, 0]], np.int32)
@@ -36,6 +37,11 @@ SMALL = {
         VOCAB, CLASSES, BOS, EOS, NUM_SPECIAL, embedding_dim=8, encoder_dim=4, decoder_dim=8, num_layers=1, max_steps=3
     ),
 }
+
+
+@pytest.mark.parametrize("model_name", sorted(name for name, family in MODELS.items() if "tokens" in family.inputs))
+def test_every_text_model_of_the_table_is_here(model_name):
+    assert any(name == model_name or name.startswith(f"{model_name}_") for name in SMALL), model_name
 
 
 def _inputs(name):

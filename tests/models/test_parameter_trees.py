@@ -17,12 +17,17 @@ import pytest
 from jcaps.models.cccapsnet import CCCapsNet
 from jcaps.models.choices import INPUT_CELL_LSTM_VARIANTS
 from jcaps.models.dilated_fcn import DilatedFCN
+from jcaps.models.fasttext import FastText
+from jcaps.models.icapsnet import ICapsNetLong, ICapsNetShort
 from jcaps.models.input_cell_lstm import InputCellLSTM
 from jcaps.models.sgm import SGM, BinaryRelevance
+from jcaps.train.families import MODELS as MODEL_TABLE
 
 RECORDED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "parameter_trees.json")
 TOKENS = np.ones((2, 5), np.int32)
+SENTENCES = np.ones((2, 3, 5), np.int32)  # iCapsNets Long reads [B, sentences, words]
 SERIES, MASK = np.ones((2, 5, 3), np.float32), np.ones((2, 5), bool)
+ICAPSNET_SIZES = {"embed_dim": 8, "region_dim": 8, "num_capsules": 4, "query_dim": 4, "primary_dim": 4, "class_dim": 4}
 SGM_SIZES = {"vocab_size": 11, "num_classes": 3, "bos_id": 2, "eos_id": 3, "num_special": 4, "embedding_dim": 6,
              "encoder_dim": 4, "decoder_dim": 5}
 
@@ -31,8 +36,13 @@ def _text(model, *extra):
     return model, (TOKENS, *extra)
 
 
-# name -> (module, its init inputs after the RNG key)
+# name -> (module, its init inputs after the RNG key); a name is a model of the table
+# (`jcaps.train.families.MODELS`) or one of its variants, MODEL_VARIANT.
 MODELS = {
+    "fasttext": _text(FastText(13, 3, embed_dim=8)),
+    "fasttext_bigrams": _text(FastText(13, 3, embed_dim=8, bigram_buckets=16)),
+    "icapsnet_short": _text(ICapsNetShort(13, 3, **ICAPSNET_SIZES)),
+    "icapsnet_long": (ICapsNetLong(13, 3, sentence_dim=6, **ICAPSNET_SIZES), (SENTENCES,)),
     **{
         f"cccapsnet_{embedding}_{classifier}": _text(
             CCCapsNet(13, 3, embedding=embedding, classifier=classifier, embed_dim=8, num_codebooks=2,
@@ -68,6 +78,11 @@ def test_parameter_tree_is_the_recorded_one(name):
     with open(RECORDED) as file:
         recorded = json.load(file)
     assert parameter_tree(name) == recorded[name]
+
+
+@pytest.mark.parametrize("model_name", sorted(MODEL_TABLE))
+def test_every_model_of_the_table_has_a_recorded_tree(model_name):
+    assert any(name == model_name or name.startswith(f"{model_name}_") for name in MODELS), model_name
 
 
 def test_parameters_are_float32():

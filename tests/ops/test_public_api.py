@@ -411,6 +411,7 @@ def test_all_names_exist():
         assert hasattr(ops, name), name
 
 
+@pytest.mark.slow
 def test_import_loads_jax_only():
     """`import jcaps.ops` imports neither Flax nor Optax nor any jcaps package but itself."""
     code = (

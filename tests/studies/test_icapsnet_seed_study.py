@@ -6,7 +6,11 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 from tests.tiny_runs import assert_run_metadata, run_tiny
+
+pytestmark = pytest.mark.slow
 
 
 def test_seed_study_trains_summarises_and_resumes(tmp_path):

@@ -2,7 +2,7 @@
 subprocess on one CPU device): it runs, and its results.json has the keys it documents and the
 run's provenance under "_run".
 
-The studies that read a trained workdir share `:smoke` workdirs trained here for one epoch.
+The studies that read a trained workdir read the session's `:smoke` workdir (conftest.py).
 `icapsnet_global --seeds` has its own test (test_icapsnet_seed_study.py); `sgm_sequences` runs
 in tests/train/test_text_model_configs.py, where it is checked against `evaluate`.
 """
@@ -13,24 +13,9 @@ import json
 
 import pytest
 
-from jcaps.train import loop
 from tests.tiny_runs import assert_positive, assert_run_metadata, run_tiny, tiny_results
 
-
-@pytest.fixture(scope="module")
-def smoke_workdir(tmp_path_factory, cache_dir, config_file):
-    """`smoke_workdir(NAME)`: configs/NAME.py:smoke trained for one epoch, once a module."""
-    workdirs = {}
-
-    def trained(name: str) -> str:
-        if name not in workdirs:
-            config = config_file(f"{name}.py", "smoke", cache_dir)
-            config.train.num_epochs = 1
-            workdirs[name] = str(tmp_path_factory.mktemp(name))
-            loop.train_and_evaluate(config, workdirs[name])
-        return workdirs[name]
-
-    return trained
+pytestmark = pytest.mark.slow
 
 
 def test_saliency_boxes(tmp_path):
@@ -54,8 +39,8 @@ def test_emoji_variants(tmp_path):
     assert results["meta"]["budget"] == "smoke runs, generated texts" and results["meta"]["test_tweets"] > 0
 
 
-def test_faithfulness(tmp_path, smoke_workdir):
-    workdir = smoke_workdir("icapsnet_short_ag_news")
+def test_faithfulness(tmp_path, trained_smoke_workdir):
+    workdir = str(trained_smoke_workdir("icapsnet_short_ag_news.py")[0])
     results = tiny_results("studies.faithfulness.faithfulness", tmp_path, "--workdir", workdir, "--checks",
                            "--checks_examples", "4")
     assert set(results) == {"integrated_gradients", "random", "forward_s", "integrated_gradients_s",
@@ -70,8 +55,8 @@ def test_faithfulness(tmp_path, smoke_workdir):
     assert_positive(results, "forward_s", "integrated_gradients_s", "integrated_gradients_over_forward")
 
 
-def test_icapsnet_global(tmp_path, smoke_workdir):
-    workdir = smoke_workdir("icapsnet_short_ag_news")
+def test_icapsnet_global(tmp_path, trained_smoke_workdir):
+    workdir = str(trained_smoke_workdir("icapsnet_short_ag_news.py")[0])
     # --out names the JSON file itself.
     run_tiny("studies.icapsnet_global.icapsnet_global", "--workdir", workdir, "--out", str(tmp_path / "results.json"))
     with open(tmp_path / "results.json", encoding="utf-8") as f:

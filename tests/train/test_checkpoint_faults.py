@@ -68,19 +68,16 @@ def flip_byte(path: str, position: int | None = None) -> None:
         f.write(data)
 
 
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory, cache_dir):
-    """(workdir, final metrics) of an uninterrupted run."""
-    workdir = tmp_path_factory.mktemp("reference")
-    loop.train_and_evaluate(smoke_config(cache_dir), str(workdir))
-    return workdir, final_metrics(workdir)
+@pytest.fixture(scope="session")
+def reference(checkpointed_smoke_workdir):
+    """(workdir, final metrics) of an uninterrupted run (`smoke_config`'s)."""
+    return checkpointed_smoke_workdir, final_metrics(checkpointed_smoke_workdir)
 
 
-@pytest.fixture(scope="module")
-def crashed(tmp_path_factory, cache_dir):
+@pytest.fixture(scope="session")
+def crashed(built_once, cache_dir):
     """A workdir whose run died right after saving step 40 (checkpoints 20, 30, 40; best 30, its one
-    evaluation)."""
-    workdir = tmp_path_factory.mktemp("crashed")
+    evaluation), once a session (`built_once`)."""
     save = Checkpoints.save
 
     def save_then_crash(self, step, *args):
@@ -88,12 +85,15 @@ def crashed(tmp_path_factory, cache_dir):
         if step == 40:
             raise _Crash
 
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Checkpoints, "save", save_then_crash)
-        with pytest.raises(_Crash):
-            loop.train_and_evaluate(smoke_config(cache_dir), str(workdir))
-    assert sorted(os.listdir(workdir / "checkpoints")) == ["20", "30", "40", "labels.json", "vocab.json"]
-    return workdir
+    def crash(folder):
+        workdir = folder / "workdir"
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(Checkpoints, "save", save_then_crash)
+            with pytest.raises(_Crash):
+                loop.train_and_evaluate(smoke_config(cache_dir), str(workdir))
+        assert sorted(os.listdir(workdir / "checkpoints")) == ["20", "30", "40", "labels.json", "vocab.json"]
+
+    return built_once("checkpoint_faults-crashed", crash)[0] / "workdir"
 
 
 def assert_same_finals(workdir, expected: dict) -> None:
@@ -153,6 +153,7 @@ def test_checksums_catch_every_change_but_the_commit_markers(tmp_path):
         checkpoints_lib.verify_checksums(str(step))
 
 
+@pytest.mark.slow
 def test_every_saved_step_has_checksums(reference):
     workdir, _ = reference
     for step in ("checkpoints/40", "checkpoints/50", "checkpoints/60", "best/60"):
@@ -165,12 +166,14 @@ def test_every_saved_step_has_checksums(reference):
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_crash_after_a_save_resumes_to_the_same_metrics(tmp_path, crashed, cache_dir, reference, capsys):
     workdir, err = resume(tmp_path, crashed, cache_dir, capsys)
     assert err == ""
     assert_same_finals(workdir, reference[1])
 
 
+@pytest.mark.slow
 def test_damaged_latest_checkpoint_is_moved_aside_and_the_previous_one_resumes(
         tmp_path, crashed, cache_dir, reference, capsys):
     def overwrite_100_bytes(workdir):
@@ -189,6 +192,7 @@ def test_damaged_latest_checkpoint_is_moved_aside_and_the_previous_one_resumes(
     assert len(steps) == len(set(steps))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_any_flipped_byte_is_caught_and_the_run_finishes(tmp_path, crashed, cache_dir, reference, capsys, seed):
     """One byte of a random file of the last checkpoint or of the best parameters: the run
@@ -211,6 +215,7 @@ def test_any_flipped_byte_is_caught_and_the_run_finishes(tmp_path, crashed, cach
     assert_same_finals(workdir, reference[1])
 
 
+@pytest.mark.slow
 def test_truncated_file_and_removed_commit_marker(tmp_path, crashed, cache_dir, reference, capsys):
     def truncate_and_unmark(workdir):
         for path in step_files(workdir, "checkpoints/40/state"):
@@ -226,6 +231,7 @@ def test_truncated_file_and_removed_commit_marker(tmp_path, crashed, cache_dir, 
     assert_same_finals(workdir, reference[1])
 
 
+@pytest.mark.slow
 def test_a_checkpoint_without_checksums_is_restored_as_orbax_committed_it(
         tmp_path, crashed, cache_dir, reference, capsys):
     """Killed between orbax's commit and the checksum write (or saved by an earlier jcaps)."""
@@ -235,6 +241,7 @@ def test_a_checkpoint_without_checksums_is_restored_as_orbax_committed_it(
     assert_same_finals(workdir, reference[1])
 
 
+@pytest.mark.slow
 def test_no_intact_checkpoint_is_one_error_and_moves_nothing(tmp_path, crashed, cache_dir):
     workdir = tmp_path / "run"
     shutil.copytree(crashed, workdir)
@@ -246,6 +253,7 @@ def test_no_intact_checkpoint_is_one_error_and_moves_nothing(tmp_path, crashed, 
     assert sorted(n for n in os.listdir(workdir / "checkpoints") if n[0].isdigit()) == ["20", "30", "40"]
 
 
+@pytest.mark.slow
 def test_damaged_best_parameters_restart_model_selection(tmp_path, crashed, cache_dir, reference, capsys):
     workdir, err = resume(tmp_path, crashed, cache_dir, capsys,
                           lambda w: flip_byte(step_files(w, "best/30/params")[-1]))
@@ -260,6 +268,7 @@ def test_damaged_best_parameters_restart_model_selection(tmp_path, crashed, cach
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("failure", [
     OSError(errno.ENOSPC, "No space left on device"),
     # tensorstore's report of the same failed write
@@ -309,6 +318,7 @@ FULL_DISK_WRITES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target,failure,message", FULL_DISK_WRITES,
                          ids=[message.split(" ")[3] for _, _, message in FULL_DISK_WRITES])
 def test_a_full_disk_at_any_write_is_one_line_and_the_run_resumes(tmp_path, cache_dir, reference, target, failure,
@@ -325,6 +335,7 @@ def test_a_full_disk_at_any_write_is_one_line_and_the_run_resumes(tmp_path, cach
     assert_same_finals(workdir, reference[1])
 
 
+@pytest.mark.slow
 def test_a_bug_in_a_save_is_not_taken_for_a_full_disk(tmp_path, crashed, cache_dir):
     workdir = tmp_path / "run"
     shutil.copytree(crashed, workdir)
@@ -366,6 +377,7 @@ SIGINT_PHASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("owner,name,where", SIGINT_PHASES, ids=[name for _, name, _ in SIGINT_PHASES])
 def test_ctrl_c_at_any_phase_stops_with_status_130_and_the_run_resumes(tmp_path, crashed, cache_dir, reference,
                                                                         owner, name, where):
@@ -418,6 +430,7 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point,step,seed", [("orbax", 40, 0), ("commit", 30, 0), ("checksums", 50, 0),
                                              ("time", 0, 1), ("time", 0, 2)])
 def test_sigkill_during_a_save_then_rerun_matches_an_uninterrupted_run(tmp_path, cache_dir, reference, point, step,
@@ -452,6 +465,7 @@ def strict_records(path) -> list[dict]:
     return [json.loads(line, parse_constant=refuse) for line in open(path, encoding="utf-8")]
 
 
+@pytest.mark.slow
 def test_a_nan_at_an_evaluation_step_stops_the_run_before_it_is_selected(tmp_path, cache_dir):
     """The learning rate blows up after step 36 (×1e36 from 60 % of training); validation, each
     step, sees the NaN before any log line does. NaN scores all take one class, whose accuracy
@@ -473,6 +487,7 @@ def test_a_nan_at_an_evaluation_step_stops_the_run_before_it_is_selected(tmp_pat
     assert evaluate(str(workdir), "test")["selected_step"] == best
 
 
+@pytest.mark.slow
 def test_parameters_that_are_not_finite_are_refused_naming_the_newest_finite_checkpoint(tmp_path, reference, capsys):
     """A workdir whose best/ (or newest checkpoint) holds NaN weights, as training saved them before
     it checked."""
@@ -510,6 +525,7 @@ def test_parameters_that_are_not_finite_are_refused_naming_the_newest_finite_che
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_damaged_best_parameters_are_refused_unless_the_last_checkpoint_is_asked_for(tmp_path, reference, capsys):
     from jcaps.evaluate import evaluate
 
@@ -534,6 +550,7 @@ def test_damaged_best_parameters_are_refused_unless_the_last_checkpoint_is_asked
     assert (workdir / "checkpoints" / "60").is_dir()  # a command that reads moves nothing
 
 
+@pytest.mark.slow
 def test_evaluate_on_truncated_best_parameters_is_one_error_line(tmp_path, reference):
     workdir = tmp_path / "trained"
     shutil.copytree(reference[0], workdir)
@@ -549,6 +566,7 @@ def test_evaluate_on_truncated_best_parameters_is_one_error_line(tmp_path, refer
     assert hint.startswith("hint: --parameters last")
 
 
+@pytest.mark.slow
 def test_best_parameters_replaced_while_they_are_read_are_read_again(tmp_path, reference, capsys):
     """A training saves a new best step, deleting the old one, between the reader's look at
     best/ and its read of the parameters: the reader reads the new step, and says so."""
@@ -575,6 +593,7 @@ def test_best_parameters_replaced_while_they_are_read_are_read_again(tmp_path, r
     assert line == f"warning: {workdir} changed while it was read (a training is writing it); reading it again"
 
 
+@pytest.mark.slow
 def test_readers_beside_a_training_never_fail(tmp_path):
     """The reader benchmark at its tiny size: loads and predict calls while train.py saves a best
     step at every step and deletes old checkpoints."""
@@ -586,6 +605,7 @@ def test_readers_beside_a_training_never_fail(tmp_path):
     assert results["loads"] == 30 and results["steps_during_reads"] > 0
 
 
+@pytest.mark.slow
 def test_the_integrity_benchmark_runs_at_a_tiny_size(tmp_path):
     result = subprocess.run([sys.executable, "-m", "benchmarks.checkpoint_integrity", "--out", str(tmp_path), "--tiny"],
                             cwd=ROOT, capture_output=True, text=True, timeout=300,

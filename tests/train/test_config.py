@@ -222,6 +222,7 @@ def test_every_config_passes_validation_with_each_of_its_arguments(path):
         validate(load(f"{path}:{arg}"), MODELS)
 
 
+@pytest.mark.slow
 def test_train_py_stops_on_a_bad_value_with_one_error_line_and_no_checkpoint(tmp_path):
     workdir = tmp_path / "run"
     command = [sys.executable, os.path.join(ROOT, "train.py"), "--config",
@@ -246,6 +247,7 @@ def test_load_builds_a_config_file_with_its_argument():
         load(os.path.join(ROOT, "configs", "no_such.py:smoke"))
 
 
+@pytest.mark.slow
 def test_configs_load_from_any_working_directory_without_model_code(tmp_path):
     """Config files share `jcaps.train.config_blocks` (not each other through `sys.path`) and
     build their keys without JAX, Flax, Optax or any model module."""

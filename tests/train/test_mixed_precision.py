@@ -17,6 +17,8 @@ Two comparisons, one per test:
 
 from __future__ import annotations
 
+import json
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -96,15 +98,16 @@ def test_bfloat16_model_tracks_float32_at_the_same_parameters(name, cache_dir, c
     assert cosine >= GRADIENT_MIN_COSINE, f"{name}: gradient cosine {cosine:.4f}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SMOKE_CONFIGS))
-def test_bfloat16_training_keeps_float32_state_and_tracks_float32(name, tmp_path, cache_dir, config_file):
-    finals = {}
-    for dtype in ("float32", "bfloat16"):
-        config = config_file(*SMOKE_CONFIGS[name], cache_dir)
-        config.train.dtype = dtype
-        finals[dtype] = loop.train_and_evaluate(config, str(tmp_path / dtype))["test"]
-
-    low, high = finals["bfloat16"], finals["float32"]
+def test_bfloat16_training_keeps_float32_state_and_tracks_float32(name, tmp_path, cache_dir, config_file,
+                                                                  trained_smoke_workdir):
+    # The float32 run is the session's `:smoke` run of the model, float32 being the configs' dtype.
+    float32_workdir, float32_final = trained_smoke_workdir(*SMOKE_CONFIGS[name])
+    assert json.loads((float32_workdir / "config.json").read_text(encoding="utf-8"))["train"]["dtype"] == "float32"
+    config = config_file(*SMOKE_CONFIGS[name], cache_dir)
+    config.train.dtype = "bfloat16"
+    low, high = loop.train_and_evaluate(config, str(tmp_path / "bfloat16"))["test"], float32_final["test"]
     metric = "accuracy" if "accuracy" in high else "micro_f1"
     tolerance = SEED_SPREAD.get(name, TRAINED_TOLERANCE)
     assert abs(low["loss"] - high["loss"]) <= tolerance["loss"], (low, high)

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
 
 import pytest
+
+pytestmark = pytest.mark.slow
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SMOKE = os.path.join(ROOT, "configs", "fasttext_ag_news.py") + ":smoke"
@@ -37,26 +40,31 @@ def train_losses(workdir) -> dict[int, float]:
         return {m["step"]: m["loss"] for m in map(json.loads, f) if m["split"] == "train"}
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("multiprocess")
-    cache = root / "cache"
-    single = subprocess.run(command(root / "single", cache, 12), env=environment(4), cwd=ROOT,
-                            capture_output=True, text=True, timeout=300)
-    assert single.returncode == 0, single.stdout + single.stderr
-    port = free_port()
-    processes = [
-        subprocess.Popen(
-            command(root / "two", cache, 12, "--num_processes=2", f"--process_id={i}",
-                    f"--coordinator_address=localhost:{port}"),
-            env=environment(2), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )
-        for i in range(2)
-    ]
-    outputs = [p.communicate(timeout=300)[0] for p in processes]
-    for process, output in zip(processes, outputs):
-        assert process.returncode == 0, output
-    return root, outputs
+@pytest.fixture(scope="session")
+def runs(built_once, cache_dir):
+    """(folder, the two processes' output): the smoke config trained 12 steps by one process on 4
+    devices (folder/single) and by two processes on 2 devices each (folder/two), once a session
+    (`built_once`)."""
+
+    def train(root):
+        single = subprocess.run(command(root / "single", cache_dir, 12), env=environment(4), cwd=ROOT,
+                                capture_output=True, text=True, timeout=300)
+        assert single.returncode == 0, single.stdout + single.stderr
+        port = free_port()
+        processes = [
+            subprocess.Popen(
+                command(root / "two", cache_dir, 12, "--num_processes=2", f"--process_id={i}",
+                        f"--coordinator_address=localhost:{port}"),
+                env=environment(2), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            )
+            for i in range(2)
+        ]
+        outputs = [p.communicate(timeout=300)[0] for p in processes]
+        for process, output in zip(processes, outputs):
+            assert process.returncode == 0, output
+        return outputs
+
+    return built_once("multiprocess", train)
 
 
 def test_two_processes_match_one_process_with_as_many_devices(runs):
@@ -68,13 +76,14 @@ def test_two_processes_match_one_process_with_as_many_devices(runs):
     assert "final test" in outputs[0] and "final test" not in outputs[1]
 
 
-def test_a_two_process_checkpoint_restores_in_one_process(runs):
-    root, _ = runs
-    resumed = subprocess.run(command(root / "two", root / "cache", 18), env=environment(1), cwd=ROOT,
+def test_a_two_process_checkpoint_restores_in_one_process(runs, tmp_path, cache_dir):
+    workdir = tmp_path / "two"
+    shutil.copytree(runs[0] / "two", workdir)
+    resumed = subprocess.run(command(workdir, cache_dir, 18), env=environment(1), cwd=ROOT,
                              capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "Resuming from step 12" in resumed.stdout
-    assert sorted(train_losses(root / "two")) == list(range(1, 19))
+    assert sorted(train_losses(workdir)) == list(range(1, 19))
 
 
 def test_num_processes_needs_a_coordinator(tmp_path):

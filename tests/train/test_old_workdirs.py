@@ -28,6 +28,7 @@ def final_test_metrics(workdir: str) -> dict:
     return next(r for r in records if r.get("final") and r.get("split") == "test")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(os.listdir(OLD_WORKDIRS)))
 def test_an_old_workdir_evaluates_as_it_did_and_resumes(name, tmp_path):
     workdir = str(tmp_path / name)

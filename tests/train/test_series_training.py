@@ -20,14 +20,20 @@ from tests.workdir_flags import own_data_cache
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-@pytest.fixture(scope="module")
-def input_cell_run(tmp_path_factory, cache_dir, config_file):
-    workdir = tmp_path_factory.mktemp("input_cell")
-    config = config_file("input_cell_boxes.py", "earlier,input_cell,smoke", cache_dir)
-    config.train.num_epochs = 6
-    return workdir, loop.train_and_evaluate(config, str(workdir))
+@pytest.fixture(scope="session")
+def input_cell_run(built_once, config_file, cache_dir):
+    """(workdir, final metrics) of the input-cell model trained six epochs, once a session."""
+
+    def train(folder):
+        config = config_file("input_cell_boxes.py", "earlier,input_cell,smoke", cache_dir)
+        config.train.num_epochs = 6
+        return loop.train_and_evaluate(config, str(folder / "workdir"))
+
+    folder, final = built_once("series-input_cell", train)
+    return folder / "workdir", final
 
 
+@pytest.mark.slow
 def test_input_cell_learns_the_box_task(input_cell_run):
     workdir, final = input_cell_run
     # Two balanced classes told apart by the sign of a box's mean: chance is 0.5.
@@ -39,6 +45,7 @@ def test_input_cell_learns_the_box_task(input_cell_run):
         assert os.path.isfile(os.path.join(workdir, "checkpoints", name)), name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", [v for v in INPUT_CELL_LSTM_VARIANTS if v != "input_cell"])
 def test_every_variant_trains(tmp_path, cache_dir, variant, config_file):
     config = config_file("input_cell_boxes.py", f"middle,{variant},smoke", cache_dir)
@@ -47,6 +54,7 @@ def test_every_variant_trains(tmp_path, cache_dir, variant, config_file):
     assert np.isfinite(final["test"]["loss"]) and 0.0 <= final["test"]["accuracy"] <= 1.0
 
 
+@pytest.mark.slow
 def test_interpret_writes_saliency_figures(input_cell_run, tmp_path):
     workdir, _ = input_cell_run
     out = tmp_path / "saliency"
@@ -67,6 +75,7 @@ def test_interpret_writes_saliency_figures(input_cell_run, tmp_path):
     assert "saliency figures" in result.stdout
 
 
+@pytest.mark.slow
 def test_trained_series_workdir_refuses_text(input_cell_run):
     workdir, _ = input_cell_run
     with pytest.raises(UserError, match="reads series, not text"):

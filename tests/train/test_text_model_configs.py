@@ -17,7 +17,6 @@ from jcaps.models.choices import DILATED_FCN_ATTENTIONS
 from jcaps.predict import predict
 from jcaps.train import loop
 from jcaps.train.workdir import load_trained
-from tests.shared_tmp import locked, shared_folder
 from tests.workdir_flags import own_data_cache
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -33,6 +32,7 @@ def train_losses(workdir) -> list[float]:
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", DILATED_FCN_ATTENTIONS)
 def test_every_attention_variant_trains(tmp_path, cache_dir, variant, config_file):
     config = config_file("dilated_fcn_emoji.py", f"{variant},smoke", cache_dir)
@@ -44,19 +44,19 @@ def test_every_attention_variant_trains(tmp_path, cache_dir, variant, config_fil
     assert np.isfinite(final["test"]["loss"]) and 0.0 <= final["test"]["macro_f1"] <= 1.0
 
 
-def test_dilated_fcn_learns_and_compiles_once_per_bucket(tmp_path, cache_dir, config_file):
-    config = config_file("dilated_fcn_emoji.py", "smoke", cache_dir)
-    final = loop.train_and_evaluate(config, str(tmp_path))
-    losses = train_losses(tmp_path)
+def test_dilated_fcn_learns_and_compiles_once_per_bucket(trained_smoke_workdir):
+    workdir, final = trained_smoke_workdir("dilated_fcn_emoji.py")
+    losses = train_losses(workdir)
     assert losses[-1] < 0.9 * losses[0]
     assert final["test"]["accuracy"] > 0.35  # four balanced classes: chance is 0.25
     # Characters are the tokens; a workdir alone predicts.
-    trained = load_trained(str(tmp_path))
+    trained = load_trained(str(workdir))
     assert trained.dataset.tokenize("ab c") == ["a", "b", " ", "c"]
     [result] = predict(trained, ["The striker scored a goal"])
     assert result["label"] in trained.dataset.labels.names
 
 
+@pytest.mark.slow
 def test_dilated_fcn_epoch_compiles_at_most_one_step_per_bucket(cache_dir, config_file, counting_traces):
     from jcaps.data.datasets import load_dataset
     from jcaps.train import mesh as mesh_lib
@@ -91,27 +91,9 @@ MULTILABEL_CONFIGS = ("br_reuters.py", "sgm_reuters.py", "sgm_ge_reuters.py", "b
                       "sgm_ge_debian_tags.py")
 
 
-@pytest.fixture(scope="session")
-def multilabel_run(tmp_path_factory, config_file):
-    """`multilabel_run(NAME)` -> (workdir, final metrics) of configs/NAME's `:smoke` run, trained
-    once for every worker of the session: the first test to ask trains it, under a lock."""
-    folder = shared_folder(tmp_path_factory, "multilabel_runs")
-
-    def run(name: str):
-        workdir = folder / name.removesuffix(".py")
-        final_file = folder / f"{workdir.name}.final.json"
-        with locked(folder, [workdir.name]):
-            if not final_file.exists():
-                config = config_file(name, "smoke", folder / f"{workdir.name}_tfds")
-                final_file.write_text(json.dumps(loop.train_and_evaluate(config, str(workdir))), encoding="utf-8")
-        return workdir, json.loads(final_file.read_text(encoding="utf-8"))
-
-    return run
-
-
 @pytest.mark.parametrize("name", MULTILABEL_CONFIGS)
-def test_multilabel_configs_learn(multilabel_run, name):
-    workdir, final = multilabel_run(name)
+def test_multilabel_configs_learn(trained_smoke_workdir, name):
+    workdir, final = trained_smoke_workdir(name)
     losses = train_losses(workdir)
     assert losses[-1] < 0.8 * losses[0]
     test = final["test"]
@@ -124,15 +106,15 @@ def test_multilabel_configs_learn(multilabel_run, name):
     assert test["true_labels_per_example"] == pytest.approx(1.9, abs=0.3)
 
 
-def test_debian_tags_validation_is_carved_by_source_package(multilabel_run):
-    trained = load_trained(str(multilabel_run("sgm_ge_debian_tags.py")[0]), with_data=True)
+def test_debian_tags_validation_is_carved_by_source_package(trained_smoke_workdir):
+    trained = load_trained(str(trained_smoke_workdir("sgm_ge_debian_tags.py")[0]), with_data=True)
     splits = trained.dataset.splits
     sources = [{splits[p].source[i]["source"] for i in range(len(splits[p].source))} for p in ("train", "validation")]
     assert sources[1] and not sources[0] & sources[1]
 
 
-def test_evaluate_changes_decoding_settings_only(multilabel_run):
-    sgm, br = (str(multilabel_run(name)[0]) for name in ("sgm_reuters.py", "br_reuters.py"))
+def test_evaluate_changes_decoding_settings_only(trained_smoke_workdir):
+    sgm, br = (str(trained_smoke_workdir(name)[0]) for name in ("sgm_reuters.py", "br_reuters.py"))
     default = evaluate(sgm, "test")
     # One decoding step leaves room for one label at most; the parameters stay the same.
     one_step = evaluate(sgm, "test", model_overrides={"max_steps": 1, "decoding": "greedy"})
@@ -152,8 +134,9 @@ def test_evaluate_changes_decoding_settings_only(multilabel_run):
         evaluate(sgm, "test", model_overrides={"beam_size": 0})
 
 
-def test_cli_evaluate_takes_decoding_flags(multilabel_run):
-    workdir = str(multilabel_run("sgm_reuters.py")[0])
+@pytest.mark.slow
+def test_cli_evaluate_takes_decoding_flags(trained_smoke_workdir):
+    workdir = str(trained_smoke_workdir("sgm_reuters.py")[0])
     out = subprocess.run(
         [sys.executable, "-m", "jcaps.evaluate", "--workdir", workdir, own_data_cache(workdir), "--split", "validation",
          "--config.model.length_penalty=1.0", "--config.model.beam_size=3"],
@@ -164,8 +147,8 @@ def test_cli_evaluate_takes_decoding_flags(multilabel_run):
     assert result["split"] == "validation" and result["model_overrides"] == {"beam_size": 3, "length_penalty": 1.0}
 
 
-def test_sgm_predicts_label_sets_in_generation_order(multilabel_run):
-    trained = load_trained(str(multilabel_run("sgm_ge_reuters.py")[0]))
+def test_sgm_predicts_label_sets_in_generation_order(trained_smoke_workdir):
+    trained = load_trained(str(trained_smoke_workdir("sgm_ge_reuters.py")[0]))
     results = predict(trained, ["The striker scored a goal in the tournament", "genome telescope physics"])
     for result in results:
         assert result["labels"] and len(set(result["labels"])) == len(result["labels"])
@@ -176,8 +159,8 @@ def test_sgm_predicts_label_sets_in_generation_order(multilabel_run):
         predict(trained, ["x"], threshold=0.3)
 
 
-def test_binary_relevance_predicts_with_threshold_and_top_k(multilabel_run):
-    trained = load_trained(str(multilabel_run("br_reuters.py")[0]))
+def test_binary_relevance_predicts_with_threshold_and_top_k(trained_smoke_workdir):
+    trained = load_trained(str(trained_smoke_workdir("br_reuters.py")[0]))
     [default] = predict(trained, ["The striker scored a goal in the tournament"])
     assert default["threshold"] == 0.5 and "sports" in default["labels"]
     assert all(default["probabilities"][label] >= 0.5 for label in default["labels"])
@@ -186,8 +169,9 @@ def test_binary_relevance_predicts_with_threshold_and_top_k(multilabel_run):
     assert len(low["probabilities"]) == 2
 
 
-def test_cli_predict_prints_a_label_set(multilabel_run):
-    workdir = str(multilabel_run("sgm_reuters.py")[0])
+@pytest.mark.slow
+def test_cli_predict_prints_a_label_set(trained_smoke_workdir):
+    workdir = str(trained_smoke_workdir("sgm_reuters.py")[0])
     out = subprocess.run(
         [sys.executable, "-m", "jcaps.predict", "--workdir", workdir, "--text", "shares profit investors"],
         capture_output=True, text=True, cwd=ROOT, timeout=300, env=dict(os.environ, JAX_PLATFORMS="cpu"), check=False,
@@ -196,8 +180,9 @@ def test_cli_predict_prints_a_label_set(multilabel_run):
     assert isinstance(json.loads(out.stdout.strip().splitlines()[-1])["labels"], list)
 
 
-def test_sgm_sequences_script_agrees_with_evaluate(multilabel_run, tmp_path):
-    workdir = str(multilabel_run("sgm_ge_debian_tags.py")[0])
+@pytest.mark.slow
+def test_sgm_sequences_script_agrees_with_evaluate(trained_smoke_workdir, tmp_path):
+    workdir = str(trained_smoke_workdir("sgm_ge_debian_tags.py")[0])
     out = subprocess.run(
         [sys.executable, "-m", "studies.sgm_sequences.sgm_sequences", "--workdirs", workdir, "--split", "test",
          "--length_penalties", "0", "--out", str(tmp_path)],

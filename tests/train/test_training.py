@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+import types
 
 import jax
 import numpy as np
@@ -71,15 +72,21 @@ def files(workdir) -> dict[str, int]:
     }
 
 
-@pytest.fixture(scope="module")
-def reference_run(tmp_path_factory, cache_dir):
-    """An uninterrupted 1-device `train.py` run of the smoke config."""
-    workdir = tmp_path_factory.mktemp("reference")
-    result = train_py(workdir, cache_dir, "--config.train.checkpoint_every_steps=10")
-    assert result.returncode == 0, result.stdout + result.stderr
-    return workdir, result
+@pytest.fixture(scope="session")
+def reference_run(built_once, cache_dir):
+    """An uninterrupted 1-device `train.py` run of the smoke config, once a session (`built_once`):
+    (workdir, its output: stdout and stderr)."""
+
+    def train(folder):
+        result = train_py(folder / "workdir", cache_dir, "--config.train.checkpoint_every_steps=10")
+        assert result.returncode == 0, result.stdout + result.stderr
+        return {"stdout": result.stdout, "stderr": result.stderr}
+
+    folder, output = built_once("training-reference", train)
+    return folder / "workdir", types.SimpleNamespace(**output)
 
 
+@pytest.mark.slow
 def test_train_py_writes_the_workdir_and_learns(reference_run):
     workdir, result = reference_run
     for name in ("config.json", "checkpoints/vocab.json", "checkpoints/labels.json", "tensorboard"):
@@ -101,6 +108,7 @@ def test_train_py_writes_the_workdir_and_learns(reference_run):
     assert losses[max(losses)] < losses[min(losses)]
 
 
+@pytest.mark.slow
 def test_evaluate_and_predict_need_only_the_workdir(reference_run):
     from jcaps.evaluate import evaluate
     from jcaps.predict import predict
@@ -117,6 +125,7 @@ def test_evaluate_and_predict_need_only_the_workdir(reference_run):
     assert result["probabilities"]["sports"] > 0.5
 
 
+@pytest.mark.slow
 def test_cli_predict_prints_json_lines(reference_run):
     workdir, _ = reference_run
     out = subprocess.run(
@@ -128,6 +137,7 @@ def test_cli_predict_prints_json_lines(reference_run):
     assert line["label"] == "business" and list(line["probabilities"]) == ["business"]
 
 
+@pytest.mark.slow
 def test_kill_then_resume_matches_an_uninterrupted_run(tmp_path, cache_dir, reference_run):
     reference, _ = reference_run
     workdir = tmp_path / "killed"
@@ -154,6 +164,7 @@ def test_kill_then_resume_matches_an_uninterrupted_run(tmp_path, cache_dir, refe
             assert loss == pytest.approx(expected[step], abs=1e-6), step
 
 
+@pytest.mark.slow
 def test_a_finished_workdir_is_left_as_it_is(tmp_path, cache_dir, reference_run):
     reference, _ = reference_run
     workdir = tmp_path / "finished"
@@ -168,6 +179,7 @@ def test_a_finished_workdir_is_left_as_it_is(tmp_path, cache_dir, reference_run)
     assert files(workdir) == before and (workdir / "metrics.jsonl").read_bytes() == metrics
 
 
+@pytest.mark.slow
 def test_reevaluate_replaces_the_final_lines(tmp_path, cache_dir, reference_run, capsys):
     reference, _ = reference_run
     workdir = tmp_path / "again"
@@ -184,6 +196,7 @@ def test_reevaluate_replaces_the_final_lines(tmp_path, cache_dir, reference_run,
         assert final[split]["accuracy"] == pytest.approx(line["accuracy"])
 
 
+@pytest.mark.slow
 def test_sigterm_saves_a_checkpoint_and_exits_nonzero(tmp_path, cache_dir):
     workdir = tmp_path / "stopped"
     process = train_py(workdir, cache_dir, "--config.train.checkpoint_every_steps=1000",
@@ -203,6 +216,7 @@ def test_sigterm_saves_a_checkpoint_and_exits_nonzero(tmp_path, cache_dir):
     assert re.search(rf"at step {step}; checkpoint saved in .*; wall time \d+:\d\d:\d\d", output), output
 
 
+@pytest.mark.slow
 def test_same_seed_gives_identical_losses(tmp_path, cache_dir):
     first = loop.train_and_evaluate(smoke_config(cache_dir, train__num_steps=20), str(tmp_path / "a"))
     second = loop.train_and_evaluate(smoke_config(cache_dir, train__num_steps=20), str(tmp_path / "b"))
@@ -210,16 +224,17 @@ def test_same_seed_gives_identical_losses(tmp_path, cache_dir):
     assert first == second
 
 
-def test_eight_devices_match_one_device(reference_run, tmp_path, cache_dir):
+@pytest.mark.slow
+def test_eight_devices_match_one_device(reference_run, checkpointed_smoke_workdir):
     assert jax.device_count() == 8  # tests/conftest.py
     reference, _ = reference_run
-    config = smoke_config(cache_dir, train__checkpoint_every_steps=10)
-    loop.train_and_evaluate(config, str(tmp_path / "eight"))
-    sharded, single = train_losses(tmp_path / "eight"), train_losses(reference)
+    # The same config, trained in-process on the 8 devices.
+    sharded, single = train_losses(checkpointed_smoke_workdir), train_losses(reference)
     assert sharded.keys() == single.keys()
     np.testing.assert_allclose([sharded[s] for s in sorted(sharded)], [single[s] for s in sorted(single)], atol=1e-5)
 
 
+@pytest.mark.slow
 def test_incompatible_config_is_refused(tmp_path, cache_dir):
     workdir = str(tmp_path / "w")
     loop.train_and_evaluate(smoke_config(cache_dir, train__num_steps=2), workdir)
@@ -234,12 +249,14 @@ def test_incompatible_config_is_refused(tmp_path, cache_dir):
     assert len(set(logged(workdir))) == len(logged(workdir))
 
 
+@pytest.mark.slow
 def test_no_final_metrics_without_a_training_step(tmp_path, cache_dir):
     with pytest.raises(UserError):
         loop.train_and_evaluate(smoke_config(cache_dir, train__num_epochs=0), str(tmp_path))
     assert not (tmp_path / "metrics.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_a_bad_class_weight_setting_fails_before_the_data_loads(tmp_path, cache_dir):
     workdir = tmp_path / "w"
     with pytest.raises(ValueError, match=r"train\.class_weights .* not 'balanced:-1'"):
@@ -260,6 +277,7 @@ def test_a_run_that_stops_before_writing_leaves_no_new_workdir(tmp_path, cache_d
     assert os.listdir(workdir) == [".lock"]
 
 
+@pytest.mark.slow
 def test_a_second_run_on_a_busy_workdir_stops_before_touching_it(tmp_path, cache_dir):
     import fcntl
 
@@ -277,6 +295,7 @@ def test_a_second_run_on_a_busy_workdir_stops_before_touching_it(tmp_path, cache
     assert max(train_losses(workdir)) == 2
 
 
+@pytest.mark.slow
 def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, cache_dir):
     workdir = str(tmp_path / "nan")
     config = smoke_config(
@@ -337,6 +356,7 @@ def test_an_epoch_compiles_at_most_one_train_step_per_bucket(cache_dir, counting
     assert sorted(traced) == sorted(shapes) and len(shapes) <= len(config.data.bucket_boundaries)
 
 
+@pytest.mark.slow
 def test_bfloat16_activations_train(tmp_path, cache_dir):
     loop.train_and_evaluate(smoke_config(cache_dir, train__dtype="bfloat16", train__num_steps=40), str(tmp_path))
     losses = train_losses(tmp_path)
@@ -344,6 +364,7 @@ def test_bfloat16_activations_train(tmp_path, cache_dir):
     assert losses[max(losses)] < 0.8 * losses[min(losses)]
 
 
+@pytest.mark.slow
 def test_profile_steps_write_a_trace(tmp_path, cache_dir):
     loop.train_and_evaluate(smoke_config(cache_dir, train__num_steps=4, train__profile_steps=2), str(tmp_path))
     traces = [name for _, _, files in os.walk(tmp_path / "profile") for name in files if name.endswith(".xplane.pb")]
