@@ -3,9 +3,9 @@ bare `python -c "import jax"`.
 
     python -m benchmarks.startup --out DIR [--repeats 7] [--tiny]
 
-Trains the fastText `:smoke` config (generated data) into DIR/workdir once, runs `jcaps predict`
-on it once to fill a compilation cache of its own (DIR/compilation_cache: a user's second call
-finds its programs compiled), then times, in turns so that a machine whose speed drifts slows all
+Trains the fastText `:smoke` config (generated data) into a temporary workdir, runs `jcaps predict`
+on it once to fill a compilation cache of its own (a user's second call finds its programs
+compiled), then times, in turns so that a machine whose speed drifts slows all
 alike, `--repeats` runs of each command line: `python -c "import jax"`, `jcaps --help`,
 `jcaps COMMAND --help` for every command, and `jcaps predict --workdir DIR/workdir --text ...`.
 Each is a new process, timed from its start to its exit.
@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 from recording.provenance import run_metadata
@@ -51,13 +53,12 @@ def main():
     args = parser.parse_args()
     repeats = 2 if args.tiny else args.repeats
     metadata = run_metadata(args.tiny)
-    out = os.path.abspath(args.out)
-    workdir, cache = os.path.join(out, "workdir"), os.path.join(out, "compilation_cache")
+    scratch = tempfile.mkdtemp(prefix="jcaps_startup_")
+    workdir, cache = os.path.join(scratch, "workdir"), os.path.join(scratch, "compilation_cache")
     env = dict(os.environ, JAX_PLATFORMS="cpu")
-    if not os.path.isdir(os.path.join(workdir, "best")):
-        subprocess.run(jcaps("train", "--config", "fasttext_ag_news:smoke", "--workdir", workdir,
-                             f"--config.data.cache_dir={os.path.join(out, 'data')}", "--config.train.progress=none"),
-                       cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(jcaps("train", "--config", "fasttext_ag_news:smoke", "--workdir", workdir,
+                         f"--config.data.cache_dir={os.path.join(scratch, 'data')}", "--config.train.progress=none"),
+                   cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
     predict = jcaps("predict", "--workdir", workdir, "--text", "the striker scored in the final",
                     f"--compilation_cache={cache}")
     lines = {"import jax": [sys.executable, "-c", "import jax"], "jcaps --help": jcaps("--help"),
@@ -69,7 +70,8 @@ def main():
         for name, command in lines.items():
             measured[name].append(seconds(command, env))
     ratios = [p / j for p, j in zip(measured["jcaps predict (one text)"], measured["import jax"])]
-    write_results(out, {
+    shutil.rmtree(scratch)
+    write_results(args.out, {
         "seconds": {name: statistics.median(values) for name, values in measured.items()},
         "range": {name: [min(values), max(values)] for name, values in measured.items()},
         "predict_over_import_jax": {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)},
