@@ -230,35 +230,35 @@ def occlusion(f, x, target, *, mask=None, args=(), key=None, baseline=None,
     return game.unflatten(scores)
 
 
+def _sampling_estimate(estimate, name: str, f, x, target, mask, args, key, baseline, max_rows: int, **budget):
+    """A sampling method of `attribution` (`estimate`) on the game of these arguments."""
+    game = _game(f, x, target, mask, args, baseline)
+    budget = {option: _static_count(option, value) for option, value in budget.items()}
+    return game.unflatten(estimate(
+        game.score_fn, game.x, game.targets, game.mask, _require_key(name, key), baseline=game.baseline,
+        chunk_size=game.rows_per_call(_static_count("max_rows", max_rows)), **budget))
+
+
 def kernel_shap(f, x, target, *, mask=None, args=(), key=None, baseline=None, n_samples: int = 256,
                 max_rows: int = DEFAULT_MAX_ROWS) -> jax.Array:
     """Shapley values by KernelSHAP (`attribution.shapley_kernel_design`), `n_samples`
     coalitions an example; they sum to f(x) - f(x')."""
-    game = _game(f, x, target, mask, args, baseline)
-    return game.unflatten(attribution.kernel_shap(
-        game.score_fn, game.x, game.targets, game.mask, _require_key("kernel_shap", key),
-        n_samples=_static_count("n_samples", n_samples), baseline=game.baseline,
-        chunk_size=game.rows_per_call(_static_count("max_rows", max_rows))))
+    return _sampling_estimate(attribution.kernel_shap, "kernel_shap", f, x, target, mask, args, key, baseline,
+                              max_rows, n_samples=n_samples)
 
 
 def shapley_sampling(f, x, target, *, mask=None, args=(), key=None, baseline=None, n_permutations: int = 8,
                      max_rows: int = DEFAULT_MAX_ROWS) -> jax.Array:
     """Shapley values from `n_permutations` antithetic orders; they sum to f(x) - f(x')."""
-    game = _game(f, x, target, mask, args, baseline)
-    return game.unflatten(attribution.shapley_sampling(
-        game.score_fn, game.x, game.targets, game.mask, _require_key("shapley_sampling", key),
-        n_permutations=_static_count("n_permutations", n_permutations), baseline=game.baseline,
-        chunk_size=game.rows_per_call(_static_count("max_rows", max_rows))))
+    return _sampling_estimate(attribution.shapley_sampling, "shapley_sampling", f, x, target, mask, args, key,
+                              baseline, max_rows, n_permutations=n_permutations)
 
 
 def lime(f, x, target, *, mask=None, args=(), key=None, baseline=None, n_samples: int = 256,
          max_rows: int = DEFAULT_MAX_ROWS) -> jax.Array:
     """LIME's local linear surrogate over `n_samples` coalitions (Ribeiro et al. 2016)."""
-    game = _game(f, x, target, mask, args, baseline)
-    return game.unflatten(attribution.lime(
-        game.score_fn, game.x, game.targets, game.mask, _require_key("lime", key),
-        n_samples=_static_count("n_samples", n_samples), baseline=game.baseline,
-        chunk_size=game.rows_per_call(_static_count("max_rows", max_rows))))
+    return _sampling_estimate(attribution.lime, "lime", f, x, target, mask, args, key, baseline, max_rows,
+                              n_samples=n_samples)
 
 
 def random(f, x, target, *, mask=None, args=(), key=None, baseline=None,
