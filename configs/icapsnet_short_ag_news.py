@@ -58,13 +58,7 @@ def get_config(arg: str = ""):
     model.routing = "kmeans"
     model.conv_activation = "relu"  # [decision] ReLU regions (none before; docs/icapsnets.md compares)
     model.attention_scale = False  # [decision] 1/sqrt(d_q) scaling off
-    model.attention_logit_scale = 1.0  # [ref] tau = 1 on the attention logits
     model.squash_primary = True  # [decision]
-    # [ref] lambda = 1 on the agreement of dynamic routing, plain softmax coupling (no orphan
-    # class); these three are dynamic routing's only.
-    model.routing_logit_scale = 1.0
-    model.routing_logit_scale_learned = False
-    model.routing_orphan = False
     model.routing_similarity = "paper"  # [ref] dynamic: <u_hat, v>; k-means: cosine
     # [decision] interpretation ranks capsules by c_ij <u_hat_ij, s_j> / |s_j| (their parts of
     # |s_j|), not by c_ij alone (the paper): k-means coupling stays near uniform.

@@ -58,13 +58,16 @@ def training_record(workdir: str) -> dict:
     }
 
 
-def train_command(flags: list[str]) -> list[str]:
-    return [sys.executable, os.path.join(ROOT, "train.py"), *flags]
+def train_command(flags: list[str], module: str | None = None) -> list[str]:
+    """`train.py FLAGS`, or `python -m MODULE FLAGS` for a study's own entry point (one that
+    adds its model variants to the model table first)."""
+    return [sys.executable, *(["-m", module] if module else [os.path.join(ROOT, "train.py")]), *flags]
 
 
-def train_pending(runs: list[tuple[str, list[str]]], jobs: int, on_start: Callable[[str], None] | None = None) -> None:
-    """Trains each (workdir, train.py flags) without final test metrics, `jobs` at a time;
-    `on_start(workdir)` is called as each starts."""
+def train_pending(runs: list[tuple[str, list[str]]], jobs: int, on_start: Callable[[str], None] | None = None,
+                  module: str | None = None) -> None:
+    """Trains each (workdir, train.py flags) without final test metrics, `jobs` at a time, with
+    `train_command(flags, module)`; `on_start(workdir)` is called as each starts."""
     pending = [(workdir, flags) for workdir, flags in runs if final_test_metrics(workdir) is None]
     running: list[tuple[str, subprocess.Popen, float, int]] = []
     free_cores = list(range(jobs))
@@ -74,7 +77,7 @@ def train_pending(runs: list[tuple[str, list[str]]], jobs: int, on_start: Callab
             os.makedirs(workdir, exist_ok=True)
             if on_start:
                 on_start(workdir)
-            cmd = train_command(flags)
+            cmd = train_command(flags, module)
             if jobs > 1 and shutil.which("taskset"):
                 cmd = ["taskset", "-c", str(core), *cmd]
             print(f"training {os.path.basename(workdir)} (log: {workdir}/train.log)", flush=True)

@@ -41,7 +41,7 @@ The margin loss and the interpretation procedures of §1 read this module's outp
 `jcaps.ops.losses` and `jcaps.interpret`.
 """
 
-import math
+from collections.abc import Callable
 from typing import Any
 
 import flax.linen as nn
@@ -123,12 +123,6 @@ class _ICapsNet(nn.Module):
       class_dim: d_c.
       routing_iterations: r.
       routing: "dynamic" (the paper) or "kmeans".
-      routing_logit_scale: lambda, the inverse temperature on the agreement of dynamic routing
-        (`dynamic_routing`; 1 in the paper).
-      routing_logit_scale_learned: learn lambda (stored as its log, starting at
-        `routing_logit_scale`).
-      routing_orphan: dynamic routing through the leaky softmax with an orphan class (Zhao et
-        al. 2018), which lets a capsule that agrees with no class route less.
       routing_similarity: the agreement of routing, "dot" or "cosine"; "paper" is each routing's
         own (dynamic: dot, Sabour et al.; k-means: cosine, Ren & Lu).
       capsule_selection: how interpretation ranks the primary capsules for a class, the
@@ -137,9 +131,6 @@ class _ICapsNet(nn.Module):
         j's routed length that capsule i supplies).
       conv_activation: "none" (spec decision) or "relu", after the region convolution.
       attention_scale: multiply attention logits by 1/sqrt(d_q) (off: the paper has no scaling).
-      attention_logit_scale: tau, a further inverse temperature on the attention logits (1 in
-        the paper). The logits start near 0 (see `setup`), and with Adam a parameter moves about
-        the same step whatever its scale, so tau > 1 lets the attention leave uniform sooner.
       squash_primary: squash the primary capsules (spec decision).
       shared_transform: one W_j per class for every primary capsule (Eq. 8, the paper's choice),
         or one W_ij per (capsule, class) pair (Eq. 7, Sabour et al.): the shared form lets every
@@ -160,14 +151,10 @@ class _ICapsNet(nn.Module):
     class_dim: int = 16
     routing_iterations: int = 3
     routing: str = "dynamic"
-    routing_logit_scale: float = 1.0
-    routing_logit_scale_learned: bool = False
-    routing_orphan: bool = False
     routing_similarity: str = "paper"
     capsule_selection: str = "coupling"
     conv_activation: str = "none"
     attention_scale: bool = False
-    attention_logit_scale: float = 1.0
     squash_primary: bool = True
     shared_transform: bool = True
     dropout_rate: float = 0.0
@@ -181,20 +168,10 @@ class _ICapsNet(nn.Module):
             )
         if self.routing not in _ROUTINGS:
             raise ValueError(f"routing must be one of {_ROUTINGS}, got {self.routing!r}")
-        dynamic_only = {"routing_logit_scale": self.routing_logit_scale != 1.0,
-                        "routing_logit_scale_learned": self.routing_logit_scale_learned,
-                        "routing_orphan": self.routing_orphan}
-        if self.routing != "dynamic" and any(dynamic_only.values()):
-            knobs = ", ".join(name for name, set_ in dynamic_only.items() if set_)
-            raise ValueError(f"{knobs}: dynamic routing only, but routing is {self.routing!r}")
         if self.routing_similarity not in _SIMILARITIES:
             raise ValueError(f"routing_similarity must be one of {_SIMILARITIES}, got {self.routing_similarity!r}")
         if self.capsule_selection not in _SELECTIONS:
             raise ValueError(f"capsule_selection must be one of {_SELECTIONS}, got {self.capsule_selection!r}")
-        if self.routing_logit_scale <= 0:
-            raise ValueError(f"routing_logit_scale must be positive, got {self.routing_logit_scale}")
-        if self.attention_logit_scale <= 0:
-            raise ValueError(f"attention_logit_scale must be positive, got {self.attention_logit_scale}")
         if self.conv_activation not in _CONV_ACTIVATIONS:
             raise ValueError(f"conv_activation must be one of {_CONV_ACTIVATIONS}, got {self.conv_activation!r}")
         super().__post_init__()
@@ -227,14 +204,13 @@ class _ICapsNet(nn.Module):
             pairs + (self.class_dim, self.primary_dim),
         )
         self.class_bias = self.param("class_bias", nn.initializers.zeros, pairs + (self.class_dim,))
-        if self.routing_logit_scale_learned:
-            self.routing_log_scale = self.param(
-                "routing_log_scale", nn.initializers.constant(math.log(self.routing_logit_scale)), ()
-            )
 
     @property
-    def _attention_scale(self) -> float:
-        return self.attention_logit_scale * (self.query_dim**-0.5 if self.attention_scale else 1.0)
+    def attention_logit_factor(self) -> float:
+        """The factor on the attention logits h_i . k_in: 1 (the paper), 1/sqrt(d_q) with
+        `attention_scale`. A variant of the model may override it (a property of the module,
+        read when its attention layers are built)."""
+        return self.query_dim**-0.5 if self.attention_scale else 1.0
 
     def region_embeddings(
         self,
@@ -264,17 +240,25 @@ class _ICapsNet(nn.Module):
         return self.region_conv(jnp.where(padding_mask(tokens)[..., None], embeddings, 0))
 
     def route(
-        self, u_hat: jax.Array, mask: jax.Array | None = None, iterations: int | None = None
+        self,
+        u_hat: jax.Array,
+        mask: jax.Array | None = None,
+        iterations: int | None = None,
+        *,
+        coupling: Callable[..., jax.Array] = jax.nn.softmax,
     ) -> tuple[jax.Array, jax.Array]:
         """u_hat [B, I, J, d_c] -> (class capsules [B, J, d_c], coupling [B, I, J]) by the model's
-        routing and its knobs; `mask` [B, I] leaves capsules out and `iterations` replaces r
-        (for analyses of a trained model, e.g. `model.apply(variables, u_hat, method="route")`)."""
+        routing; `mask` [B, I] leaves capsules out and `iterations` replaces r (for analyses of a
+        trained model, e.g. `model.apply(variables, u_hat, method="route")`). `coupling` is
+        dynamic routing's step from logits to coupling (`dynamic_routing`): a variant of the
+        model that overrides `route` passes its own."""
         iterations = iterations or self.routing_iterations
         if self.routing == "dynamic":
-            scale = jnp.exp(self.routing_log_scale) if self.routing_logit_scale_learned else self.routing_logit_scale
             similarity = "dot" if self.routing_similarity == "paper" else self.routing_similarity
             return dynamic_routing(u_hat, num_iterations=iterations, mask=mask, similarity=similarity,
-                                   logit_scale=scale, orphan=self.routing_orphan)
+                                   coupling=coupling)
+        if coupling is not jax.nn.softmax:
+            raise ValueError(f"a coupling function is dynamic routing's, but routing is {self.routing!r}")
         similarity = "cosine" if self.routing_similarity == "paper" else self.routing_similarity
         return kmeans_routing(u_hat, num_iterations=iterations, mask=mask, similarity=similarity)
 
@@ -316,7 +300,7 @@ class ICapsNetShort(_ICapsNet):
     def setup(self):
         super().setup()
         self.word_attention = HeadQueryAttention(
-            self.query_dim, self.primary_dim, scale=self._attention_scale, dtype=self.dtype
+            self.query_dim, self.primary_dim, scale=self.attention_logit_factor, dtype=self.dtype
         )
 
     def __call__(
@@ -353,12 +337,12 @@ class ICapsNetLong(_ICapsNet):
     def setup(self):
         super().setup()
         self.word_attention = HeadQueryAttention(
-            self.query_dim, self.sentence_dim, scale=self._attention_scale, dtype=self.dtype
+            self.query_dim, self.sentence_dim, scale=self.attention_logit_factor, dtype=self.dtype
         )
         self.sentence_attention = HeadQueryAttention(
             self.query_dim,
             self.primary_dim,
-            scale=self._attention_scale,
+            scale=self.attention_logit_factor,
             dtype=self.dtype,
         )
 

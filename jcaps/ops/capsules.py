@@ -13,6 +13,7 @@ References:
     Ren, Lu. Compositional Coding Capsule Network with K-Means Routing for Text Classification.
     Pattern Recognition Letters 2022 (Algorithm 1).
 """
+from collections.abc import Callable
 from typing import Literal
 
 import jax
@@ -178,9 +179,8 @@ def dynamic_routing(
     num_iterations: int,
     mask: jax.Array | None = None,
     similarity: Literal["dot", "cosine"] = "dot",
+    coupling: Callable[..., jax.Array] = jax.nn.softmax,
     eps: float = 1e-7,
-    logit_scale: float | jax.Array = 1.0,
-    orphan: bool = False,
 ) -> tuple[jax.Array, jax.Array]:
     """Routing-by-agreement (Sabour et al. 2017, Procedure 1).
 
@@ -188,13 +188,11 @@ def dynamic_routing(
         repeat r times:
             c[i, :] = softmax_j(b[i, :])
             v_j = squash(sum_i c[i, j] u_hat[i, j])
-            b[i, j] += lambda <u_hat[i, j], v_j>   (skipped after the last v: it is never read)
+            b[i, j] += <u_hat[i, j], v_j>   (skipped after the last v: it is never read)
 
-    lambda = `logit_scale` (1 in the paper) is an inverse temperature on the agreement: the
-    agreements of squashed capsules are small, so with lambda = 1 the coupling stays near its
-    uniform start. With `orphan`, the leaky softmax of Zhao et al. (2018, Sec. 2.2):
-    c[i, j] = exp(b[i, j]) / (1 + sum_j' exp(b[i, j'])), a softmax with an extra class of logit 0
-    that is dropped, so a capsule that agrees with no class routes less than 1 in all.
+    `coupling` replaces softmax_j, the step from logits to coupling coefficients: a tempered
+    softmax (softmax(lambda b), an inverse temperature on the agreement) or the leaky softmax of
+    Zhao et al. (2018) are functions of b passed here, not options of the routing.
     `similarity="cosine"` replaces the agreement by <u_hat[i, j] / |u_hat[i, j]|, v_j / |v_j|>
     (the similarity of k-means routing): the logits then rank how well a prediction points
     along v_j, not how far it reaches, so long input capsules no longer lead every class.
@@ -209,15 +207,16 @@ def dynamic_routing(
         mask: optional [..., in_caps], 1 (or True) for real input capsules, 0 for padding. Padded
             capsules contribute nothing to `v` or to the agreement, receive zero gradient, and
             their rows of the returned `c` are 0.
-        eps: squash epsilon.
-        logit_scale: lambda, a number or a 0-d array (a learned parameter: gradients reach it).
-        orphan: route through the leaky softmax (a dropped extra class of logit 0).
         similarity: "dot" (the paper) or "cosine", the agreement added to the logits.
+        coupling: `coupling(b, axis=a)` -> c, normalising the logits b over the out_caps axis
+            `a` (its shape kept); `jax.nn.softmax` in the paper. Gradients flow through it, so
+            it may close over learned parameters.
+        eps: squash epsilon.
 
     Returns:
         v: [..., out_caps, dim] output capsules, norms in [0, 1).
         c: [..., in_caps, out_caps] the coupling coefficients that produced `v`; each valid row
-            sums to 1 over out_caps (below 1 with `orphan`), padded rows are 0.
+            sums to 1 over out_caps (with the softmax), padded rows are 0.
 
     Example:
         Two examples, the second with two padded input capsules:
@@ -247,26 +246,17 @@ def dynamic_routing(
             return _agreement(u_t, v)
         return _agreement(u_t, v / _safe_norm(v, -1, eps)) / key_norm
 
-    def coupling(logits):
-        if not orphan:
-            return jax.nn.softmax(logits, axis=-2)
-        # softmax over the J logits and a zero one, the zero's column dropped (stable form).
-        top = jnp.maximum(jnp.max(logits, axis=-2, keepdims=True), 0.0)
-        weights = jnp.exp(logits - top)
-        return weights / (jnp.exp(-top) + jnp.sum(weights, axis=-2, keepdims=True))
-
     def iterate(_, carry):
         logits, _, v = carry
-        logits = logits + logit_scale * agreement(v)
-        c_t = coupling(logits)
+        logits = logits + agreement(v)
+        c_t = coupling(logits, axis=-2)
         return logits, c_t, route(c_t)
 
-    # The coupling of the zero start logits, 1/J (1/(J + 1) with the orphan); written out so
-    # that XLA does not constant-fold a softmax as large as c when compiling.
-    c_t = jnp.full(u_t.shape[:-1], 1.0 / (u_t.shape[-3] + orphan), u_t.dtype)
-    _, c_t, v = jax.lax.fori_loop(
-        0, num_iterations - 1, iterate, (jnp.zeros_like(c_t), c_t, route(c_t)), unroll=True
-    )
+    start_logits = jnp.zeros(u_t.shape[:-1], u_t.dtype)
+    # The softmax of the zero start logits is 1/J, written out so that XLA does not
+    # constant-fold a softmax as large as c when compiling.
+    c_t = jnp.full_like(start_logits, 1.0 / u_t.shape[-3]) if coupling is jax.nn.softmax else coupling(start_logits, axis=-2)
+    _, c_t, v = jax.lax.fori_loop(0, num_iterations - 1, iterate, (start_logits, c_t, route(c_t)), unroll=True)
     return v.astype(u_hat.dtype), _input_major_coupling(c_t, valid).astype(u_hat.dtype)
 
 

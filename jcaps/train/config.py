@@ -410,10 +410,22 @@ def incompatible_keys(saved: dict, config: ml_collections.ConfigDict) -> list[st
 # saved config without one gets it when read, so older workdirs still load.
 KEYS_ADDED_LATER = {("data", "group_key"): ""}
 
+# Keys that left a model, with the value the model now always has: a saved config holding that
+# value reads without the key, so older workdirs still load; any other value trained a model
+# that no longer exists here. (iCapsNets' routing-study knobs: studies/icapsnet_global.)
+KEYS_REMOVED = {
+    ("model", "routing_logit_scale"): 1.0,
+    ("model", "routing_logit_scale_learned"): False,
+    ("model", "routing_orphan"): False,
+    ("model", "attention_logit_scale"): 1.0,
+}
+MODELS_WITH_REMOVED_KEYS = ("icapsnet_short", "icapsnet_long")
 
-def from_json(text: str) -> ml_collections.ConfigDict:
-    """A saved `config.json` back as a locked ConfigDict (tuples restored from lists, keys added
-    since it was written set as `KEYS_ADDED_LATER` says)."""
+
+def from_json(text: str, source: str = "config.json") -> ml_collections.ConfigDict:
+    """A saved `config.json` (read from `source`, which errors name) back as a locked ConfigDict:
+    tuples restored from lists, keys added since it was written set as `KEYS_ADDED_LATER` says,
+    keys removed since dropped as `KEYS_REMOVED` says."""
 
     def tuples(value):
         if isinstance(value, dict):
@@ -426,6 +438,13 @@ def from_json(text: str) -> ml_collections.ConfigDict:
     for (block, key), value in KEYS_ADDED_LATER.items():
         if isinstance(saved.get(block), dict):
             saved[block].setdefault(key, value)
+    model = saved.get("model")
+    if isinstance(model, dict) and model.get("name") in MODELS_WITH_REMOVED_KEYS:
+        for (_, key), value in KEYS_REMOVED.items():
+            saved_value = model.pop(key, value)
+            if saved_value != value:
+                raise ConfigError(f"{source}: model.{key}={saved_value!r} is no longer a setting of {model['name']} "
+                                  f"(only {value!r} is): this workdir trained a model jcaps no longer builds")
     config = ml_collections.ConfigDict(saved)
     config.lock()
     return config

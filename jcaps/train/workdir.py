@@ -85,7 +85,7 @@ def read_config(workdir: str):
         raise UserError(f"{workdir} has no config.json: not a jcaps workdir", hint="pass the --workdir of a train.py run")
     try:
         with open(path, encoding="utf-8") as f:
-            return config_lib.from_json(f.read())
+            return config_lib.from_json(f.read(), source=path)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise UserError(f"{path} cannot be read: {error}", hint="the workdir is damaged; train it again") from error
 

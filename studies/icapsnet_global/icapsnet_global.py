@@ -3,9 +3,11 @@ and how it varies over training seeds.
 
     python -m studies.icapsnet_global.icapsnet_global --workdir W [--split test] [--limit N] [--out FILE.json] [--tiny]
     python -m studies.icapsnet_global.icapsnet_global --seeds 0,1,2,3,4 --out DIR [--data_dir D] [--jobs 2]
-        [--config configs/icapsnet_short_ag_news.py[:ARG]] [--set KEY=VALUE ...] [--tiny]
+        [--config studies/icapsnet_global/config.py[:ARG]] [--set KEY=VALUE ...] [--tiny]
 
-Seeds: trains the config once per seed (`train.py`, `--config.train.seed=S`, in DIR/runs/seedS;
+Seeds: trains the config (by default the shipped AG News config on the study's model variant,
+variants.py) once per seed (`python -m studies.icapsnet_global.train`, `--config.train.seed=S`,
+in DIR/runs/seedS;
 `--set KEY=VALUE` passes `--config.KEY=VALUE` to every run, for a candidate setting;
 `--data_dir` the AG News folder, else the TFDS catalogue dataset; `--jobs 2` trains two seeds
 at once, one core each; an interrupted study resumes when the same command runs again), then
@@ -69,6 +71,7 @@ from jcaps.viz.html import information_text
 from recording.provenance import run_metadata
 from studies import ROOT
 from studies.icapsnet_global.paper import BASELINE_KNOBS
+from studies.icapsnet_global.variants import MODEL_NAME, register
 from studies.training_runs import final_test_metrics, train_pending, wall_seconds
 
 TOP_POSITIONS = 1  # attention positions per capsule kept for the token statistics
@@ -136,9 +139,11 @@ def _quantiles(x):
 
 
 def analyse(workdir, split="test", limit=0):
+    register()
     trained = load_trained(workdir, with_data=True)
-    if trained.config.model.name != "icapsnet_short":
-        raise SystemExit(f"{workdir}: an icapsnet_short workdir is needed, not {trained.config.model.name}")
+    if trained.config.model.name not in ("icapsnet_short", MODEL_NAME):
+        raise SystemExit(f"{workdir}: an icapsnet_short or {MODEL_NAME} workdir is needed, "
+                         f"not {trained.config.model.name}")
     names = list(trained.dataset.labels.names)
     vocab = trained.dataset.vocab
     forward = _forward(trained)
@@ -214,7 +219,7 @@ def analyse(workdir, split="test", limit=0):
         outs = [jax.device_get(fn(primary[s:s + 1024], keep[s:s + 1024])) for s in range(0, n, 1024)]
         return tuple(np.concatenate([o[k] for o in outs]) for k in range(3))
 
-    v, c_check, u_hat = run_head(full)
+    v, _, u_hat = run_head(full)
     class_lengths = np.linalg.norm(v, axis=-1)
     report["head_reproduces_model"] = float(np.max(np.abs(class_lengths - scores)))
     alone, without, loo_length = [], [], np.zeros((n, num_capsules))
@@ -368,7 +373,7 @@ def seed_study(args) -> dict:
         if args.cache_dir:
             flags.append(f"--config.data.cache_dir={args.cache_dir}")
         runs.append((workdir, flags))
-    train_pending(runs, args.jobs)
+    train_pending(runs, args.jobs, module="studies.icapsnet_global.train")
     per_seed = {f"seed{seed}": seed_summary(workdir, seed) for seed, (workdir, _) in zip(seeds, runs)}
     return {"runs": per_seed,
             "summary": {key: _spread([run[key] for run in per_seed.values()]) for key in ("accuracy", "mi_over_h")},
@@ -383,7 +388,7 @@ def main():
     parser.add_argument("--split", default="test")
     parser.add_argument("--limit", type=int, default=0)
     parser.add_argument("--out", default=None, help="--workdir: a JSON file; --seeds: the study's folder")
-    parser.add_argument("--config", default=os.path.join(ROOT, "configs", "icapsnet_short_ag_news.py"))
+    parser.add_argument("--config", default=os.path.join(ROOT, "studies", "icapsnet_global", "config.py"))
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="--seeds: a config override of every run (repeatable)")
     parser.add_argument("--data_dir", default="", help="--seeds: the AG News folder (zhang_csv)")

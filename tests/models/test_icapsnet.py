@@ -312,28 +312,6 @@ def test_unknown_knob_values_are_rejected():
         ICapsNetShort(**TINY, conv_activation="gelu")
 
 
-def test_routing_knobs_reach_dynamic_routing():
-    """The orphan class and the inverse temperature are the op's: the model's coupling equals
-    `dynamic_routing` with them on its own prediction vectors; a learned scale is one scalar
-    parameter, stored as its log, with a gradient."""
-    model = ICapsNetShort(**TINY, routing_logit_scale=4.0, routing_logit_scale_learned=True, routing_orphan=True)
-    params, out = _init_apply(model, SHORT_TOKENS)
-    np.testing.assert_allclose(params["params"]["routing_log_scale"], np.log(4.0), rtol=1e-6)
-    u_hat = shared_prediction_vectors(out.primary_capsules, params["params"]["class_kernel"],
-                                      params["params"]["class_bias"])
-    _, expected = dynamic_routing(u_hat, num_iterations=3, logit_scale=4.0, orphan=True)
-    np.testing.assert_allclose(out.coupling, expected, rtol=1e-5, atol=1e-6)
-    # `route`, the model's routing on given prediction vectors (what analyses call), is the same.
-    np.testing.assert_allclose(model.apply(params, u_hat, method="route")[1], expected, rtol=1e-5, atol=1e-6)
-    assert np.all(np.sum(out.coupling, -1) < 1)  # the orphan takes a share of every row
-
-    def score(log_scale):
-        tree = {"params": {**params["params"], "routing_log_scale": log_scale}}
-        return jnp.sum(model.apply(tree, SHORT_TOKENS).scores)
-
-    assert np.isfinite(jax.grad(score)(params["params"]["routing_log_scale"]))
-
-
 @pytest.mark.parametrize("routing, similarity, expected", [
     ("dynamic", "cosine", "cosine"), ("kmeans", "paper", "cosine"), ("kmeans", "dot", "dot")])
 def test_routing_similarity_reaches_the_routing(routing, similarity, expected):
@@ -347,27 +325,6 @@ def test_routing_similarity_reaches_the_routing(routing, similarity, expected):
     np.testing.assert_allclose(out.coupling, coupling, rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="routing_similarity"):
         ICapsNetShort(**TINY, routing_similarity="euclidean")
-
-
-@pytest.mark.parametrize("knob", [{"routing_orphan": True}, {"routing_logit_scale": 2.0}])
-def test_routing_knobs_need_dynamic_routing(knob):
-    with pytest.raises(ValueError, match="dynamic routing only"):
-        ICapsNetShort(**TINY, routing="kmeans", **knob)
-
-
-@pytest.mark.parametrize("model_class, tokens", [(ICapsNetShort, SHORT_TOKENS), (ICapsNetLong, LONG_TOKENS)])
-def test_attention_logit_scale_multiplies_the_logits(model_class, tokens):
-    """tau on the attention logits is the same model as queries multiplied by tau (the logits
-    are linear in h_i), at every attention level; and it must be positive."""
-    params, _ = _init_apply(model_class(**TINY), tokens)
-    scaled = model_class(**TINY, attention_logit_scale=3.0).apply(params, tokens)
-    tree = {"params": {**params["params"], "queries": 3.0 * params["params"]["queries"]}}
-    expected = model_class(**TINY).apply(tree, tokens)
-    for field in ("word_attention", "scores", "coupling"):
-        np.testing.assert_allclose(getattr(scaled, field), getattr(expected, field), rtol=1e-5, atol=1e-6)
-    assert not np.allclose(scaled.word_attention, model_class(**TINY).apply(params, tokens).word_attention)
-    with pytest.raises(ValueError, match="attention_logit_scale must be positive"):
-        model_class(**TINY, attention_logit_scale=0.0)
 
 
 def test_contribution_selection_splits_each_class_capsule():

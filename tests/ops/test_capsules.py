@@ -11,8 +11,17 @@ import pytest
 from jcaps.ops import capsules
 
 dynamic = jax.jit(capsules.dynamic_routing, static_argnames="num_iterations")
-# An inverse temperature of 3 on the agreement and the leaky softmax's orphan class.
-dynamic_scaled_orphan = jax.jit(functools.partial(capsules.dynamic_routing, logit_scale=3.0, orphan=True),
+
+
+def tempered_leaky_softmax(logits, axis, scale=3.0):
+    """A coupling composed by the caller: an inverse temperature on the agreement and the leaky
+    softmax's orphan class (an extra zero logit whose share is dropped)."""
+    logits = jnp.moveaxis(scale * logits, axis, -1)
+    extended = jnp.concatenate([logits, jnp.zeros(logits.shape[:-1] + (1,), logits.dtype)], -1)
+    return jnp.moveaxis(jax.nn.softmax(extended, -1)[..., :-1], -1, axis)
+
+
+dynamic_scaled_orphan = jax.jit(functools.partial(capsules.dynamic_routing, coupling=tempered_leaky_softmax),
                                 static_argnames="num_iterations")
 dynamic_cosine = jax.jit(functools.partial(capsules.dynamic_routing, similarity="cosine"),
                          static_argnames="num_iterations")
@@ -287,14 +296,15 @@ def test_routing_gradients(routing):
 
 
 def test_learned_logit_scale_gets_its_finite_difference_gradient():
-    """A learned inverse temperature is a 0-d array argument: gradients reach it."""
+    """A learned inverse temperature, closed over by the coupling function: gradients reach it."""
     rng = np.random.default_rng(6)
     with jax.enable_x64(True):
         u_hat = jnp.asarray(rng.normal(size=(5, 3, 4)))
         projection = jnp.asarray(rng.normal(size=(5, 3)))
 
         def objective(scale):
-            return jnp.sum(capsules.dynamic_routing(u_hat, num_iterations=3, logit_scale=scale, orphan=True)[1] * projection)
+            coupling = functools.partial(tempered_leaky_softmax, scale=scale)
+            return jnp.sum(capsules.dynamic_routing(u_hat, num_iterations=3, coupling=coupling)[1] * projection)
 
         grad = jax.grad(objective)(jnp.asarray(2.0))
         h = 1e-6

@@ -288,14 +288,30 @@ def test_a_config_argument_names_smoke_and_at_most_one_name_of_each_choice():
 
 
 def test_a_model_setting_the_module_rejects_is_a_config_error():
-    """A module's own check of its settings (here a dynamic-routing knob under k-means routing)
-    reaches the user as one line naming config.model, not as a traceback."""
+    """A module's own check of its settings (here an even region-convolution width) reaches the
+    user as one line naming config.model, not as a traceback."""
     from jcaps.train.families import build_model
 
     config = load(os.path.join(ROOT, "configs", "icapsnet_short_ag_news.py:smoke"))
-    config.model.routing_orphan = True
-    with pytest.raises(ConfigError, match=r"^config.model: routing_orphan: dynamic routing only, but routing is 'kmeans'$"):
+    config.model.kernel_size = 4
+    with pytest.raises(ConfigError, match=r"^config.model: kernel_size must be a positive odd integer .*, got 4$"):
         build_model(config.model, 50, 4)
-    config.model.routing_orphan, config.model.no_such_knob = False, 1
+    config.model.kernel_size, config.model.no_such_knob = 3, 1
     with pytest.raises(ConfigError, match="has no setting"):
         build_model(config.model, 50, 4)
+
+
+def test_a_saved_config_with_a_removed_key_at_its_only_value_loads_without_it():
+    """iCapsNets' routing-study knobs left the model: a workdir saved with them at the paper's
+    values reads as today's config; any other value is one line naming the file and the key."""
+    from jcaps.train.config import from_json, to_json
+
+    config = load(os.path.join(ROOT, "configs", "icapsnet_short_ag_news.py:smoke"))
+    saved = json.loads(to_json(config))
+    saved["model"].update(routing_logit_scale=1.0, routing_logit_scale_learned=False, routing_orphan=False,
+                          attention_logit_scale=1.0)
+    assert json.loads(to_json(from_json(json.dumps(saved)))) == json.loads(to_json(config))
+    saved["model"]["routing_orphan"] = True
+    with pytest.raises(ConfigError, match=r"^W/config.json: model.routing_orphan=True is no longer a setting of "
+                                          r"icapsnet_short \(only False is\)"):
+        from_json(json.dumps(saved), source="W/config.json")
