@@ -20,13 +20,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
 import functools
 import json
 import math
 import os
 import signal
-import socket
 import sys
 import time
 from collections.abc import Callable
@@ -35,6 +33,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from jcaps import folder_lock
 from jcaps.data import datasets
 from jcaps.data.batching import ExampleDataset
 from jcaps.errors import ConfigError, UserError, writing
@@ -76,10 +75,6 @@ class IncompatibleWorkdir(UserError, ValueError):
     pass
 
 
-class WorkdirInUse(UserError, RuntimeError):
-    pass
-
-
 # ---------------------------------------------------------------------------------------------
 # The workdir: one run at a time, a config that matches its checkpoints.
 # ---------------------------------------------------------------------------------------------
@@ -92,28 +87,9 @@ def exclusive_workdir(workdir: str, is_main: bool):
     if not is_main:
         yield
         return
-    path = os.path.join(workdir, ".lock")
-    with writing("the lock of the workdir", path):
-        # Opened under `writing` (so a full disk is named), then held by the `with` below.
-        lock = open(path, "a+", encoding="utf-8")  # noqa: SIM115
-    with lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            lock.seek(0)
-            holder = lock.read().strip() or "another process"
-            raise WorkdirInUse(
-                f"{workdir} is in use by a training run ({holder}); wait for it or stop it (it resumes "
-                "from its last checkpoint), or pass another --workdir"
-            ) from None
-        with writing("the lock of the workdir", path):
-            # Unbuffered: a write that fails leaves nothing for the file's close to fail on again.
-            os.ftruncate(lock.fileno(), 0)
-            os.pwrite(lock.fileno(), f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    with folder_lock.exclusive(workdir, run="a training run", advice="wait for it or stop it (it resumes from its "
+                               "last checkpoint), or pass another --workdir"):
+        yield
 
 
 def check_workdir(config, workdir: str) -> None:

@@ -21,6 +21,7 @@ import pytest
 
 from jcaps.data.errors import DataError
 from jcaps.errors import UserError
+from jcaps.folder_lock import FolderInUse
 from jcaps.train import loop
 from jcaps.train.checkpoints import Checkpoints, keep_if_best
 from jcaps.train.config import load
@@ -287,7 +288,7 @@ def test_a_second_run_on_a_busy_workdir_stops_before_touching_it(tmp_path, cache
         lock.write("pid 12345 on host\n")
         lock.flush()
         fcntl.flock(lock, fcntl.LOCK_EX)
-        with pytest.raises(loop.WorkdirInUse, match="pid 12345 on host"):
+        with pytest.raises(FolderInUse, match="pid 12345 on host"):
             loop.train_and_evaluate(smoke_config(cache_dir, train__num_steps=2), str(workdir))
     assert sorted(os.listdir(workdir)) == [".lock"]
     # Once it is released, the workdir trains (and the lock names the new holder while it runs).
