@@ -47,6 +47,10 @@ The three sampling methods treat each real token as a player that is present (it
 absent (the baseline's vector, zeros by default), explain the same raw score f_c, and take their
 sample count and a key.
 
+Every random draw of a row comes from that row's own key: `key` is one PRNG key, split into one
+per row, or one key per row ([B] keys), and then a row's draws, and so its scores, do not depend
+on the other rows of the batch or on its place in it (`row_keys`).
+
 Functions are jit-compatible with `score_fn` and the keyword options static. `score_fn` must
 treat examples independently (no batch norm in training mode, no batch-wide statistics): then
 the gradient of the sum over the batch of the selected outputs is every example's own gradient,
@@ -303,7 +307,7 @@ def smoothgrad(
       score_fn: [B, ...] -> [B, C] logits; must treat examples independently.
       x: [B, ...] float inputs; with `mask`, the vectors e [B, T, D] of T positions.
       target: the class c, an int for every example or an int array [B].
-      key: PRNG key for the noise.
+      key: a PRNG key for the noise, or [B] keys, one a row (`row_keys`).
       mask: [B, T] bool, True at real positions: score each position by the L2 norm of its D
         values; None: the saliency shaped like x.
       n_samples: M, the number of noisy copies.
@@ -322,11 +326,13 @@ def smoothgrad(
     value_range = jnp.max(flat, axis=1) - jnp.min(flat, axis=1)
     noise_scale = (stddev * value_range).reshape((x.shape[0],) + (1,) * (x.ndim - 1))
 
-    def add_sample(saliency_sum: jax.Array, sample_key: jax.Array) -> tuple[jax.Array, None]:
-        noisy = x + noise_scale * jax.random.normal(sample_key, x.shape, x.dtype)
+    def add_sample(saliency_sum: jax.Array, sample_keys: jax.Array) -> tuple[jax.Array, None]:
+        noise = jax.vmap(lambda k: jax.random.normal(k, x.shape[1:], x.dtype))(sample_keys)
+        noisy = x + noise_scale * noise
         return saliency_sum + jnp.abs(input_gradients(score_fn, noisy, targets, output)), None
 
-    saliency_sum, _ = jax.lax.scan(add_sample, jnp.zeros_like(x), jax.random.split(key, n_samples))
+    sample_keys = jax.vmap(lambda k: jax.random.split(k, n_samples))(row_keys(key, x.shape[0]))  # [B, M]
+    saliency_sum, _ = jax.lax.scan(add_sample, jnp.zeros_like(x), jnp.swapaxes(sample_keys, 0, 1))
     maps = saliency_sum / n_samples
     return maps if mask is None else _masked(jnp.linalg.norm(maps.astype(jnp.float32), axis=-1), mask)
 
@@ -399,10 +405,21 @@ def coalition_values(
     return jax.lax.map(values, padded.reshape((-1, chunk) + coalitions.shape[1:])).reshape(-1, batch)[:n]
 
 
+def row_keys(key: jax.Array, rows: int) -> jax.Array:
+    """[rows] PRNG keys, one a row: `key` split, or `key` itself when it holds one key a row."""
+    single = 0 if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key) else 1  # raw keys are uint32 [2]
+    if key.ndim == single:
+        return jax.random.split(key, rows)
+    if key.ndim == single + 1 and key.shape[0] == rows:
+        return key
+    raise ValueError(f"key: expected one PRNG key or one a row ({rows}), got keys of shape {key.shape}")
+
+
 def _random_ranks(key: jax.Array, mask: jax.Array, shape: tuple) -> jax.Array:
     """[*shape, B, T] a uniformly random order of each row's real tokens (ranks 0..M-1), the
     padding after them."""
-    draws = jnp.where(jnp.broadcast_to(mask, shape + mask.shape), jax.random.uniform(key, shape + mask.shape), 2.0)
+    uniform = jax.vmap(lambda k: jax.random.uniform(k, shape + mask.shape[1:]))(row_keys(key, mask.shape[0]))
+    draws = jnp.where(jnp.broadcast_to(mask, shape + mask.shape), jnp.moveaxis(uniform, 0, len(shape)), 2.0)
     return jnp.argsort(jnp.argsort(draws, axis=-1), axis=-1)
 
 
@@ -504,7 +521,7 @@ def shapley_kernel_design(key: jax.Array, mask: jax.Array, n_samples: int) -> tu
     efficiency).
 
     Args:
-      key: a PRNG key.
+      key: a PRNG key, or [B] keys, one a row (`row_keys`).
       mask: [B, T] bool.
       n_samples: N, the coalitions of every row.
 
@@ -512,7 +529,7 @@ def shapley_kernel_design(key: jax.Array, mask: jax.Array, n_samples: int) -> tu
       coalitions [N, B, T] bool (false at padding) and weights [N, B] float32, each row's summing
       to 1 (0 for rows with fewer than two real tokens).
     """
-    keys = jax.random.split(key, mask.shape[0])
+    keys = row_keys(key, mask.shape[0])
     coalitions, weights = jax.vmap(_kernel_design_row, in_axes=(0, 0, None))(keys, mask, n_samples)
     return jnp.swapaxes(coalitions, 0, 1), weights.T
 
@@ -596,7 +613,7 @@ def kernel_shap(
 
     Args:
       score_fn, embeddings, target, mask: as `gradient`.
-      key: draws the coalitions.
+      key: draws the coalitions (a PRNG key, or [B] keys, one a row).
       n_samples: coalitions per example (`shapley_kernel_design`; each costs one forward row).
       baseline: e' broadcastable to e; zeros when None.
       chunk_size: coalitions scored at once (`coalition_values`); None: all in one call.
@@ -630,7 +647,7 @@ def shapley_sampling(
 
     Args:
       score_fn, embeddings, target, mask: as `gradient`.
-      key: draws the orders.
+      key: draws the orders (a PRNG key, or [B] keys, one a row).
       n_permutations: P, even (an odd P is rounded up); costs P (T + 1) forward rows an example.
       baseline: e' broadcastable to e; zeros when None.
       chunk_size: coalitions scored at once (`coalition_values`); None: all in one call.
@@ -655,10 +672,10 @@ def shapley_sampling(
 def lime_coalitions(key: jax.Array, mask: jax.Array, n_samples: int) -> jax.Array:
     """LIME's text samples: the input itself, then coalitions without a uniform number 1..M of
     the M real tokens (uniformly chosen). Returns [N, B, T] bool, false at padding."""
-    count_key, order_key = jax.random.split(key)
+    count_keys, order_keys = jnp.swapaxes(jax.vmap(jax.random.split)(row_keys(key, mask.shape[0])), 0, 1)
     real = jnp.sum(mask, axis=-1)  # [B]
-    removed = jax.random.randint(count_key, (n_samples - 1,) + real.shape, 1, jnp.maximum(real, 1)[None] + 1)
-    kept = (_random_ranks(order_key, mask, (n_samples - 1,)) >= removed[..., None]) & mask[None]
+    removed = jax.vmap(lambda k, m: jax.random.randint(k, (n_samples - 1,), 1, jnp.maximum(m, 1) + 1))(count_keys, real)
+    kept = (_random_ranks(order_keys, mask, (n_samples - 1,)) >= removed.T[..., None]) & mask[None]
     return jnp.concatenate([mask[None], kept])
 
 
@@ -713,4 +730,4 @@ def lime(
 
 def random_scores(key: jax.Array, mask: jax.Array) -> jax.Array:
     """Uniform [0, 1) scores at the real tokens of mask [B, T]: a ranking that knows nothing."""
-    return _masked(jax.random.uniform(key, mask.shape), mask)
+    return _masked(jax.vmap(lambda k: jax.random.uniform(k, mask.shape[1:]))(row_keys(key, mask.shape[0])), mask)

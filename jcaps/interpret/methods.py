@@ -37,7 +37,9 @@ Options (`n_steps`, `n_samples`, ..., `max_rows`) are Python values: under `jax.
     scores = explain(x, target, mask=mask, args=(tokens,))
 
 `METHODS` is the table of every method: its function, its options with their defaults, and
-whether it draws random numbers (then `key` is required).
+whether it draws random numbers (then `key` is required). `key` is one PRNG key, or [B] keys, one
+an example: each example's random draws come from its own key, so its scores are the same
+whichever batch it is explained in (what a resumable run over a corpus needs).
 """
 
 from __future__ import annotations
@@ -169,10 +171,18 @@ def _position_scores(values: jax.Array, mask: jax.Array, reduce: str) -> jax.Arr
     return jnp.where(mask, scores, 0.0)
 
 
-def _require_key(name: str, key) -> jax.Array:
+def _require_key(name: str, key, game: _Game) -> jax.Array:
+    """The key of a method that draws random numbers: one PRNG key, or one an example ([B] keys,
+    repeated for each of K targets), which makes each example's scores its own key's alone."""
     if key is None:
         raise ValueError(f"key: {name} draws random numbers: pass a PRNG key (jax.random.key(0))")
-    return key
+    single = 0 if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key) else 1  # raw keys are uint32 [2]
+    if key.ndim == single:
+        return key
+    if key.ndim != single + 1 or key.shape[0] != game.batch:
+        raise ValueError(f"key: expected one PRNG key or B = {game.batch} of them (one an example), got keys of "
+                         f"shape {key.shape}")
+    return key if game.num_targets is None else key[jnp.tile(jnp.arange(game.batch), game.num_targets)]
 
 
 def integrated_gradients(f, x, target, *, mask=None, args=(), key=None, baseline=None, n_steps: int = 50,
@@ -214,7 +224,7 @@ def smoothgrad(f, x, target, *, mask=None, args=(), key=None, baseline=None, n_s
     del baseline
     _static_count("max_rows", max_rows)
     game = _game(f, x, target, mask, args, None)
-    maps = attribution.smoothgrad(game.score_fn, game.x, game.targets, _require_key("smoothgrad", key),
+    maps = attribution.smoothgrad(game.score_fn, game.x, game.targets, _require_key("smoothgrad", key, game),
                                   n_samples=_static_count("n_samples", n_samples), stddev=stddev, output="logit")
     return game.unflatten(_position_scores(maps, game.mask, "norm"))
 
@@ -235,7 +245,7 @@ def _sampling_estimate(estimate, name: str, f, x, target, mask, args, key, basel
     game = _game(f, x, target, mask, args, baseline)
     budget = {option: _static_count(option, value) for option, value in budget.items()}
     return game.unflatten(estimate(
-        game.score_fn, game.x, game.targets, game.mask, _require_key(name, key), baseline=game.baseline,
+        game.score_fn, game.x, game.targets, game.mask, _require_key(name, key, game), baseline=game.baseline,
         chunk_size=game.rows_per_call(_static_count("max_rows", max_rows)), **budget))
 
 
@@ -268,7 +278,7 @@ def random(f, x, target, *, mask=None, args=(), key=None, baseline=None,
     del baseline
     _static_count("max_rows", max_rows)
     game = _game(f, x, target, mask, args, None)
-    return game.unflatten(attribution.random_scores(_require_key("random", key), game.mask))
+    return game.unflatten(attribution.random_scores(_require_key("random", key, game), game.mask))
 
 
 def _options(function: Callable) -> dict[str, Any]:

@@ -141,6 +141,32 @@ def test_vmap_over_keys():
     np.testing.assert_allclose(np.asarray(scores).sum(-1), np.broadcast_to(value_change(f), (3, B)), atol=1e-4)
 
 
+@pytest.mark.parametrize("name", sorted(n for n, m in interpret.METHODS.items() if m.needs_key))
+def test_with_a_key_an_example_its_scores_do_not_depend_on_the_batch(name):
+    """[B] keys, one an example: an example's scores are those of the example explained alone
+    with its key, whichever rows share its batch and wherever it stands in it; with [B, 2]
+    targets each target's scores are its own single-target call's."""
+    f, options = MODELS["nnx"], small(name)
+    keys = jax.random.split(jax.random.key(3), B)
+    method = interpret.METHODS[name].function
+    tokens, mask = jnp.asarray(TOKENS), jnp.asarray(MASK)
+    batched = method(f, VECTORS, TARGET, mask=mask, args=(tokens,), key=keys, **options)
+    order = np.array([3, 0, 5, 1, 4, 2])
+    shuffled = method(f, VECTORS[order], TARGET[order], mask=mask[order], args=(tokens[order],), key=keys[order],
+                      **options)
+    np.testing.assert_allclose(np.asarray(shuffled), np.asarray(batched)[order], rtol=1e-5, atol=1e-6)
+    alone = method(f, VECTORS[2:3], TARGET[2:3], mask=mask[2:3], args=(tokens[2:3],), key=keys[2:3], **options)
+    np.testing.assert_allclose(np.asarray(alone)[0], np.asarray(batched)[2], rtol=1e-5, atol=1e-6)
+    two = method(f, VECTORS, TWO_TARGETS, mask=mask, args=(tokens,), key=keys, **options)
+    second = method(f, VECTORS, TWO_TARGETS[:, 1], mask=mask, args=(tokens,), key=keys, **options)
+    np.testing.assert_allclose(np.asarray(two)[:, 1], np.asarray(second), rtol=1e-5, atol=1e-6)
+    # One key for the batch: rows draw differently from one another (not one draw shared).
+    if name != "random":
+        twice, pair = np.array([0, 0]), np.array([0, 1])
+        assert not np.allclose(np.asarray(batched)[0], np.asarray(method(
+            f, VECTORS[twice], TARGET[twice], mask=mask[twice], args=(tokens[twice],), key=keys[pair], **options))[1])
+
+
 def test_bad_arguments_get_one_line_naming_them():
     f, tokens = MODELS["nnx"], (jnp.asarray(TOKENS),)
     cases = [
@@ -154,6 +180,8 @@ def test_bad_arguments_get_one_line_naming_them():
         (lambda: interpret.occlusion(f, VECTORS, TARGET, args=jnp.asarray(TOKENS)), r"^args: expected a tuple"),
         (lambda: interpret.integrated_gradients(f, VECTORS, TARGET, args=tokens, n_steps=2.5), r"^n_steps: .*2\.5"),
         (lambda: interpret.kernel_shap(f, VECTORS, TARGET, args=tokens), r"^key: kernel_shap draws"),
+        (lambda: interpret.kernel_shap(f, VECTORS, TARGET, args=tokens, key=jax.random.split(jax.random.key(0), 2)),
+         r"^key: expected one PRNG key or B = 6 of them"),
         (lambda: interpret.occlusion(f, VECTORS, TARGET, args=tokens, baseline=jnp.zeros((2, 2))), r"^baseline:"),
         (lambda: interpret.occlusion(f, jnp.asarray(TOKENS), TARGET, args=tokens), r"^x: expected float inputs"),
         (lambda: jax.jit(functools.partial(interpret.integrated_gradients, f))(VECTORS, TARGET, args=tokens,
