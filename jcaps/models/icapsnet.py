@@ -235,6 +235,7 @@ class _ICapsNet(nn.Module):
     def region_embeddings(
         self,
         tokens: jax.Array,
+        *,
         train: bool,
         embeddings: jax.Array | None = None,
         regions: jax.Array | None = None,
