@@ -418,6 +418,31 @@ def test_every_public_op_has_a_case():
     assert not cased - set(ops.__all__), f"cases of names not in jcaps.ops.__all__: {sorted(cased - set(ops.__all__))}"
 
 
+# Options wherever they appear: keyword-only in every op.
+OPTION_NAMES = {
+    "activation", "alpha", "axis", "beam_size", "bias", "dilation", "dilations", "eps", "gamma", "groups", "key",
+    "lam", "m_minus", "m_plus", "mask", "num_heads", "num_iterations", "num_samples", "pad_id", "rate", "rng",
+    "sampling", "scale", "similarity", "temperature",
+}
+ARRAY_OPS = [name for name in ops.__all__ if inspect.isfunction(getattr(ops, name)) and name not in NOT_ARRAY_OPS]
+
+
+@pytest.mark.parametrize("name", ARRAY_OPS)
+def test_options_are_keyword_only(name):
+    """Arrays first, options after `*`: a positional parameter has no default and is none of
+    the options (a mask, an axis, an optional bias...). `receptive_field` computes on its
+    dilations, so NOT_ARRAY_OPS are left out."""
+    positional = [
+        parameter
+        for parameter in inspect.signature(getattr(ops, name)).parameters.values()
+        if parameter.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    ]
+    with_default = [parameter.name for parameter in positional if parameter.default is not inspect.Parameter.empty]
+    assert not with_default, f"jcaps.ops.{name}: positional parameters with a default {with_default}"
+    options = [parameter.name for parameter in positional if parameter.name in OPTION_NAMES]
+    assert not options, f"jcaps.ops.{name}: options {options} are positional"
+
+
 def test_all_names_exist():
     assert len(set(ops.__all__)) == len(ops.__all__)
     for name in ops.__all__:
