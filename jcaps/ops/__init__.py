@@ -6,9 +6,10 @@ sequence), with a padding mask [..., T] that is True at real positions; capsules
 package imports JAX only (no Flax, no Optax, nothing else of jcaps).
 
 Calling convention: an op takes its arrays first (the data, then its parameters), and every
-option after them keyword-only: masks, optional biases and keys, axes, sizes, constants. An
-op whose parameters are several arrays takes them as one NamedTuple, `<Op>Params`, that
-documents their shapes (e.g. `dot_product_attention(x, DotProductAttentionParams(...), mask=m)`).
+option after them keyword-only: masks, optional biases and keys, axes, sizes, constants.
+Head-query, dot-product and additive attention take their parameters as one NamedTuple,
+`<Op>Params`, that documents their shapes
+(`dot_product_attention(x, DotProductAttentionParams(...), mask=m)`).
 
 Modules (each docstring gives the equations and the papers):
   attention       masked softmax; head-query, structured self-, convolutional-network and
