@@ -29,7 +29,7 @@ TINY_SHAPES = {"embeddings": (4, 12, 16)}
 RATES = (0.5, 0.1)
 
 
-def bernoulli_dropout(x: jax.Array, rate: float, key: jax.Array) -> jax.Array:
+def bernoulli_dropout(x: jax.Array, *, rate: float, key: jax.Array) -> jax.Array:
     """Inverted dropout as `flax.linen.Dropout` draws it."""
     keep = jax.random.bernoulli(key, 1 - rate, x.shape)
     return jnp.where(keep, x / (1 - rate), jnp.zeros_like(x))
@@ -49,8 +49,8 @@ def main() -> None:
         for rate in RATES:
             row = {}
             for side, fn in (("bernoulli", bernoulli_dropout), ("jcaps", dropout)):
-                forward = jax.jit(lambda x, key, fn=fn: fn(x, rate, key))
-                grad = jax.jit(jax.grad(lambda x, key, fn=fn: jnp.sum(fn(x, rate, key) * x)))
+                forward = jax.jit(lambda x, key, fn=fn: fn(x, rate=rate, key=key))
+                grad = jax.jit(jax.grad(lambda x, key, fn=fn: jnp.sum(fn(x, rate=rate, key=key) * x)))
                 row[f"{side}_s"] = median_seconds(lambda: forward(x, key), repeats)
                 row[f"{side}_grad_s"] = median_seconds(lambda: grad(x, key), repeats)
             row["ratio"] = row["jcaps_s"] / row["bernoulli_s"]

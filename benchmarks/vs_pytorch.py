@@ -164,10 +164,10 @@ def jcaps_outputs(shape: Shape, layers: list[dict], x: jax.Array, mask: jax.Arra
     for w in layers:
         if shape.bidirectional:
             layer = bidirectional_lstm if shape.cell == "lstm" else bidirectional_gru
-            states = layer(x, w["input_kernel"], w["input_bias"], w["hidden_kernel"], w["hidden_bias"], mask)
+            states = layer(x, w["input_kernel"], w["input_bias"], w["hidden_kernel"], w["hidden_bias"], mask=mask)
             x = states.reshape(states.shape[:-2] + (-1,))
         else:
-            x = lstm_scan(x @ w["input_kernel"] + w["input_bias"], w["hidden_kernel"], w["hidden_bias"], mask)
+            x = lstm_scan(x @ w["input_kernel"] + w["input_bias"], w["hidden_kernel"], w["hidden_bias"], mask=mask)
     return x
 
 

@@ -17,12 +17,12 @@ def test_causal_pool_on_the_gpu_matches_the_quadratic_form():
     scores = jnp.asarray(rng.normal(scale=3.0, size=(4, 300, 20)).astype(np.float32))
     inputs = jnp.asarray(rng.normal(size=(4, 300, 16)).astype(np.float32))
     mask = jnp.asarray(np.arange(300)[None, :] < np.array([300, 250, 10, 1])[:, None])
-    linear = jax.jit(causal_softmax_pool)(scores, inputs, mask)
+    linear = jax.jit(causal_softmax_pool)(scores, inputs, mask=mask)
     assert linear.devices() == {jax.devices("gpu")[0]}
     # The reference's matmuls in full float32: at XLA's default GPU precision (TF32) the
     # quadratic form itself is off by 1e-3.
     with jax.default_matmul_precision("float32"):
-        reference = causal_softmax_pool_quadratic(scores, inputs, mask)
+        reference = causal_softmax_pool_quadratic(scores, inputs, mask=mask)
     np.testing.assert_allclose(linear, reference, atol=1e-5)
 
 

@@ -79,7 +79,9 @@ class Embedding(nn.Module):
             return cwc_embedding(ids, code_logits, codebooks)
         # The training step supplies one RNG stream ('dropout'); the Gumbel noise draws from it.
         rng = self.make_rng("dropout") if train else None
-        return cc_embedding(ids, code_logits, codebooks, rng, sampling=self.cc_sampling, num_samples=self.cc_samples)
+        return cc_embedding(
+            ids, code_logits, codebooks, rng=rng, sampling=self.cc_sampling, num_samples=self.cc_samples
+        )
 
 
 class Encoder(nn.Module):
@@ -99,7 +101,7 @@ class Encoder(nn.Module):
             # reads both directions concatenated.
             x = Dropout(self.dropout_rate, deterministic=not train)(outputs.reshape(outputs.shape[:-2] + (-1,)))
             outputs = RecurrentLayer("gru", self.hidden_dim, dtype=self.dtype, name=f"layer_{layer}")(x, mask)
-        return masked_mean_over_time(jnp.sum(outputs, axis=-2), mask)
+        return masked_mean_over_time(jnp.sum(outputs, axis=-2), mask=mask)
 
 
 class CapsuleClassifier(nn.Module):

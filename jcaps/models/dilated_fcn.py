@@ -51,7 +51,13 @@ from jcaps.models.dropout import Dropout
 from jcaps.models.initializers import uniform
 from jcaps.models.outputs import ModelOutput
 from jcaps.models.token_ids import padding_mask
-from jcaps.ops.attention import CONV_ATTENTION_AXES, dot_product_attention, local_attention, simplified_attention
+from jcaps.ops.attention import (
+    CONV_ATTENTION_AXES,
+    DotProductAttentionParams,
+    dot_product_attention,
+    local_attention,
+    simplified_attention,
+)
 from jcaps.ops.convolution import ACTIVATIONS, causal_conv1d, dilated_residual_stack, pointwise_conv
 from jcaps.ops.pooling import masked_max_over_time
 
@@ -161,8 +167,11 @@ class DilatedFCN(nn.Module):
         # Zero vectors at the pads, like the convs' own left padding; the PAD row is never used.
         embedded = jnp.where(mask[..., None], characters, 0)
 
-        x = causal_conv1d(embedded, *self._conv_params("input", self.first_width, self.embedding_dim, self.filters))
-        features = dilated_residual_stack(x, self._residual_layers(), self.dilations, self.activation)
+        input_kernel, input_bias = self._conv_params("input", self.first_width, self.embedding_dim, self.filters)
+        x = causal_conv1d(embedded, input_kernel, bias=input_bias)
+        features = dilated_residual_stack(
+            x, self._residual_layers(), dilations=self.dilations, activation=self.activation
+        )
         elementwise_attention = head_attention = None
         if self.attention != "none":
             attended, weights = self._attention(features, mask)
@@ -175,9 +184,9 @@ class DilatedFCN(nn.Module):
             features = Dropout(self.dropout_rate, deterministic=not train)(features)
         head_kernel = self.param("head_kernel", _kernel_init, (self.filters, self.num_classes))
         head_bias = self.param("head_bias", nn.initializers.zeros, (self.num_classes,))
-        position_logits = pointwise_conv(features, head_kernel.astype(self.dtype), head_bias.astype(self.dtype))
+        position_logits = pointwise_conv(features, head_kernel.astype(self.dtype), bias=head_bias.astype(self.dtype))
         # Positions after a sequence's end hold values (the convs' biases) that must not win.
-        scores = masked_max_over_time(position_logits, mask)
+        scores = masked_max_over_time(position_logits, mask=mask)
         return ModelOutput(
             scores=scores,
             embeddings=characters,
@@ -214,7 +223,7 @@ class DilatedFCN(nn.Module):
                 self.param(f"{name}_kernel", _kernel_init, (filters, filters)).astype(self.dtype)
                 for name in ("query", "key", "value", "output")
             ]
-            return dot_product_attention(x, *kernels, mask, num_heads=groups)
+            return dot_product_attention(x, DotProductAttentionParams(*kernels), mask=mask, num_heads=groups)
         size = filters // groups
         if self.attention.startswith("local"):
             op, shape = local_attention, (groups, _LOCAL_WIDTH, size, size)
@@ -223,7 +232,7 @@ class DilatedFCN(nn.Module):
         # Fans of one group's kernel: its C/G channels in and out (times the conv width).
         kernel = self.param("attention_kernel", _stacked_kernel_init, shape).astype(self.dtype)
         bias = self.param("attention_bias", nn.initializers.zeros, (groups, size)).astype(self.dtype)
-        y, weights = op(x, kernel, bias, mask, groups=groups, axis=self.attention_axis)
+        y, weights = op(x, kernel, bias=bias, mask=mask, groups=groups, axis=self.attention_axis)
         if self.attention_gain == "uniform":
             if self.attention_axis == "channels":
                 gain = jnp.asarray(size, y.dtype)

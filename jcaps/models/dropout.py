@@ -20,7 +20,7 @@ class Dropout(nn.Module):
     deterministic: bool | None = None
 
     @nn.compact
-    def __call__(self, x: jax.Array, deterministic: bool | None = None) -> jax.Array:
+    def __call__(self, x: jax.Array, *, deterministic: bool | None = None) -> jax.Array:
         if nn.merge_param("deterministic", self.deterministic, deterministic) or self.rate == 0:
             return x
-        return dropout(x, self.rate, self.make_rng("dropout"))
+        return dropout(x, rate=self.rate, key=self.make_rng("dropout"))

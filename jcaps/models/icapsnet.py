@@ -51,7 +51,7 @@ import jax.numpy as jnp
 from jcaps.models.dropout import Dropout
 from jcaps.models.outputs import ModelOutput
 from jcaps.models.token_ids import padding_mask
-from jcaps.ops.attention import head_query_attention
+from jcaps.ops.attention import HeadQueryAttentionParams, head_query_attention
 from jcaps.ops.capsules import (
     capsule_length,
     dynamic_routing,
@@ -98,14 +98,10 @@ class HeadQueryAttention(nn.Module):
         init = nn.initializers.lecun_normal(in_axis=-2, out_axis=-1, batch_axis=(0,))
         key_kernel = self.param("key_kernel", init, (num_heads, input_dim, self.query_dim))
         value_kernel = self.param("value_kernel", init, (num_heads, input_dim, self.value_dim))
-        return head_query_attention(
-            queries.astype(self.dtype),
-            x.astype(self.dtype),
-            key_kernel.astype(self.dtype),
-            value_kernel.astype(self.dtype),
-            mask,
-            scale=self.scale,
+        params = HeadQueryAttentionParams(
+            queries.astype(self.dtype), key_kernel.astype(self.dtype), value_kernel.astype(self.dtype)
         )
+        return head_query_attention(x.astype(self.dtype), params, mask=mask, scale=self.scale)
 
 
 class _ICapsNet(nn.Module):
@@ -215,6 +211,7 @@ class _ICapsNet(nn.Module):
     def region_embeddings(
         self,
         tokens: jax.Array,
+        *,
         train: bool,
         embeddings: jax.Array | None = None,
         regions: jax.Array | None = None,
@@ -278,7 +275,7 @@ class _ICapsNet(nn.Module):
         u_hat = predict(
             primary,
             self.class_kernel.astype(self.dtype),
-            self.class_bias.astype(self.dtype),
+            bias=self.class_bias.astype(self.dtype),
         )
         class_capsules, coupling = self.route(u_hat)
         selection = coupling if self.capsule_selection == "coupling" else routing_contributions(u_hat, coupling)
@@ -320,7 +317,7 @@ class ICapsNetShort(_ICapsNet):
         [B, I, J] (rows sum to 1), capsule_selection [B, I, J] (`capsule_selection`),
         embeddings [B, N, d_e] (the word vectors read; None when `regions` are given).
         """
-        regions, mask, words = self.region_embeddings(tokens, train, embeddings, regions)
+        regions, mask, words = self.region_embeddings(tokens, train=train, embeddings=embeddings, regions=regions)
         primary, alpha = self.word_attention(self.queries, regions, mask)
         return self.capsule_head(primary, alpha, None, words)
 
@@ -364,7 +361,7 @@ class ICapsNetLong(_ICapsNet):
         capsule_selection [B, I, J], embeddings [B, M, N, d_e] (the word vectors read; None
         when `regions` are given).
         """
-        regions, word_mask, words = self.region_embeddings(tokens, train, embeddings, regions)
+        regions, word_mask, words = self.region_embeddings(tokens, train=train, embeddings=embeddings, regions=regions)
         # Word level over every sentence at once: leading axes [B, M].
         sentences, alpha = self.word_attention(self.queries, regions, word_mask)
         sentence_mask = jnp.any(word_mask, axis=-1)

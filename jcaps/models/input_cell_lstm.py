@@ -58,7 +58,7 @@ class InputCellLSTM(nn.Module):
         num_hops: attention hops r (input_cell, lstm_self_attention).
         attention_dim: attention hidden size d_a (input_cell, lstm_self_attention).
         dropout_rate: dropout on the LSTM inputs and on the pooled hidden vector.
-        pool: the input-cell pooling, (scores [B, T, r], series [B, T, N], mask [B, T] or
+        pool: the input-cell pooling, (scores [B, T, r], series [B, T, N], *, mask [B, T] or
             None) -> m [B, T, N]: `causal_softmax_pool`, the streaming O(T) scan. The tests and
             the speed benchmark pass `jcaps.ops.causal_softmax_pool_quadratic`, the same
             function from the [B, r, T, T] weights of the equations as written.
@@ -72,7 +72,7 @@ class InputCellLSTM(nn.Module):
     num_hops: int = 20
     attention_dim: int = 50
     dropout_rate: float = 0.1
-    pool: Callable[[jax.Array, jax.Array, jax.Array | None], jax.Array] = causal_softmax_pool
+    pool: Callable[..., jax.Array] = causal_softmax_pool
     dtype: Any = jnp.float32
     rnn_impl: str = "scan"
 
@@ -98,7 +98,7 @@ class InputCellLSTM(nn.Module):
         lstm_inputs = series
         if self.variant == "input_cell":
             input_attention_scores = self._attention_scores(series)
-            lstm_inputs = self.pool(input_attention_scores, series, mask)
+            lstm_inputs = self.pool(input_attention_scores, series, mask=mask)
         lstm_inputs = Dropout(self.dropout_rate, deterministic=not train)(lstm_inputs)
 
         directions = 2 if self.variant == "bilstm" else 1
@@ -106,18 +106,18 @@ class InputCellLSTM(nn.Module):
         states = lstm(lstm_inputs, mask)  # [B, T, directions, H]
         forward = states[..., 0, :]
         if self.variant in ("input_cell", "lstm"):
-            features = last_valid_state(forward, mask)
+            features = last_valid_state(forward, mask=mask)
         elif self.variant == "lstm_maxpool":
-            features = masked_max_over_time(forward, mask)
+            features = masked_max_over_time(forward, mask=mask)
         elif self.variant == "lstm_meanpool":
-            features = masked_mean_over_time(forward, mask)
+            features = masked_mean_over_time(forward, mask=mask)
         elif self.variant == "bilstm":
-            features = bidirectional_final_state(states, mask)
+            features = bidirectional_final_state(states, mask=mask)
         else:
             w1 = self.param("attention_w1", torch_linear_kernel, (self.hidden_dim, self.attention_dim))
             w2 = self.param("attention_w2", torch_linear_kernel, (self.attention_dim, self.num_hops))
             features, hop_attention = structured_self_attention(
-                forward, w1.astype(self.dtype), w2.astype(self.dtype), mask
+                forward, w1.astype(self.dtype), w2.astype(self.dtype), mask=mask
             )
         features = Dropout(self.dropout_rate, deterministic=not train)(features)
         readout = nn.Dense(

@@ -73,4 +73,4 @@ class RecurrentLayer(nn.Module):
             return bidirectional(x, input_kernel, input_bias, hidden_kernel, hidden_bias, mask=mask)
         input_gates = x @ input_kernel[0]
         input_gates = input_gates + jnp.broadcast_to(input_bias[0], input_gates.shape)
-        return scan(input_gates, hidden_kernel[0], hidden_bias[0], mask)[..., None, :]
+        return scan(input_gates, hidden_kernel[0], hidden_bias[0], mask=mask)[..., None, :]

@@ -75,7 +75,7 @@ from jcaps.models.outputs import DecodedLabels, ModelOutput
 from jcaps.models.recurrent_layers import RecurrentLayer
 from jcaps.models.token_ids import PAD_ID, padding_mask
 from jcaps.ops._arrays import add_bias
-from jcaps.ops.attention import additive_attention
+from jcaps.ops.attention import AdditiveAttentionParams, additive_attention
 from jcaps.ops.decoding import beam_search, emitted_to_multi_hot, greedy_decode, label_mask_logits, mark_emitted
 from jcaps.ops.pooling import masked_max_over_time, masked_mean_over_time
 from jcaps.ops.recurrent import bidirectional_final_state, lstm_cell
@@ -127,7 +127,7 @@ class BiLSTMEncoder(nn.Module):
                 "lstm", self.hidden_dim, dtype=self.dtype, rnn_impl=self.rnn_impl, name=f"layer_{layer}"
             )(x, mask)
             x = states.reshape(states.shape[:-2] + (-1,))
-        return x, mask, bidirectional_final_state(states, mask), words
+        return x, mask, bidirectional_final_state(states, mask=mask), words
 
 
 def _encoder(model) -> BiLSTMEncoder:
@@ -304,7 +304,7 @@ class SGM(nn.Module):
         hidden, cell = [], []
         for layer, weights in enumerate(params["decoder"]):
             if layer:
-                x = dropout(x, self.dropout_rate, keys[layer - 1])
+                x = dropout(x, rate=self.dropout_rate, key=keys[layer - 1])
             h, c = lstm_cell(
                 add_bias(x @ weights["input_kernel"], weights["input_bias"]),
                 state["hidden"][:, layer],
@@ -319,12 +319,11 @@ class SGM(nn.Module):
             x,
             state["keys"],
             state["projected_keys"],
-            params["attention_query_kernel"],
-            params["attention_vector"],
-            state["mask"],
+            AdditiveAttentionParams(params["attention_query_kernel"], params["attention_vector"]),
+            mask=state["mask"],
         )
         readout = x @ params["readout_state_kernel"] + context @ params["readout_context_kernel"]
-        readout = dropout(jnp.tanh(add_bias(readout, params["readout_bias"])), self.dropout_rate, keys[-1])
+        readout = dropout(jnp.tanh(add_bias(readout, params["readout_bias"])), rate=self.dropout_rate, key=keys[-1])
         logits = add_bias(readout @ params["output_kernel"], params["output_bias"]).astype(jnp.float32)
         new_state = dict(state, hidden=jnp.stack(hidden, axis=1), cell=jnp.stack(cell, axis=1), context=context)
         return logits, new_state, attention
@@ -457,7 +456,7 @@ class BinaryRelevance(nn.Module):
         read [B, L, D]. `embeddings` [B, L, D], when given, are read instead of the
         looked-up vectors (`tokens` still give the mask)."""
         states, mask, _, words = _encoder(self)(tokens, train=train, embeddings=embeddings)
-        features = POOLS[self.pool](states, mask)
+        features = POOLS[self.pool](states, mask=mask)
         features = Dropout(self.dropout_rate, deterministic=not train)(features)
         readout = nn.Dense(
             self.num_classes,

@@ -5,6 +5,12 @@ sequence), with a padding mask [..., T] that is True at real positions; capsules
 [..., num_caps, dim]. Every op runs on one example and under `vmap` over a batch. This
 package imports JAX only (no Flax, no Optax, nothing else of jcaps).
 
+Calling convention: an op takes its arrays first (the data, then its parameters), and every
+option after them keyword-only: masks, optional biases and keys, axes, sizes, constants.
+Head-query, dot-product and additive attention take their parameters as one NamedTuple,
+`<Op>Params`, that documents their shapes
+(`dot_product_attention(x, DotProductAttentionParams(...), mask=m)`).
+
 Modules (each docstring gives the equations and the papers):
   attention       masked softmax; head-query, structured self-, convolutional-network and
                   additive attention
@@ -20,12 +26,15 @@ Modules (each docstring gives the equations and the papers):
 Example:
     >>> import jax.numpy as jnp
     >>> from jcaps import ops
-    >>> print(ops.masked_softmax(jnp.zeros(4), jnp.array([True, True, False, False])))
+    >>> print(ops.masked_softmax(jnp.zeros(4), mask=jnp.array([True, True, False, False])))
     [0.5 0.5 0.  0. ]
 """
 
 from jcaps.ops.attention import (
     CONV_ATTENTION_AXES,
+    AdditiveAttentionParams,
+    DotProductAttentionParams,
+    HeadQueryAttentionParams,
     additive_attention,
     dot_product_attention,
     head_query_attention,
@@ -88,6 +97,9 @@ from jcaps.ops.regularisation import dropout
 __all__ = [  # noqa: RUF022 (grouped by module, sorted within each group)
     # attention
     "CONV_ATTENTION_AXES",
+    "AdditiveAttentionParams",
+    "DotProductAttentionParams",
+    "HeadQueryAttentionParams",
     "additive_attention",
     "causal_softmax_pool",
     "causal_softmax_pool_quadratic",

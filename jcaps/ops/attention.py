@@ -28,6 +28,8 @@ References:
   COLING 2018 (Sec. 2, the same attention over the BiLSTM encoder states).
 """
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 
@@ -43,7 +45,7 @@ from jcaps.ops.convolution import causal_conv1d
 # ---------------------------------------------------------------------------------------------
 
 
-def masked_softmax(logits: jax.Array, mask: jax.Array, axis: int = -1) -> jax.Array:
+def masked_softmax(logits: jax.Array, *, mask: jax.Array, axis: int = -1) -> jax.Array:
     """Softmax over `axis` restricted to the positions where `mask` is True.
 
         p_n = mask_n exp(x_n) / sum_m mask_m exp(x_m),   and p = 0 where no position is valid.
@@ -68,7 +70,7 @@ def masked_softmax(logits: jax.Array, mask: jax.Array, axis: int = -1) -> jax.Ar
       >>> import numpy as np
       >>> from jcaps.ops import masked_softmax
       >>> logits = jnp.array([1.0, 2.0, 3.0])
-      >>> print(np.asarray(masked_softmax(logits, jnp.array([True, True, False]))).round(3))
+      >>> print(np.asarray(masked_softmax(logits, mask=jnp.array([True, True, False]))).round(3))
       [0.269 0.731 0.   ]
     """
     dtype = logits.dtype
@@ -89,11 +91,24 @@ def masked_softmax(logits: jax.Array, mask: jax.Array, axis: int = -1) -> jax.Ar
 # ---------------------------------------------------------------------------------------------
 
 
+class HeadQueryAttentionParams(NamedTuple):
+    """The parameters of `head_query_attention`, for I heads over inputs of d_in features.
+
+    Attributes:
+      queries: [I, d_q], one query h_i per head (primary capsule).
+      key_kernel: [I, d_in, d_q], Wk_i^T of each head.
+      value_kernel: [I, d_in, d_v], Wv_i^T of each head.
+    """
+
+    queries: jax.Array
+    key_kernel: jax.Array
+    value_kernel: jax.Array
+
+
 def head_query_attention(
-    queries: jax.Array,
     inputs: jax.Array,
-    key_kernel: jax.Array,
-    value_kernel: jax.Array,
+    params: HeadQueryAttentionParams,
+    *,
     mask: jax.Array,
     scale: float = 1.0,
 ) -> tuple[jax.Array, jax.Array]:
@@ -117,10 +132,9 @@ def head_query_attention(
     (inputs [..., I, M, d_in]: head i reads its own row) with the same queries.
 
     Args:
-      queries: [I, d_q], one query h_i per head (primary capsule).
       inputs: [..., N, d_in], read by every head; or [..., I, N, d_in], head i reads row i.
-      key_kernel: [I, d_in, d_q], Wk_i^T of each head.
-      value_kernel: [I, d_in, d_v], Wv_i^T of each head.
+      params: the queries [I, d_q] and the key and value kernels of the I heads
+        (`HeadQueryAttentionParams`).
       mask: [..., N], True (or 1) at real positions.
       scale: multiplies the logits; pass `1 / sqrt(d_q)` for scaled dot-product attention.
 
@@ -133,25 +147,25 @@ def head_query_attention(
 
       >>> import jax.numpy as jnp
       >>> import numpy as np
-      >>> from jcaps.ops import head_query_attention
+      >>> from jcaps.ops import HeadQueryAttentionParams, head_query_attention
       >>> inputs = jnp.ones((2, 5, 4))  # [B, N, d_in]
       >>> mask = jnp.array([[True] * 5, [True, True, True, False, False]])
-      >>> queries, key_kernel, value_kernel = jnp.ones((3, 6)), jnp.ones((3, 4, 6)), jnp.ones((3, 4, 8))
-      >>> pooled, weights = head_query_attention(queries, inputs, key_kernel, value_kernel, mask)
+      >>> params = HeadQueryAttentionParams(jnp.ones((3, 6)), jnp.ones((3, 4, 6)), jnp.ones((3, 4, 8)))
+      >>> pooled, weights = head_query_attention(inputs, params, mask=mask)
       >>> pooled.shape, weights.shape
       ((2, 3, 8), (2, 3, 5))
       >>> print(np.asarray(weights[1, 0]).round(3))
       [0.333 0.333 0.333 0.    0.   ]
     """
     per_head = inputs.ndim == jnp.ndim(mask) + 2
-    folded_queries = scale * jnp.einsum("iq,idq->id", queries, key_kernel)
+    folded_queries = scale * jnp.einsum("iq,idq->id", params.queries, params.key_kernel)
     logits_spec, pool_spec = (
         ("...ind,id->...in", "...in,...ind->...id") if per_head else ("...nd,id->...in", "...in,...nd->...id")
     )
     logits = jnp.einsum(logits_spec, inputs, folded_queries)
-    weights = masked_softmax(logits, jnp.asarray(mask)[..., None, :], axis=-1)
+    weights = masked_softmax(logits, mask=jnp.asarray(mask)[..., None, :], axis=-1)
     pooled_inputs = jnp.einsum(pool_spec, weights, inputs)
-    return jnp.einsum("...id,ide->...ie", pooled_inputs, value_kernel), weights
+    return jnp.einsum("...id,ide->...ie", pooled_inputs, params.value_kernel), weights
 
 
 # ---------------------------------------------------------------------------------------------
@@ -163,6 +177,7 @@ def structured_self_attention(
     hidden: jax.Array,
     w1: jax.Array,
     w2: jax.Array,
+    *,
     mask: jax.Array | None = None,
 ) -> tuple[jax.Array, jax.Array]:
     """r-hop self-attention over a sequence, pooled to one vector (Lin et al. 2017, Sec. 2).
@@ -187,7 +202,7 @@ def structured_self_attention(
       >>> from jcaps.ops import structured_self_attention
       >>> hidden = jnp.arange(6.0).reshape(3, 2)  # one sequence: [T, H]
       >>> mask = jnp.array([True, True, False])
-      >>> pooled, weights = structured_self_attention(hidden, jnp.zeros((2, 4)), jnp.zeros((4, 2)), mask)
+      >>> pooled, weights = structured_self_attention(hidden, jnp.zeros((2, 4)), jnp.zeros((4, 2)), mask=mask)
       >>> print(weights)  # [r, T]
       [[0.5 0.5 0. ]
        [0.5 0.5 0. ]]
@@ -197,7 +212,7 @@ def structured_self_attention(
     valid = valid_positions(mask, hidden.shape[:-1])
     hidden = zero_padding(hidden, valid)
     logits = jnp.einsum("...ta,ar->...rt", jnp.tanh(jnp.einsum("...th,ha->...ta", hidden, w1)), w2)
-    weights = masked_softmax(logits, valid[..., None, :], axis=-1)
+    weights = masked_softmax(logits, mask=valid[..., None, :], axis=-1)
     return jnp.einsum("...rt,...th->...h", weights, hidden) / w2.shape[-1], weights
 
 
@@ -248,7 +263,7 @@ def _softmax_gate(x, scores, valid, groups, axis):
     # The mask removes whole padded positions: with axis "channels" their rows become all-zero
     # weights, with axis "time" (axis -3 of [..., L, G, C/G]) they drop out of every channel's
     # normalisation.
-    weights = masked_softmax(grouped, valid[..., None, None], axis=-1 if axis == "channels" else -3)
+    weights = masked_softmax(grouped, mask=valid[..., None, None], axis=-1 if axis == "channels" else -3)
     weights = weights.reshape(x.shape)
     return weights * x, weights
 
@@ -263,8 +278,9 @@ def _add_group_bias(scores: jax.Array, bias: jax.Array | None) -> jax.Array:
 def simplified_attention(
     x: jax.Array,
     kernel: jax.Array,
-    bias: jax.Array | None,
-    mask: jax.Array | None,
+    *,
+    bias: jax.Array | None = None,
+    mask: jax.Array | None = None,
     groups: int = 1,
     axis: str = "channels",
 ) -> tuple[jax.Array, jax.Array]:
@@ -296,7 +312,7 @@ def simplified_attention(
       >>> import jax.numpy as jnp
       >>> from jcaps.ops import simplified_attention
       >>> x = jnp.ones((2, 5, 4))  # [B, L, C]
-      >>> y, weights = simplified_attention(x, jnp.zeros((2, 2, 2)), None, None, groups=2)
+      >>> y, weights = simplified_attention(x, jnp.zeros((2, 2, 2)), groups=2)
       >>> y.shape
       (2, 5, 4)
       >>> print(weights[0, 0])
@@ -314,8 +330,9 @@ def simplified_attention(
 def local_attention(
     x: jax.Array,
     kernel: jax.Array,
-    bias: jax.Array | None,
-    mask: jax.Array | None,
+    *,
+    bias: jax.Array | None = None,
+    mask: jax.Array | None = None,
     groups: int = 1,
     axis: str = "channels",
 ) -> tuple[jax.Array, jax.Array]:
@@ -349,7 +366,7 @@ def local_attention(
       >>> from jcaps.ops import local_attention
       >>> x = jnp.ones((5, 4))  # one sequence: [L, C]
       >>> mask = jnp.array([True, True, True, False, False])
-      >>> y, weights = local_attention(x, jnp.zeros((1, 3, 4, 4)), None, mask, axis="time")
+      >>> y, weights = local_attention(x, jnp.zeros((1, 3, 4, 4)), mask=mask, axis="time")
       >>> print(np.asarray(weights[:, 0]).round(3))
       [0.333 0.333 0.333 0.    0.   ]
     """
@@ -366,13 +383,26 @@ def local_attention(
     return _softmax_gate(x, _add_group_bias(scores, bias), valid, groups, axis)
 
 
+class DotProductAttentionParams(NamedTuple):
+    """The kernels of `dot_product_attention` over inputs of C features (no biases).
+
+    Attributes:
+      query_kernel, key_kernel, value_kernel: [C, D], W_q^T, W_k^T and W_v^T; D divisible by
+        the number of heads.
+      output_kernel: [D, C_out], W_o^T.
+    """
+
+    query_kernel: jax.Array
+    key_kernel: jax.Array
+    value_kernel: jax.Array
+    output_kernel: jax.Array
+
+
 def dot_product_attention(
     x: jax.Array,
-    query_kernel: jax.Array,
-    key_kernel: jax.Array,
-    value_kernel: jax.Array,
-    output_kernel: jax.Array,
-    mask: jax.Array | None,
+    params: DotProductAttentionParams,
+    *,
+    mask: jax.Array | None = None,
     num_heads: int = 1,
 ) -> tuple[jax.Array, jax.Array]:
     """Multi-head scaled dot-product self-attention over the valid positions (Vaswani et al.).
@@ -385,8 +415,8 @@ def dot_product_attention(
 
     Args:
       x: [..., L, C].
-      query_kernel, key_kernel, value_kernel: [C, D], D divisible by `num_heads`.
-      output_kernel: [D, C_out].
+      params: the query, key and value kernels [C, D], D divisible by `num_heads`, and the
+        output kernel [D, C_out] (`DotProductAttentionParams`).
       mask: [..., L] bool, True at real positions (None: all real).
       num_heads: H (1 or 8 in the network).
 
@@ -397,17 +427,18 @@ def dot_product_attention(
 
     Example:
       >>> import jax.numpy as jnp
-      >>> from jcaps.ops import dot_product_attention
+      >>> from jcaps.ops import DotProductAttentionParams, dot_product_attention
       >>> x = jnp.ones((2, 5, 4))  # [B, L, C]
       >>> mask = jnp.array([[True] * 5, [True, True, False, False, False]])
       >>> kernel = jnp.eye(4)
-      >>> y, weights = dot_product_attention(x, kernel, kernel, kernel, jnp.ones((4, 3)), mask, num_heads=2)
+      >>> params = DotProductAttentionParams(kernel, kernel, kernel, output_kernel=jnp.ones((4, 3)))
+      >>> y, weights = dot_product_attention(x, params, mask=mask, num_heads=2)
       >>> y.shape, weights.shape
       ((2, 5, 3), (2, 2, 5, 5))
       >>> print(weights[1, 0, 0])  # head 0, query 0 of the second sequence
       [0.5 0.5 0.  0.  0. ]
     """
-    width = query_kernel.shape[-1]
+    width = params.query_kernel.shape[-1]
     if num_heads < 1 or width % num_heads:
         raise ValueError(f"num_heads must be a positive divisor of the {width} projection features, got {num_heads}")
     valid = valid_positions(mask, x.shape[:-1])
@@ -416,11 +447,11 @@ def dot_product_attention(
     def heads(kernel):
         return jnp.einsum("...c,cd->...d", x, kernel.astype(x.dtype)).reshape(x.shape[:-1] + (num_heads, -1))
 
-    queries, keys, values = heads(query_kernel), heads(key_kernel), heads(value_kernel)
+    queries, keys, values = heads(params.query_kernel), heads(params.key_kernel), heads(params.value_kernel)
     logits = jnp.einsum("...thd,...shd->...hts", queries, keys) * (width // num_heads) ** -0.5
-    weights = masked_softmax(logits, valid[..., None, :, None] & valid[..., None, None, :], axis=-1)
+    weights = masked_softmax(logits, mask=valid[..., None, :, None] & valid[..., None, None, :], axis=-1)
     pooled = jnp.einsum("...hts,...shd->...thd", weights, values).reshape(x.shape[:-1] + (width,))
-    y = jnp.einsum("...d,dc->...c", pooled, output_kernel.astype(x.dtype))
+    y = jnp.einsum("...d,dc->...c", pooled, params.output_kernel.astype(x.dtype))
     return zero_padding(y, valid), weights
 
 
@@ -429,12 +460,25 @@ def dot_product_attention(
 # ---------------------------------------------------------------------------------------------
 
 
+class AdditiveAttentionParams(NamedTuple):
+    """The query-side parameters of `additive_attention` (the key projection U_a is applied
+    before it, once per sequence).
+
+    Attributes:
+      query_kernel: [Dq, A] W_a^T.
+      score_vector: [A] v.
+    """
+
+    query_kernel: jax.Array
+    score_vector: jax.Array
+
+
 def additive_attention(
     query: jax.Array,
     keys: jax.Array,
     projected_keys: jax.Array,
-    query_kernel: jax.Array,
-    score_vector: jax.Array,
+    params: AdditiveAttentionParams,
+    *,
     mask: jax.Array,
 ) -> tuple[jax.Array, jax.Array]:
     """Additive (Bahdanau) attention of one query per example over a sequence of keys.
@@ -452,8 +496,7 @@ def additive_attention(
       query: [..., Dq] the query s (a decoder state).
       keys: [..., L, Dk] the states h_i that are pooled (values are the keys).
       projected_keys: [..., L, A] U_a h_i.
-      query_kernel: [Dq, A] W_a^T.
-      score_vector: [A] v.
+      params: W_a^T [Dq, A] and v [A] (`AdditiveAttentionParams`).
       mask: [..., L], True (or 1) at real positions.
 
     Returns:
@@ -464,18 +507,19 @@ def additive_attention(
       Equal scores spread the weight evenly over the valid keys:
 
       >>> import jax.numpy as jnp
-      >>> from jcaps.ops import additive_attention
+      >>> from jcaps.ops import AdditiveAttentionParams, additive_attention
       >>> keys = jnp.arange(6.0).reshape(3, 2)  # one sequence: [L, Dk]
-      >>> projected_keys, query_kernel, score_vector = jnp.zeros((3, 5)), jnp.zeros((4, 5)), jnp.ones(5)
+      >>> projected_keys = jnp.zeros((3, 5))
+      >>> params = AdditiveAttentionParams(query_kernel=jnp.zeros((4, 5)), score_vector=jnp.ones(5))
       >>> mask = jnp.array([True, True, False])
-      >>> context, weights = additive_attention(jnp.ones(4), keys, projected_keys, query_kernel, score_vector, mask)
+      >>> context, weights = additive_attention(jnp.ones(4), keys, projected_keys, params, mask=mask)
       >>> print(weights)
       [0.5 0.5 0. ]
       >>> print(context)
       [1. 2.]
     """
     valid = jnp.asarray(mask).astype(bool)
-    hidden = jnp.tanh(projected_keys + (query @ query_kernel)[..., None, :])
-    weights = masked_softmax(jnp.einsum("...la,a->...l", hidden, score_vector), valid)
+    hidden = jnp.tanh(projected_keys + (query @ params.query_kernel)[..., None, :])
+    weights = masked_softmax(jnp.einsum("...la,a->...l", hidden, params.score_vector), mask=valid)
     # Zeroed pads: a non-finite value there would turn its 0 weight into NaN in the sum.
     return jnp.einsum("...l,...ld->...d", weights, zero_padding(keys, valid)), weights

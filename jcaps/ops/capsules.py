@@ -27,7 +27,7 @@ def _safe_norm(x: jax.Array, axis: int, eps: float) -> jax.Array:
     return jnp.sqrt(jnp.sum(jnp.square(x), axis=axis, keepdims=True) + eps)
 
 
-def squash(s: jax.Array, axis: int = -1, eps: float = 1e-7) -> jax.Array:
+def squash(s: jax.Array, *, axis: int = -1, eps: float = 1e-7) -> jax.Array:
     """Squash non-linearity (Sabour et al. 2017, eq. 1).
 
         squash(s) = |s|^2 / (1 + |s|^2) * s / |s|,  |s| = sqrt(sum(s^2) + eps)
@@ -81,7 +81,7 @@ def capsule_length(v: jax.Array) -> jax.Array:
 
 
 def shared_prediction_vectors(
-    u: jax.Array, weight: jax.Array, bias: jax.Array | None = None
+    u: jax.Array, weight: jax.Array, *, bias: jax.Array | None = None
 ) -> jax.Array:
     """Prediction vectors with one transform per output capsule, shared over inputs.
 
@@ -99,14 +99,14 @@ def shared_prediction_vectors(
         >>> import jax.numpy as jnp
         >>> from jcaps.ops import shared_prediction_vectors
         >>> u = jnp.ones((2, 6, 4))  # [B, in_caps, d_in]
-        >>> shared_prediction_vectors(u, jnp.ones((3, 8, 4)), jnp.zeros((3, 8))).shape
+        >>> shared_prediction_vectors(u, jnp.ones((3, 8, 4)), bias=jnp.zeros((3, 8))).shape
         (2, 6, 3, 8)
     """
     return add_bias(jnp.einsum("...id,jed->...ije", u, weight), bias)
 
 
 def unshared_prediction_vectors(
-    u: jax.Array, weight: jax.Array, bias: jax.Array | None = None
+    u: jax.Array, weight: jax.Array, *, bias: jax.Array | None = None
 ) -> jax.Array:
     """Prediction vectors with one transform per (input, output) pair (Sabour et al., eq. 2).
 
@@ -328,7 +328,7 @@ def kmeans_routing(
     return squash(v, eps=eps).astype(u_hat.dtype), _input_major_coupling(c_t, valid).astype(u_hat.dtype)
 
 
-def routing_contributions(u_hat: jax.Array, coupling: jax.Array, eps: float = 1e-7) -> jax.Array:
+def routing_contributions(u_hat: jax.Array, coupling: jax.Array, *, eps: float = 1e-7) -> jax.Array:
     """How much of each output capsule every input capsule supplies, along its direction.
 
         s_j = sum_i c[i, j] u_hat[i, j]             (the routed sum that v_j squashes)

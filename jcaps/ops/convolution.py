@@ -54,6 +54,7 @@ def _check_activation(activation: str) -> None:
 def causal_conv1d(
     x: jax.Array,
     kernel: jax.Array,
+    *,
     bias: jax.Array | None = None,
     dilation: int = 1,
     groups: int = 1,
@@ -107,14 +108,14 @@ def causal_conv1d(
     return add_bias(split_leading_axes(y, lead), bias)
 
 
-def pointwise_conv(x: jax.Array, kernel: jax.Array, bias: jax.Array | None = None) -> jax.Array:
+def pointwise_conv(x: jax.Array, kernel: jax.Array, *, bias: jax.Array | None = None) -> jax.Array:
     """Width-1 convolution, a matmul per position: x [..., L, C_in], kernel [C_in, C_out], bias
     optional [C_out] -> [..., L, C_out].
 
     Example:
       >>> import jax.numpy as jnp
       >>> from jcaps.ops import pointwise_conv
-      >>> pointwise_conv(jnp.ones((2, 5, 3)), jnp.ones((3, 4)), jnp.zeros(4)).shape
+      >>> pointwise_conv(jnp.ones((2, 5, 3)), jnp.ones((3, 4)), bias=jnp.zeros(4)).shape
       (2, 5, 4)
     """
     dtype = jnp.result_type(x, kernel)
@@ -137,6 +138,7 @@ def residual_layer(
     conv_bias: jax.Array | None,
     projection_kernel: jax.Array,
     projection_bias: jax.Array | None,
+    *,
     dilation: int,
     activation: str = "none",
 ) -> tuple[jax.Array, jax.Array]:
@@ -168,8 +170,8 @@ def residual_layer(
     outputs = conv_kernel.shape[-1]
     if activation == "gated" and outputs % 2:
         raise ValueError(f"a gated layer's conv needs an even number of outputs (filter and gate), got {outputs}")
-    d = _activate(causal_conv1d(x, conv_kernel, conv_bias, dilation), activation)
-    return d + pointwise_conv(x, projection_kernel, projection_bias), d
+    d = _activate(causal_conv1d(x, conv_kernel, bias=conv_bias, dilation=dilation), activation)
+    return d + pointwise_conv(x, projection_kernel, bias=projection_bias), d
 
 
 def _layer_arrays(layer) -> tuple[jax.Array, jax.Array | None, jax.Array, jax.Array | None]:
@@ -182,6 +184,7 @@ def _layer_arrays(layer) -> tuple[jax.Array, jax.Array | None, jax.Array, jax.Ar
 def dilated_residual_stack(
     x: jax.Array,
     layers: Sequence,
+    *,
     dilations: Sequence[int],
     activation: str = "none",
 ) -> jax.Array:

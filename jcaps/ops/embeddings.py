@@ -97,6 +97,7 @@ def cc_embedding(
     ids: jax.Array,
     code_logits: jax.Array,
     codebooks: jax.Array,
+    *,
     rng: jax.Array | None = None,
     sampling: Literal["straight_through", "repeated_argmax"] = "straight_through",
     num_samples: int = 10,

@@ -29,6 +29,7 @@ def _one_hot(labels: jax.Array, scores: jax.Array) -> jax.Array:
 def margin_loss(
     lengths: jax.Array,
     labels: jax.Array,
+    *,
     m_plus: float = 0.9,
     m_minus: float = 0.1,
     lam: float = 0.5,
@@ -63,7 +64,7 @@ def margin_loss(
 
 
 def focal_loss(
-    scores: jax.Array, labels: jax.Array, alpha: float = 0.25, gamma: float = 2.0
+    scores: jax.Array, labels: jax.Array, *, alpha: float = 0.25, gamma: float = 2.0
 ) -> jax.Array:
     """Softmax focal loss (Lin et al. 2017, eq. 5), as CCCapsNet applies it to capsule lengths.
 
@@ -141,7 +142,7 @@ def sigmoid_binary_cross_entropy(logits: jax.Array, multi_hot: jax.Array) -> jax
     return jnp.sum(jax.nn.softplus(logits) - multi_hot * logits, axis=-1)
 
 
-def sequence_cross_entropy(logits: jax.Array, targets: jax.Array, pad_id: int = 0) -> jax.Array:
+def sequence_cross_entropy(logits: jax.Array, targets: jax.Array, *, pad_id: int = 0) -> jax.Array:
     """Token cross-entropy of a generated sequence, averaged over its non-padding targets.
 
         L = sum_t [y_t != pad] -log softmax(logits_t)[y_t] / max(sum_t [y_t != pad], 1)

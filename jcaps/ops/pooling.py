@@ -26,7 +26,7 @@ from jcaps.ops.attention import masked_softmax
 # ---------------------------------------------------------------------------------------------
 
 
-def masked_mean_over_time(x: jax.Array, mask: jax.Array | None = None) -> jax.Array:
+def masked_mean_over_time(x: jax.Array, *, mask: jax.Array | None = None) -> jax.Array:
     """Mean over the valid steps, `sum_t mask_t x_t / max(sum_t mask_t, 1)`.
 
     Args:
@@ -40,7 +40,7 @@ def masked_mean_over_time(x: jax.Array, mask: jax.Array | None = None) -> jax.Ar
         >>> import jax.numpy as jnp
         >>> from jcaps.ops.pooling import masked_mean_over_time
         >>> x = jnp.array([[[1.0], [3.0], [100.0]], [[5.0], [7.0], [9.0]]])  # [B, T, F]
-        >>> print(masked_mean_over_time(x, jnp.array([[True, True, False], [True, True, True]])))
+        >>> print(masked_mean_over_time(x, mask=jnp.array([[True, True, False], [True, True, True]])))
         [[2.]
          [7.]]
     """
@@ -50,7 +50,7 @@ def masked_mean_over_time(x: jax.Array, mask: jax.Array | None = None) -> jax.Ar
     return jnp.sum(zero_padding(x, mask), axis=-2) / jnp.maximum(count, 1)
 
 
-def masked_max_over_time(x: jax.Array, mask: jax.Array | None = None) -> jax.Array:
+def masked_max_over_time(x: jax.Array, *, mask: jax.Array | None = None) -> jax.Array:
     """Maximum over the valid steps; padding never wins, whatever it holds.
 
     Args:
@@ -64,7 +64,7 @@ def masked_max_over_time(x: jax.Array, mask: jax.Array | None = None) -> jax.Arr
         >>> import jax.numpy as jnp
         >>> from jcaps.ops.pooling import masked_max_over_time
         >>> x = jnp.array([[1.0, -2.0], [3.0, 5.0], [jnp.nan, 9.0]])  # one sequence: [T, F]
-        >>> print(masked_max_over_time(x, jnp.array([True, True, False])))
+        >>> print(masked_max_over_time(x, mask=jnp.array([True, True, False])))
         [3. 5.]
     """
     if mask is None:
@@ -191,7 +191,7 @@ def _streaming_pool_backward(residuals, pooled_cotangent):
 _streaming_pool.defvjp(_streaming_pool_forward, _streaming_pool_backward)
 
 
-def causal_softmax_pool(scores: jax.Array, inputs: jax.Array, mask: jax.Array | None = None) -> jax.Array:
+def causal_softmax_pool(scores: jax.Array, inputs: jax.Array, *, mask: jax.Array | None = None) -> jax.Array:
     """The input-cell attention of every prefix: a causal softmax pooling of the inputs.
 
         A_t[k, j] = softmax_{j <= t}(s[j, k])                 (per hop k; padded j get 0)
@@ -231,7 +231,7 @@ def causal_softmax_pool(scores: jax.Array, inputs: jax.Array, mask: jax.Array | 
       >>> from jcaps.ops import causal_softmax_pool
       >>> scores = jnp.zeros((4, 1))  # [T, r]
       >>> inputs = jnp.arange(4.0)[:, None]  # [T, N]: x_j = j
-      >>> pooled = causal_softmax_pool(scores, inputs, jnp.array([True, True, True, False]))
+      >>> pooled = causal_softmax_pool(scores, inputs, mask=jnp.array([True, True, True, False]))
       >>> print(np.asarray(pooled[:, 0]).round(3))
       [0.  0.5 1.  0. ]
     """
@@ -246,7 +246,7 @@ def causal_softmax_pool(scores: jax.Array, inputs: jax.Array, mask: jax.Array | 
     return split_leading_axes(_time_major(pooled), lead).astype(dtype)
 
 
-def causal_softmax_pool_quadratic(scores: jax.Array, inputs: jax.Array, mask: jax.Array | None = None) -> jax.Array:
+def causal_softmax_pool_quadratic(scores: jax.Array, inputs: jax.Array, *, mask: jax.Array | None = None) -> jax.Array:
     """`causal_softmax_pool` from the explicit [..., r, T, T] weights A_t[k, j], O(T^2) in time
     and memory: the reference for the streaming version (same padding convention).
 
@@ -273,5 +273,5 @@ def causal_softmax_pool_quadratic(scores: jax.Array, inputs: jax.Array, mask: ja
     # [..., 1, t, j]: j <= t, j real, and t real (a padded step's row is all zero).
     weight_mask = causal & valid[..., None, None, :] & valid[..., None, :, None]
     logits = jnp.broadcast_to(jnp.swapaxes(scores, -1, -2)[..., None, :], scores.shape[:-2] + (num_hops, steps, steps))
-    weights = masked_softmax(logits, weight_mask, axis=-1)
+    weights = masked_softmax(logits, mask=weight_mask, axis=-1)
     return jnp.einsum("...rtj,...jn->...tn", weights, zero_padding(inputs, valid)) / num_hops

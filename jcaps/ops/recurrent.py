@@ -196,6 +196,7 @@ def gru_scan(
     input_gates: jax.Array,
     hidden_kernel: jax.Array,
     hidden_bias: jax.Array,
+    *,
     mask: jax.Array | None = None,
 ) -> jax.Array:
     """A GRU over time, from precomputed input projections (PyTorch's `nn.GRU` cell).
@@ -225,7 +226,7 @@ def gru_scan(
         >>> from jcaps.ops.recurrent import gru_scan
         >>> input_gates = jnp.ones((2, 4, 6))  # [B, T, 3H]
         >>> mask = jnp.array([[True, True, True, True], [True, True, False, False]])
-        >>> states = gru_scan(input_gates, jnp.zeros((2, 6)), jnp.zeros(6), mask)
+        >>> states = gru_scan(input_gates, jnp.zeros((2, 6)), jnp.zeros(6), mask=mask)
         >>> states.shape
         (2, 4, 2)
         >>> print(np.asarray(states[:, :, 0]).round(3))
@@ -245,6 +246,7 @@ def bidirectional_gru(
     input_bias: jax.Array,
     hidden_kernel: jax.Array,
     hidden_bias: jax.Array,
+    *,
     mask: jax.Array | None = None,
 ) -> jax.Array:
     """One bidirectional GRU layer: a forward and a backward `gru_scan`, advanced by one loop.
@@ -280,7 +282,7 @@ def bidirectional_gru(
         >>> hidden_kernel, hidden_bias = jnp.zeros((2, H, 3 * H)), jnp.zeros((2, 3 * H))
         >>> x = jnp.array([[[1.0], [2.0], [3.0]], [[3.0], [0.0], [0.0]]])  # [B, T, D]
         >>> mask = jnp.array([[True, True, True], [True, False, False]])
-        >>> states = bidirectional_gru(x, input_kernel, input_bias, hidden_kernel, hidden_bias, mask)
+        >>> states = bidirectional_gru(x, input_kernel, input_bias, hidden_kernel, hidden_bias, mask=mask)
         >>> states.shape
         (2, 3, 2, 2)
         >>> print(np.asarray(states[:, :, :, 0]).round(3))  # [B, T, direction]
@@ -390,6 +392,7 @@ def lstm_scan(
     input_gates: jax.Array,
     hidden_kernel: jax.Array,
     hidden_bias: jax.Array,
+    *,
     mask: jax.Array | None = None,
 ) -> jax.Array:
     """An LSTM over time, from precomputed input projections (PyTorch's `nn.LSTM` cell).
@@ -418,7 +421,7 @@ def lstm_scan(
         >>> from jcaps.ops.recurrent import lstm_scan
         >>> input_gates = jnp.ones((2, 3, 8))  # [B, T, 4H], H = 2
         >>> mask = jnp.array([[True, True, True], [True, False, False]])
-        >>> states = lstm_scan(input_gates, jnp.zeros((2, 8)), jnp.zeros(8), mask)
+        >>> states = lstm_scan(input_gates, jnp.zeros((2, 8)), jnp.zeros(8), mask=mask)
         >>> print(np.asarray(states[:, :, 0]).round(3))
         [[0.37  0.545 0.622]
          [0.37  0.    0.   ]]
@@ -436,6 +439,7 @@ def bidirectional_lstm(
     input_bias: jax.Array,
     hidden_kernel: jax.Array,
     hidden_bias: jax.Array,
+    *,
     mask: jax.Array | None = None,
 ) -> jax.Array:
     """One bidirectional LSTM layer: a forward and a backward `lstm_scan`, advanced by one loop.
@@ -467,7 +471,7 @@ def bidirectional_lstm(
         >>> hidden_kernel, hidden_bias = jnp.zeros((2, H, 4 * H)), jnp.zeros((2, 4 * H))
         >>> x = jnp.ones((4, 5, D))  # [B, T, D]
         >>> mask = jnp.arange(5)[None, :] < jnp.array([[5], [3], [1], [0]])
-        >>> states = bidirectional_lstm(x, input_kernel, input_bias, hidden_kernel, hidden_bias, mask)
+        >>> states = bidirectional_lstm(x, input_kernel, input_bias, hidden_kernel, hidden_bias, mask=mask)
         >>> states.shape  # [B, T, 2, H]
         (4, 5, 2, 2)
         >>> # The backward state at the first step, after 5, 3, 1 and no steps:
@@ -490,7 +494,7 @@ def _state_at_one_step(states: jax.Array, mask: jax.Array, last: bool) -> jax.Ar
     return jnp.sum(zero_padding(states, steps == chosen), axis=mask.ndim - 1)
 
 
-def last_valid_state(states: jax.Array, mask: jax.Array | None = None) -> jax.Array:
+def last_valid_state(states: jax.Array, *, mask: jax.Array | None = None) -> jax.Array:
     """The state at each sequence's last valid step.
 
     Args:
@@ -505,7 +509,7 @@ def last_valid_state(states: jax.Array, mask: jax.Array | None = None) -> jax.Ar
         >>> from jcaps.ops.recurrent import last_valid_state
         >>> states = jnp.arange(12.0).reshape(2, 3, 2)  # [B, T, H]
         >>> mask = jnp.array([[True, True, False], [False, False, False]])
-        >>> print(last_valid_state(states, mask))
+        >>> print(last_valid_state(states, mask=mask))
         [[2. 3.]
          [0. 0.]]
     """
@@ -514,7 +518,7 @@ def last_valid_state(states: jax.Array, mask: jax.Array | None = None) -> jax.Ar
     return _state_at_one_step(states, jnp.asarray(mask), last=True)
 
 
-def bidirectional_final_state(states: jax.Array, mask: jax.Array | None = None) -> jax.Array:
+def bidirectional_final_state(states: jax.Array, *, mask: jax.Array | None = None) -> jax.Array:
     """Each direction's state after it has read the whole sequence: the forward state at the
     last valid step and the backward state at the first valid step, concatenated (PyTorch's
     final hidden states h_n of both directions).
@@ -531,7 +535,7 @@ def bidirectional_final_state(states: jax.Array, mask: jax.Array | None = None) 
         >>> import jax.numpy as jnp
         >>> from jcaps.ops.recurrent import bidirectional_final_state
         >>> states = jnp.arange(12.0).reshape(3, 2, 2)  # one sequence: [T, 2, H]
-        >>> print(bidirectional_final_state(states, jnp.array([False, True, True])))
+        >>> print(bidirectional_final_state(states, mask=jnp.array([False, True, True])))
         [8. 9. 6. 7.]
     """
     forward, backward = states[..., 0, :], states[..., 1, :]

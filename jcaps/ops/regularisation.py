@@ -35,7 +35,7 @@ def keep_mask(key: jax.Array, rate: float, shape: tuple[int, ...]) -> jax.Array:
     return (small[:size] >= threshold).reshape(shape)
 
 
-def dropout(x: jax.Array, rate: float, key: jax.Array | None) -> jax.Array:
+def dropout(x: jax.Array, *, rate: float, key: jax.Array | None) -> jax.Array:
     """Inverted dropout of x [...] at a static `rate` in [0, 1]; the identity when `key` is None
     (evaluation) or the rate rounds to 0, zeros when it rounds to 1.
 
@@ -50,10 +50,10 @@ def dropout(x: jax.Array, rate: float, key: jax.Array | None) -> jax.Array:
     Example:
         >>> import jax, jax.numpy as jnp
         >>> from jcaps.ops.regularisation import dropout
-        >>> y = dropout(jnp.ones(8), 0.5, jax.random.key(0))
+        >>> y = dropout(jnp.ones(8), rate=0.5, key=jax.random.key(0))
         >>> sorted(set(y.tolist()))  # dropped, or scaled by 1 / 0.5
         [0.0, 2.0]
-        >>> dropout(jnp.ones(3), 0.5, None).tolist()
+        >>> dropout(jnp.ones(3), rate=0.5, key=None).tolist()
         [1.0, 1.0, 1.0]
     """
     if not 0 <= rate <= 1:

@@ -111,7 +111,7 @@ def _head(trained, routing_iterations=None):
     def head(primary, keep):
         # [J, d_c, d_p]: one W_j for every capsule (the paper's Eq. 8); [I, J, d_c, d_p]: W_ij.
         predict = shared_prediction_vectors if params["class_kernel"].ndim == 3 else unshared_prediction_vectors
-        u_hat = predict(primary, params["class_kernel"], params["class_bias"])
+        u_hat = predict(primary, params["class_kernel"], bias=params["class_bias"])
         v, c = trained.model.apply({"params": params}, u_hat, keep, iterations, method="route")
         return v, c, u_hat
 

@@ -108,7 +108,7 @@ def _encode_with_ops(p, x, mask):
     first = bidirectional_gru(x, *weights[0], mask=mask)
     # Layer 2 reads both directions concatenated (forward first); the output sums them.
     second = bidirectional_gru(first.reshape(first.shape[:2] + (-1,)), *weights[1], mask=mask)
-    return masked_mean_over_time(second[:, :, 0] + second[:, :, 1], mask)
+    return masked_mean_over_time(second[:, :, 0] + second[:, :, 1], mask=mask)
 
 
 def test_features_are_the_masked_mean_of_summed_directions(capsule_run):

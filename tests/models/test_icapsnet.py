@@ -319,7 +319,7 @@ def test_routing_similarity_reaches_the_routing(routing, similarity, expected):
     model = ICapsNetShort(**TINY, routing=routing, routing_similarity=similarity)
     params, out = _init_apply(model, SHORT_TOKENS)
     u_hat = shared_prediction_vectors(out.primary_capsules, params["params"]["class_kernel"],
-                                      params["params"]["class_bias"])
+                                      bias=params["params"]["class_bias"])
     op = dynamic_routing if routing == "dynamic" else kmeans_routing
     _, coupling = op(u_hat, num_iterations=3, similarity=expected)
     np.testing.assert_allclose(out.coupling, coupling, rtol=1e-5, atol=1e-6)
@@ -333,7 +333,7 @@ def test_contribution_selection_splits_each_class_capsule():
     model = ICapsNetShort(**TINY, capsule_selection="contribution")
     params, out = _init_apply(model, SHORT_TOKENS)
     u_hat = shared_prediction_vectors(out.primary_capsules, params["params"]["class_kernel"],
-                                      params["params"]["class_bias"])
+                                      bias=params["params"]["class_bias"])
     np.testing.assert_allclose(out.capsule_selection, routing_contributions(u_hat, out.coupling), rtol=1e-5, atol=1e-7)
     length = np.asarray(out.scores)
     np.testing.assert_allclose(

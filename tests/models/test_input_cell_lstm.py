@@ -145,7 +145,7 @@ def test_the_pool_is_composed_in(batch):
     np.testing.assert_allclose(quadratic, streaming, rtol=1e-5, atol=1e-6)
     seen = []
 
-    def recording_pool(scores, inputs, pool_mask):
+    def recording_pool(scores, inputs, *, mask):
         seen.append(scores.shape)
         return jnp.zeros_like(inputs)
 

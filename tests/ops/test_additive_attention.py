@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jcaps.ops.attention import additive_attention
+from jcaps.ops.attention import AdditiveAttentionParams, additive_attention
 
 B, L, DQ, DK, A = 3, 5, 4, 6, 7
 LENGTHS = np.array([5, 2, 0])  # a full, a padded and an all-padded row
@@ -43,7 +43,12 @@ def np_additive_attention(query, keys, projected, query_kernel, vector, mask):
     return context, weights
 
 
-_attention = jax.jit(additive_attention)
+def _additive(query, keys, projected, query_kernel, vector, mask):
+    """The op on the arrays of the `data` fixture, in its order."""
+    return additive_attention(query, keys, projected, AdditiveAttentionParams(query_kernel, vector), mask=mask)
+
+
+_attention = jax.jit(_additive)
 
 
 def test_matches_numpy_loop_with_padding(data):
@@ -63,7 +68,7 @@ def test_pads_get_exactly_zero_weight_and_all_padded_row_is_nan_free(data):
     np.testing.assert_array_equal(context[2], 0.0)
 
     def loss(query, keys, projected, query_kernel, vector, mask):
-        context, weights = additive_attention(query, keys, projected, query_kernel, vector, mask)
+        context, weights = _additive(query, keys, projected, query_kernel, vector, mask)
         return jnp.sum(jnp.square(context)) + jnp.sum(jnp.square(weights))
 
     grads = jax.jit(jax.grad(loss, argnums=(0, 2, 3, 4)))(*data)
@@ -76,7 +81,7 @@ def test_pads_get_exactly_zero_weight_and_all_padded_row_is_nan_free(data):
 def test_vmap_over_an_extra_axis_matches_batched(data):
     query, keys, projected, query_kernel, vector, mask = data
     stacked = [np.stack([x, x[::-1]]) for x in (query, keys, projected, mask)]
-    context, weights = jax.vmap(additive_attention, in_axes=(0, 0, 0, None, None, 0))(
+    context, weights = jax.vmap(_additive, in_axes=(0, 0, 0, None, None, 0))(
         stacked[0], stacked[1], stacked[2], query_kernel, vector, stacked[3]
     )
     reference = _attention(query[::-1], keys[::-1], projected[::-1], query_kernel, vector, mask[::-1])

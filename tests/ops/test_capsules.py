@@ -184,7 +184,7 @@ def test_prediction_vectors_match_loop(shared, batch):
     w = rng.normal(size=transform + (d_out, d_in)).astype(np.float32)
     b = rng.normal(size=transform + (d_out,)).astype(np.float32)
     for bias in (None, b):
-        u_hat = fn(u, w, bias)
+        u_hat = fn(u, w, bias=bias)
         chex.assert_shape(u_hat, batch + (n_in, n_out, d_out))
         np.testing.assert_allclose(u_hat, np_prediction_vectors(u, w, bias), rtol=1e-5, atol=1e-5)
 

@@ -126,7 +126,7 @@ def _check(y, weights, expected_y, expected_weights, mask):
 def test_simplified_attention_matches_numpy(data, groups, axis):
     x, mask = data
     kernel, bias = _params(np.random.default_rng(groups), (groups, C // groups, C // groups), (groups, C // groups))
-    y, weights = _simplified(x, kernel, bias, mask, groups=groups, axis=axis)
+    y, weights = _simplified(x, kernel, bias=bias, mask=mask, groups=groups, axis=axis)
     chex.assert_shape([y, weights], (B, L, C))
     scores = np_simplified_scores(np.where(mask[..., None], x, 0), kernel, bias, groups)
     _check(y, weights, *np_gate(x, scores, mask, groups, axis), mask)
@@ -139,7 +139,7 @@ def test_local_attention_matches_numpy(data, groups, axis):
     x, mask = data
     shapes = (groups, 3, C // groups, C // groups), (groups, C // groups)
     kernel, bias = _params(np.random.default_rng(10 + groups), *shapes)
-    y, weights = _local(x, kernel, bias, mask, groups=groups, axis=axis)
+    y, weights = _local(x, kernel, bias=bias, mask=mask, groups=groups, axis=axis)
     chex.assert_shape([y, weights], (B, L, C))
     scores = np_local_scores(x, kernel, bias, groups, mask)
     _check(y, weights, *np_gate(x, scores, mask, groups, axis), mask)
@@ -150,7 +150,7 @@ def test_local_attention_matches_numpy(data, groups, axis):
 def test_dot_product_attention_matches_numpy(data, heads):
     x, mask = data
     kernels = _params(np.random.default_rng(20 + heads), (C, C), (C, C), (C, C), (C, C))
-    y, weights = _dot(x, *kernels, mask, num_heads=heads)
+    y, weights = _dot(x, attention.DotProductAttentionParams(*kernels), mask=mask, num_heads=heads)
     chex.assert_shape(y, (B, L, C))
     chex.assert_shape(weights, (B, heads, L, L))
     _check(y, weights, *np_dot_product(x, *kernels, mask, heads), mask)
@@ -166,7 +166,7 @@ def _variants():
         *(
             (
                 f"simplified-{axis}",
-                lambda x, p, axis=axis: attention.simplified_attention(x, *p, MASK, g, axis),
+                lambda x, p, axis=axis: attention.simplified_attention(x, p[0], bias=p[1], mask=MASK, groups=g, axis=axis),
                 [(g, C // g, C // g), (g, C // g)],
             )
             for axis in attention.CONV_ATTENTION_AXES
@@ -174,12 +174,12 @@ def _variants():
         *(
             (
                 f"local-{axis}",
-                lambda x, p, axis=axis: attention.local_attention(x, *p, MASK, g, axis),
+                lambda x, p, axis=axis: attention.local_attention(x, p[0], bias=p[1], mask=MASK, groups=g, axis=axis),
                 [(g, 3, C // g, C // g), (g, C // g)],
             )
             for axis in attention.CONV_ATTENTION_AXES
         ),
-        ("dot", lambda x, p: attention.dot_product_attention(x, *p, MASK, g), [(C, C)] * 4),
+        ("dot", lambda x, p: attention.dot_product_attention(x, attention.DotProductAttentionParams(*p), mask=MASK, num_heads=g), [(C, C)] * 4),
     ]
 
 
@@ -204,10 +204,12 @@ def test_no_nan_in_value_or_gradient_for_all_padding_row(data, name, fn, shapes)
 def test_invalid_arguments_raise(data):
     x, mask = data
     with pytest.raises(ValueError, match="axis must be one of"):
-        attention.simplified_attention(x, np.zeros((1, C, C)), None, mask, axis="heads")
+        attention.simplified_attention(x, np.zeros((1, C, C)), mask=mask, axis="heads")
     with pytest.raises(ValueError, match="groups must be a positive divisor"):
-        attention.simplified_attention(x, np.zeros((3, 1, 1)), None, mask, groups=3)
+        attention.simplified_attention(x, np.zeros((3, 1, 1)), mask=mask, groups=3)
     with pytest.raises(ValueError, match="kernel must have shape"):
-        attention.local_attention(x, np.zeros((2, 3, C, C)), None, mask, groups=2)
+        attention.local_attention(x, np.zeros((2, 3, C, C)), mask=mask, groups=2)
     with pytest.raises(ValueError, match="num_heads"):
-        attention.dot_product_attention(x, *[np.zeros((C, C))] * 4, mask, num_heads=3)
+        attention.dot_product_attention(
+            x, attention.DotProductAttentionParams(*[np.zeros((C, C))] * 4), mask=mask, num_heads=3
+        )

@@ -75,7 +75,7 @@ def test_causal_conv1d_matches_numpy_loop(width, dilation, with_bias):
     rng = np.random.default_rng(width * 10 + dilation)
     x, kernel, bias = _normal(rng, B, L, 3), _normal(rng, width, 3, 5), _normal(rng, 5)
     bias = bias if with_bias else None
-    y = convolution.causal_conv1d(x, kernel, bias, dilation)
+    y = convolution.causal_conv1d(x, kernel, bias=bias, dilation=dilation)
     chex.assert_shape(y, (B, L, 5))
     np.testing.assert_allclose(y, np_causal_conv(x, kernel, bias, dilation), rtol=1e-5, atol=1e-5)
 
@@ -108,12 +108,12 @@ def test_dilated_residual_stack_matches_numpy_composition(activation):
     x = _normal(rng, B, L, C)
     layers = [_layer(rng, C, 3, activation) for _ in dilations]
     expected = np_stack(x, layers, dilations, activation)
-    y = convolution.dilated_residual_stack(x, layers, dilations, activation)
+    y = convolution.dilated_residual_stack(x, layers, dilations=dilations, activation=activation)
     chex.assert_shape(y, (B, L, C))
     np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5)
     # Layers as tuples in `LAYER_KEYS` order give the same.
     as_tuples = [tuple(layer[key] for key in convolution.LAYER_KEYS) for layer in layers]
-    np.testing.assert_allclose(convolution.dilated_residual_stack(x, as_tuples, dilations, activation), y)
+    np.testing.assert_allclose(convolution.dilated_residual_stack(x, as_tuples, dilations=dilations, activation=activation), y)
 
 
 def test_invalid_arguments_raise():
@@ -122,9 +122,9 @@ def test_invalid_arguments_raise():
     with pytest.raises(ValueError, match="activation must be one of"):
         convolution.residual_layer(x, **layer, dilation=1, activation="tanh")
     with pytest.raises(ValueError, match="activation must be one of"):
-        convolution.dilated_residual_stack(x, [layer], (1,), "swish")
+        convolution.dilated_residual_stack(x, [layer], dilations=(1,), activation="swish")
     with pytest.raises(ValueError, match="dilations"):
-        convolution.dilated_residual_stack(x, [layer], (1, 2), "none")
+        convolution.dilated_residual_stack(x, [layer], dilations=(1, 2), activation="none")
     odd = dict(layer, conv_kernel=_normal(rng, 3, C, 3), conv_bias=_normal(rng, 3))
     with pytest.raises(ValueError, match="even number"):
         convolution.residual_layer(x, **odd, dilation=1, activation="gated")
@@ -152,8 +152,8 @@ def test_stack_output_sees_exactly_its_receptive_field():
     layers[-1]["conv_bias"] = np.full(channels, 100.0, np.float32)
 
     def output_at_t(x):
-        hidden = convolution.causal_conv1d(x, first_kernel, None, 1)
-        return jnp.sum(convolution.dilated_residual_stack(hidden, layers, DILATIONS, "none")[0, t])
+        hidden = convolution.causal_conv1d(x, first_kernel)
+        return jnp.sum(convolution.dilated_residual_stack(hidden, layers, dilations=DILATIONS)[0, t])
 
     x = _normal(rng, 1, length, channels)
     grad = np.abs(np.asarray(jax.jit(jax.grad(output_at_t))(x))[0]).sum(-1)
@@ -174,7 +174,7 @@ def test_masked_max_pool_ignores_padding_and_is_finite_without_valid_positions()
     logits[~mask] = 1e30  # padding holds a huge value
 
     def pool(z):
-        return masked_max_over_time(z, mask)
+        return masked_max_over_time(z, mask=mask)
 
     pooled, grad = jax.jit(lambda z: (pool(z), jax.grad(lambda z: jnp.sum(pool(z)))(z)))(logits)
     chex.assert_shape(pooled, (3, 2))

@@ -28,7 +28,7 @@ def test_mask_is_numpys_view_of_the_same_32_bit_draws(rate, dtype):
 @pytest.mark.parametrize("rate", [0.5, 0.1, 0.3, 0.875])
 def test_keep_fraction_and_scale(rate):
     x = jnp.full((1000, 1000), 3.0)
-    y = np.asarray(jax.jit(dropout, static_argnums=1)(x, rate, jax.random.key(0)))
+    y = np.asarray(jax.jit(dropout, static_argnames="rate")(x, rate=rate, key=jax.random.key(0)))
     bits, threshold = drop_threshold(rate)
     keep = 1 - threshold / 2**bits
     kept = y != 0
@@ -46,22 +46,22 @@ def test_keep_fraction_and_scale(rate):
 def test_expectation_over_keys_is_the_input():
     x = jnp.linspace(-2.0, 2.0, 12)
     keys = jax.random.split(jax.random.key(1), 20000)
-    mean = jax.jit(jax.vmap(lambda key: dropout(x, 0.1, key)))(keys).mean(axis=0)
+    mean = jax.jit(jax.vmap(lambda key: dropout(x, rate=0.1, key=key)))(keys).mean(axis=0)
     np.testing.assert_allclose(mean, x, atol=0.05)
 
 
 def test_same_key_same_mask_other_key_other_mask():
     x = jnp.ones((7, 9))  # 63 elements: not a whole number of draws
-    first, again = dropout(x, 0.5, jax.random.key(5)), dropout(x, 0.5, jax.random.key(5))
+    first, again = dropout(x, rate=0.5, key=jax.random.key(5)), dropout(x, rate=0.5, key=jax.random.key(5))
     np.testing.assert_array_equal(first, again)
-    assert np.any(np.asarray(first) != np.asarray(dropout(x, 0.5, jax.random.key(6))))
+    assert np.any(np.asarray(first) != np.asarray(dropout(x, rate=0.5, key=jax.random.key(6))))
 
 
 def test_gradient_is_the_scaled_mask():
     rng = np.random.default_rng(0)
     x, weights = rng.normal(size=(4, 6)).astype(np.float32), rng.normal(size=(4, 6)).astype(np.float32)
     key = jax.random.key(2)
-    grad = jax.grad(lambda x: jnp.sum(weights * dropout(x, 0.25, key)))(x)
+    grad = jax.grad(lambda x: jnp.sum(weights * dropout(x, rate=0.25, key=key)))(x)
     expected = weights * np.asarray(keep_mask(key, 0.25, x.shape)) / 0.75
     np.testing.assert_allclose(grad, expected, rtol=1e-6)
 
@@ -69,12 +69,12 @@ def test_gradient_is_the_scaled_mask():
 def test_edge_rates():
     x = jnp.arange(1.0, 7.0)
     key = jax.random.key(0)
-    np.testing.assert_array_equal(dropout(x, 0.0, key), x)
-    np.testing.assert_array_equal(dropout(x, 0.5, None), x)  # evaluation
-    np.testing.assert_array_equal(dropout(x, 1e-7, key), x)  # rounds to no drop
-    np.testing.assert_array_equal(dropout(x, 1.0, key), np.zeros(6))
-    np.testing.assert_array_equal(dropout(x, 1 - 1e-7, key), np.zeros(6))  # rounds to all
-    grad = jax.grad(lambda x: jnp.sum(dropout(x, 1 - 1e-7, key)))(x)
+    np.testing.assert_array_equal(dropout(x, rate=0.0, key=key), x)
+    np.testing.assert_array_equal(dropout(x, rate=0.5, key=None), x)  # evaluation
+    np.testing.assert_array_equal(dropout(x, rate=1e-7, key=key), x)  # rounds to no drop
+    np.testing.assert_array_equal(dropout(x, rate=1.0, key=key), np.zeros(6))
+    np.testing.assert_array_equal(dropout(x, rate=1 - 1e-7, key=key), np.zeros(6))  # rounds to all
+    grad = jax.grad(lambda x: jnp.sum(dropout(x, rate=1 - 1e-7, key=key)))(x)
     np.testing.assert_array_equal(grad, np.zeros(6))
     with pytest.raises(ValueError, match="outside"):
-        dropout(x, 1.5, key)
+        dropout(x, rate=1.5, key=key)

@@ -123,7 +123,7 @@ def _key(seed):
 @functools.partial(jax.jit, static_argnames="sampling")
 def _cc_loss_and_grads(code_logits, codebooks, weights, rng, sampling):
     def loss(c, b):
-        out = embeddings.cc_embedding(IDS, c, b, rng, sampling=sampling, num_samples=5)
+        out = embeddings.cc_embedding(IDS, c, b, rng=rng, sampling=sampling, num_samples=5)
         return jnp.sum(weights * out), out
 
     (_, out), grads = jax.value_and_grad(loss, argnums=(0, 1), has_aux=True)(code_logits, codebooks)
@@ -166,4 +166,4 @@ def test_cc_repeated_argmax_sums_draws_and_leaves_logits_untrained(tables):
 def test_cc_rejects_unknown_sampling(tables):
     code_logits, codebooks, _ = tables
     with pytest.raises(ValueError, match="sampling"):
-        embeddings.cc_embedding(IDS, code_logits, codebooks, _key(0), sampling="soft")
+        embeddings.cc_embedding(IDS, code_logits, codebooks, rng=_key(0), sampling="soft")

@@ -88,7 +88,7 @@ def test_causal_pool_matches_quadratic_and_numpy_loop_with_garbage_pads(steps):
     mask = _mask(steps)
     scores, inputs = _with_garbage(*_pool_inputs(rng, steps), mask)
     expected = np_causal_pool(scores, inputs, mask)
-    streamed, quadratic = _pool(scores, inputs, mask), _pool_quadratic(scores, inputs, mask)
+    streamed, quadratic = _pool(scores, inputs, mask=mask), _pool_quadratic(scores, inputs, mask=mask)
     chex.assert_shape([streamed, quadratic], (4, steps, N))
     np.testing.assert_allclose(streamed, expected, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(quadratic, expected, rtol=1e-5, atol=1e-6)
@@ -111,8 +111,8 @@ def test_causal_pool_extra_padding_changes_no_valid_output():
     longer_mask = np.concatenate([mask, np.zeros((4, 3), bool)], axis=1)
     longer_scores = np.concatenate([scores, np.full((4, 3, R), 1e4, np.float32)], axis=1)
     longer_inputs = np.concatenate([inputs, np.full((4, 3, N), np.nan, np.float32)], axis=1)
-    longer = _pool(longer_scores, longer_inputs, longer_mask)
-    np.testing.assert_array_equal(longer[:, :7], _pool(scores, inputs, mask))
+    longer = _pool(longer_scores, longer_inputs, mask=longer_mask)
+    np.testing.assert_array_equal(longer[:, :7], _pool(scores, inputs, mask=mask))
     np.testing.assert_array_equal(longer[:, 7:], 0.0)
 
 
@@ -124,7 +124,7 @@ def test_causal_pool_large_scores_do_not_overflow():
     scores = (1e4 * np.sign(scores) + scores).astype(np.float32)
     scores, inputs = _with_garbage(scores, inputs, mask)
     expected = np_causal_pool(scores, inputs, mask)
-    for pooled in (_pool(scores, inputs, mask), _pool_quadratic(scores, inputs, mask)):
+    for pooled in (_pool(scores, inputs, mask=mask), _pool_quadratic(scores, inputs, mask=mask)):
         chex.assert_tree_all_finite(pooled)
         np.testing.assert_allclose(pooled, expected, rtol=1e-4, atol=1e-5)
 
@@ -136,10 +136,10 @@ def test_causal_pool_under_vmap_and_jit():
     weights = rng.normal(size=inputs.shape).astype(np.float32)
 
     def loss(scores, inputs, mask, weights):
-        return jnp.sum(weights * causal_softmax_pool(scores, inputs, mask))
+        return jnp.sum(weights * causal_softmax_pool(scores, inputs, mask=mask))
 
     grad = jax.grad(loss, argnums=(0, 1))
-    pooled = jax.jit(jax.vmap(causal_softmax_pool))(scores, inputs, mask)
+    pooled = jax.jit(jax.vmap(lambda s, x, m: causal_softmax_pool(s, x, mask=m)))(scores, inputs, mask)
     grads = jax.jit(jax.vmap(grad))(scores, inputs, mask, weights)
     chex.assert_shape(pooled, (2, 4, 7, N))
     for i in range(2):
@@ -173,7 +173,7 @@ def test_causal_pool_gradients_match_central_differences():
 
         @jax.jit
         def loss(scores, inputs):
-            return jnp.sum(weights * jnp.tanh(causal_softmax_pool(scores, inputs, mask)))
+            return jnp.sum(weights * jnp.tanh(causal_softmax_pool(scores, inputs, mask=mask)))
 
         score_grad, input_grad = jax.jit(jax.grad(loss, argnums=(0, 1)))(scores, inputs)
         numeric_scores = _central_differences(lambda s: loss(s, inputs), scores, mask)
@@ -192,7 +192,7 @@ def test_causal_pool_gradients_match_autodiff_of_quadratic_at_large_scores():
     weights = rng.normal(size=inputs.shape).astype(np.float32)
 
     def loss(pool):
-        return lambda s, x: jnp.sum(weights * jnp.tanh(pool(s, x, mask)))
+        return lambda s, x: jnp.sum(weights * jnp.tanh(pool(s, x, mask=mask)))
 
     ours = jax.jit(jax.grad(loss(causal_softmax_pool), argnums=(0, 1)))(scores, inputs)
     reference = jax.jit(jax.grad(loss(causal_softmax_pool_quadratic), argnums=(0, 1)))(scores, inputs)
@@ -224,7 +224,7 @@ def test_causal_pool_value_and_gradient_hold_no_per_step_carry():
     mask = jnp.ones((batch, steps), bool)
 
     def value_and_grad(pool):
-        return jax.value_and_grad(lambda s, x: jnp.sum(jnp.sin(pool(s, x, mask))), argnums=(0, 1))
+        return jax.value_and_grad(lambda s, x: jnp.sum(jnp.sin(pool(s, x, mask=mask))), argnums=(0, 1))
 
     per_step_carries = batch * steps * num_hops * features
     ours = _largest_intermediate(jax.make_jaxpr(value_and_grad(causal_softmax_pool))(scores, inputs).jaxpr)
@@ -245,7 +245,7 @@ def test_structured_self_attention_matches_numpy_with_padding():
     w2 = rng.normal(size=(attention_dim, num_hops)).astype(np.float32)
     mask = _mask(steps)
     hidden[~mask] = np.nan
-    pooled, weights = jax.jit(structured_self_attention)(hidden, w1, w2, mask)
+    pooled, weights = jax.jit(structured_self_attention)(hidden, w1, w2, mask=mask)
     chex.assert_shape([pooled, weights], [(batch, hidden_dim), (batch, num_hops, steps)])
     expected_pooled, expected_weights = np_structured_self_attention(hidden, w1, w2, mask)
     np.testing.assert_allclose(pooled, expected_pooled, rtol=1e-5, atol=1e-6)

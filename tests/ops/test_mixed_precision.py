@@ -61,7 +61,7 @@ def test_masked_softmax_normalises_bfloat16_in_float32():
     # running sum of 4,096 ones stalls at 256 (its spacing there is 2), so the bfloat16 sum
     # would give weights 16 times too large.
     logits = jnp.zeros(4096, jnp.bfloat16)
-    weights = ops.masked_softmax(logits, jnp.ones(4096, bool))
+    weights = ops.masked_softmax(logits, mask=jnp.ones(4096, bool))
     assert weights.dtype == jnp.bfloat16
     np.testing.assert_allclose(np.asarray(weights, np.float32), 2.0**-12, rtol=1e-3)
     assert float(jnp.sum(weights.astype(jnp.float32))) == pytest.approx(1.0, rel=1e-3)

@@ -51,15 +51,20 @@ def _per_example(rng, make_example):
 
 
 def _masked_softmax(rng):
-    return ops.masked_softmax, _per_example(rng, lambda rng, mask: (_normal(rng, T), mask))
+    return (
+        lambda logits, mask: ops.masked_softmax(logits, mask=mask),
+        _per_example(rng, lambda rng, mask: (_normal(rng, T), mask)),
+    )
 
 
 def _head_query_attention(rng):
     heads, d_q, d_v = 3, 2, 4
-    params = _normal(rng, heads, d_q), _normal(rng, heads, F, d_q), _normal(rng, heads, F, d_v)
+    params = ops.HeadQueryAttentionParams(
+        _normal(rng, heads, d_q), _normal(rng, heads, F, d_q), _normal(rng, heads, F, d_v)
+    )
 
     def op(inputs, mask):
-        return ops.head_query_attention(params[0], inputs, params[1], params[2], mask)
+        return ops.head_query_attention(inputs, params, mask=mask)
 
     return op, _per_example(rng, lambda rng, mask: (_normal(rng, T, F), mask))
 
@@ -67,17 +72,22 @@ def _head_query_attention(rng):
 def _head_query_attention_per_head(rng):
     """The hierarchical form: head i reads its own row of inputs [I, M, d_in]."""
     heads, d_q, d_v = 3, 2, 4
-    params = _normal(rng, heads, d_q), _normal(rng, heads, F, d_q), _normal(rng, heads, F, d_v)
+    params = ops.HeadQueryAttentionParams(
+        _normal(rng, heads, d_q), _normal(rng, heads, F, d_q), _normal(rng, heads, F, d_v)
+    )
 
     def op(inputs, mask):
-        return ops.head_query_attention(params[0], inputs, params[1], params[2], mask)
+        return ops.head_query_attention(inputs, params, mask=mask)
 
     return op, _per_example(rng, lambda rng, mask: (_normal(rng, heads, T, F), mask))
 
 
 def _causal_pool(pool):
     def case(rng):
-        return pool, _per_example(rng, lambda rng, mask: (_normal(rng, T, 2), _normal(rng, T, F), mask))
+        return (
+            lambda scores, inputs, mask: pool(scores, inputs, mask=mask),
+            _per_example(rng, lambda rng, mask: (_normal(rng, T, 2), _normal(rng, T, F), mask)),
+        )
 
     return case
 
@@ -85,7 +95,7 @@ def _causal_pool(pool):
 def _structured_self_attention(rng):
     w1, w2 = _normal(rng, F, 3), _normal(rng, 3, 2)
     return (
-        lambda hidden, mask: ops.structured_self_attention(hidden, w1, w2, mask),
+        lambda hidden, mask: ops.structured_self_attention(hidden, w1, w2, mask=mask),
         _per_example(rng, lambda rng, mask: (_normal(rng, T, F), mask)),
     )
 
@@ -93,7 +103,7 @@ def _structured_self_attention(rng):
 def _simplified_attention(rng):
     kernel, bias = _normal(rng, 2, F // 2, F // 2), _normal(rng, 2, F // 2)
     return (
-        lambda x, mask: ops.simplified_attention(x, kernel, bias, mask, groups=2, axis="time"),
+        lambda x, mask: ops.simplified_attention(x, kernel, bias=bias, mask=mask, groups=2, axis="time"),
         _per_example(rng, lambda rng, mask: (_normal(rng, T, F), mask)),
     )
 
@@ -101,27 +111,27 @@ def _simplified_attention(rng):
 def _local_attention(rng):
     kernel, bias = _normal(rng, 2, 3, F // 2, F // 2), _normal(rng, 2, F // 2)
     return (
-        lambda x, mask: ops.local_attention(x, kernel, bias, mask, groups=2),
+        lambda x, mask: ops.local_attention(x, kernel, bias=bias, mask=mask, groups=2),
         _per_example(rng, lambda rng, mask: (_normal(rng, T, F), mask)),
     )
 
 
 def _dot_product_attention(rng):
-    kernels = [_normal(rng, F, 4) for _ in range(3)] + [_normal(rng, 4, 3)]
+    params = ops.DotProductAttentionParams(*[_normal(rng, F, 4) for _ in range(3)], output_kernel=_normal(rng, 4, 3))
     return (
-        lambda x, mask: ops.dot_product_attention(x, *kernels, mask, num_heads=2),
+        lambda x, mask: ops.dot_product_attention(x, params, mask=mask, num_heads=2),
         _per_example(rng, lambda rng, mask: (_normal(rng, T, F), mask)),
     )
 
 
 def _additive_attention(rng):
-    query_kernel, score_vector = _normal(rng, 3, 2), _normal(rng, 2)
+    params = ops.AdditiveAttentionParams(query_kernel=_normal(rng, 3, 2), score_vector=_normal(rng, 2))
 
     def example(rng, mask):
         return _normal(rng, 3), _normal(rng, T, F), _normal(rng, T, 2), mask
 
     def op(query, keys, projected_keys, mask):
-        return ops.additive_attention(query, keys, projected_keys, query_kernel, score_vector, mask)
+        return ops.additive_attention(query, keys, projected_keys, params, mask=mask)
 
     return op, _per_example(rng, example)
 
@@ -136,7 +146,7 @@ def _capsule_vectors(op):
 def _prediction_vectors(op, weight_shape):
     def case(rng):
         weight, bias = _normal(rng, *weight_shape), _normal(rng, *weight_shape[:-1])
-        return lambda u: op(u, weight, bias), [(_normal(rng, 5, 4),) for _ in range(BATCH)]
+        return lambda u: op(u, weight, bias=bias), [(_normal(rng, 5, 4),) for _ in range(BATCH)]
 
     return case
 
@@ -161,12 +171,12 @@ def _routing_contributions(rng):
 
 def _causal_conv1d(rng):
     kernel, bias = _normal(rng, 3, F, 2), _normal(rng, 2)
-    return lambda x: ops.causal_conv1d(x, kernel, bias, dilation=2), [(_normal(rng, T, F),) for _ in range(BATCH)]
+    return lambda x: ops.causal_conv1d(x, kernel, bias=bias, dilation=2), [(_normal(rng, T, F),) for _ in range(BATCH)]
 
 
 def _pointwise_conv(rng):
     kernel, bias = _normal(rng, F, 2), _normal(rng, 2)
-    return lambda x: ops.pointwise_conv(x, kernel, bias), [(_normal(rng, T, F),) for _ in range(BATCH)]
+    return lambda x: ops.pointwise_conv(x, kernel, bias=bias), [(_normal(rng, T, F),) for _ in range(BATCH)]
 
 
 def _residual_layer_arrays(rng):
@@ -189,7 +199,7 @@ def _residual_layer(rng):
 def _dilated_residual_stack(rng):
     layers = [_residual_layer_arrays(rng) for _ in range(2)]
     return (
-        lambda x: ops.dilated_residual_stack(x, layers, [1, 2], activation="gated"),
+        lambda x: ops.dilated_residual_stack(x, layers, dilations=[1, 2], activation="gated"),
         [(_normal(rng, T, F),) for _ in range(BATCH)],
     )
 
@@ -217,7 +227,7 @@ def _dropout(rng):
     shape, so there is no batched check."""
 
     def op(x, key_data):
-        return ops.dropout(x, 0.5, jax.random.wrap_key_data(key_data))
+        return ops.dropout(x, rate=0.5, key=jax.random.wrap_key_data(key_data))
 
     keys = [np.asarray(jax.random.key_data(jax.random.key(i))) for i in range(BATCH)]
     return op, [(_normal(rng, T, F), key) for key in keys], None
@@ -248,7 +258,7 @@ def _recurrent(scan, num_gates):
         weights_rng = np.random.default_rng(1)
         kernel, bias = _scaled(0.5, _normal(weights_rng, H, num_gates * H)), _scaled(0.5, _normal(weights_rng, num_gates * H))
         examples = _per_example(rng, lambda rng, mask: (_normal(rng, T, num_gates * H), mask))
-        return (lambda gates, mask: scan(gates, kernel, bias, mask)), examples
+        return (lambda gates, mask: scan(gates, kernel, bias, mask=mask)), examples
 
     return case
 
@@ -274,7 +284,10 @@ def _lstm_cell(rng):
 
 def _over_time(op, *state_shape):
     def case(rng):
-        return op, _per_example(rng, lambda rng, mask: (_normal(rng, T, *state_shape), mask))
+        return (
+            lambda states, mask: op(states, mask=mask),
+            _per_example(rng, lambda rng, mask: (_normal(rng, T, *state_shape), mask)),
+        )
 
     return case
 
@@ -403,6 +416,31 @@ def test_every_public_op_has_a_case():
     array_ops = {name for name in ops.__all__ if inspect.isfunction(getattr(ops, name)) and name not in NOT_ARRAY_OPS}
     assert not array_ops - cased, f"public ops without a case in {__file__}: {sorted(array_ops - cased)}"
     assert not cased - set(ops.__all__), f"cases of names not in jcaps.ops.__all__: {sorted(cased - set(ops.__all__))}"
+
+
+# Options wherever they appear: keyword-only in every op.
+OPTION_NAMES = {
+    "activation", "alpha", "axis", "beam_size", "bias", "dilation", "dilations", "eps", "gamma", "groups", "key",
+    "lam", "m_minus", "m_plus", "mask", "num_heads", "num_iterations", "num_samples", "pad_id", "rate", "rng",
+    "sampling", "scale", "similarity", "temperature",
+}
+ARRAY_OPS = [name for name in ops.__all__ if inspect.isfunction(getattr(ops, name)) and name not in NOT_ARRAY_OPS]
+
+
+@pytest.mark.parametrize("name", ARRAY_OPS)
+def test_options_are_keyword_only(name):
+    """Arrays first, options after `*`: a positional parameter has no default and is none of
+    the options (a mask, an axis, an optional bias...). `receptive_field` computes on its
+    dilations, so NOT_ARRAY_OPS are left out."""
+    positional = [
+        parameter
+        for parameter in inspect.signature(getattr(ops, name)).parameters.values()
+        if parameter.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    ]
+    with_default = [parameter.name for parameter in positional if parameter.default is not inspect.Parameter.empty]
+    assert not with_default, f"jcaps.ops.{name}: positional parameters with a default {with_default}"
+    options = [parameter.name for parameter in positional if parameter.name in OPTION_NAMES]
+    assert not options, f"jcaps.ops.{name}: options {options} are positional"
 
 
 def test_all_names_exist():

@@ -100,10 +100,10 @@ def test_gru_scan_values_and_gradients_match_autodiff_of_the_plain_scan(pads):
     weights = rng.normal(size=(B, T, H)).astype(np.float32)
 
     def loss(scan):
-        return lambda g, k, b: jnp.sum(weights * jnp.tanh(scan(g, k, b, mask)))
+        return lambda g, k, b: jnp.sum(weights * jnp.tanh(scan(g, k, b, mask=mask)))
 
     np.testing.assert_allclose(
-        recurrent.gru_scan(input_gates, kernel, bias, mask),
+        recurrent.gru_scan(input_gates, kernel, bias, mask=mask),
         autodiff_gru_scan(input_gates, kernel, bias, mask),
         rtol=1e-5,
         atol=1e-6,
@@ -126,7 +126,7 @@ def test_lstm_scan_gradient_matches_finite_differences():
     )
     with jax.enable_x64():
         jax.test_util.check_grads(
-            lambda g, k, b: jnp.sum(jnp.sin(recurrent.lstm_scan(g, k, b, mask))), args, order=1, modes=["rev"]
+            lambda g, k, b: jnp.sum(jnp.sin(recurrent.lstm_scan(g, k, b, mask=mask))), args, order=1, modes=["rev"]
         )
 
 
@@ -153,7 +153,7 @@ POOL_MASK = np.array([[1, 0, 1, 0], [1, 0, 0, 0], [0, 0, 0, 0]], bool)
 
 def test_last_valid_state():
     states = np.random.default_rng(8).normal(size=(3, 4, 2)).astype(np.float32)
-    last = recurrent.last_valid_state(states, POOL_MASK)
+    last = recurrent.last_valid_state(states, mask=POOL_MASK)
     chex.assert_shape(last, (3, 2))
     np.testing.assert_array_equal(last[0], states[0, 2])
     np.testing.assert_array_equal(last[1], states[1, 0])
@@ -164,7 +164,7 @@ def test_last_valid_state():
 def test_bidirectional_final_state():
     states = np.random.default_rng(8).normal(size=(3, 4, 2, 5)).astype(np.float32)
     mask = np.array([[0, 1, 1, 0], [1, 0, 0, 0], [0, 0, 0, 0]], bool)
-    final = recurrent.bidirectional_final_state(states, mask)
+    final = recurrent.bidirectional_final_state(states, mask=mask)
     chex.assert_shape(final, (3, 10))
     np.testing.assert_array_equal(final[0], np.concatenate([states[0, 2, 0], states[0, 1, 1]]))
     np.testing.assert_array_equal(final[1], np.concatenate([states[1, 0, 0], states[1, 0, 1]]))
@@ -177,7 +177,7 @@ def test_bidirectional_final_state_is_pytorchs_final_hidden_state():
     """The forward direction's last output and the backward direction's output at the first
     step are each direction's state after reading its whole sequence."""
     x, mask, params = _padded_batch(num_gates=3)
-    final = recurrent.bidirectional_final_state(recurrent.bidirectional_gru(x, *params, mask=mask), mask)
+    final = recurrent.bidirectional_final_state(recurrent.bidirectional_gru(x, *params, mask=mask), mask=mask)
     w_i, b_i, w_h, b_h = (np.asarray(p, np.float64) for p in params)
     for b, n in enumerate(LENGTHS):
         forward = np_gru(x[b, :n], w_i[0], b_i[0], w_h[0], b_h[0])[-1]
@@ -188,7 +188,7 @@ def test_bidirectional_final_state_is_pytorchs_final_hidden_state():
 def test_masked_mean_over_time():
     x = np.random.default_rng(2).normal(size=(3, 4, 2)).astype(np.float32)
     x[~POOL_MASK] = np.nan  # padding never reaches the sum
-    mean = pooling.masked_mean_over_time(x, POOL_MASK)
+    mean = pooling.masked_mean_over_time(x, mask=POOL_MASK)
     chex.assert_shape(mean, (3, 2))
     np.testing.assert_allclose(mean[0], x[0, [0, 2]].mean(0), rtol=1e-6)
     np.testing.assert_allclose(mean[1], x[1, 0], rtol=1e-6)
@@ -200,7 +200,7 @@ def test_masked_mean_over_time():
 def test_masked_max_over_time():
     x = -np.abs(np.random.default_rng(9).normal(size=(3, 4, 2))).astype(np.float32) - 1
     x[~POOL_MASK] = 1e3  # padding never wins
-    maximum = pooling.masked_max_over_time(x, POOL_MASK)
+    maximum = pooling.masked_max_over_time(x, mask=POOL_MASK)
     chex.assert_shape(maximum, (3, 2))
     np.testing.assert_array_equal(maximum[0], x[0, [0, 2]].max(0))
     np.testing.assert_array_equal(maximum[1], x[1, 0])
@@ -219,14 +219,14 @@ def _op_calls():
     gates = {g: rng.normal(size=(B, T, g * H)).astype(np.float32) for g in (3, 4)}
     states = rng.normal(size=(B, T, 2, H)).astype(np.float32)
     return {
-        "gru_scan": (lambda g, m: recurrent.gru_scan(g, gru[2][0], gru[3][0], m), gates[3], mask),
-        "lstm_scan": (lambda g, m: recurrent.lstm_scan(g, lstm[2][0], lstm[3][0], m), gates[4], mask),
+        "gru_scan": (lambda g, m: recurrent.gru_scan(g, gru[2][0], gru[3][0], mask=m), gates[3], mask),
+        "lstm_scan": (lambda g, m: recurrent.lstm_scan(g, lstm[2][0], lstm[3][0], mask=m), gates[4], mask),
         "bidirectional_gru": (lambda x, m: recurrent.bidirectional_gru(x, *gru, mask=m), x, mask),
         "bidirectional_lstm": (lambda x, m: recurrent.bidirectional_lstm(x, *lstm, mask=m), x, mask),
-        "last_valid_state": (recurrent.last_valid_state, states[:, :, 0], mask),
-        "bidirectional_final_state": (recurrent.bidirectional_final_state, states, mask),
-        "masked_mean_over_time": (pooling.masked_mean_over_time, states[:, :, 1], mask),
-        "masked_max_over_time": (pooling.masked_max_over_time, states[:, :, 1], mask),
+        "last_valid_state": (lambda s, m: recurrent.last_valid_state(s, mask=m), states[:, :, 0], mask),
+        "bidirectional_final_state": (lambda s, m: recurrent.bidirectional_final_state(s, mask=m), states, mask),
+        "masked_mean_over_time": (lambda s, m: pooling.masked_mean_over_time(s, mask=m), states[:, :, 1], mask),
+        "masked_max_over_time": (lambda s, m: pooling.masked_max_over_time(s, mask=m), states[:, :, 1], mask),
     }
 
 

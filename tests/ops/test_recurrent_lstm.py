@@ -32,7 +32,7 @@ _lstm = jax.jit(recurrent.lstm_scan)
 
 def test_lstm_scan_matches_pytorch_equations_on_padded_batch(lstm_data):
     gates, kernel, bias, mask = lstm_data
-    out = _lstm(gates, kernel, bias, mask)
+    out = _lstm(gates, kernel, bias, mask=mask)
     chex.assert_shape(out, (B, T, H))
     expected = np.zeros((B, T, H))
     for b, n in enumerate(LENGTHS):
@@ -41,7 +41,7 @@ def test_lstm_scan_matches_pytorch_equations_on_padded_batch(lstm_data):
     # Extra trailing padding (other garbage) changes no valid output.
     longer_gates = np.concatenate([gates, np.full((B, 2, 4 * H), -5.0, np.float32)], axis=1)
     longer_mask = np.concatenate([mask, np.zeros((B, 2), bool)], axis=1)
-    longer = _lstm(longer_gates, kernel, bias, longer_mask)
+    longer = _lstm(longer_gates, kernel, bias, mask=longer_mask)
     np.testing.assert_array_equal(longer[:, :T], out)
     np.testing.assert_array_equal(longer[:, T:], 0.0)
 
@@ -53,7 +53,7 @@ def test_lstm_scan_without_mask_and_gradients(lstm_data):
     np.testing.assert_allclose(_lstm(gates, kernel, bias), expected, rtol=1e-5, atol=1e-6)
 
     def loss(gates, kernel, bias):
-        return jnp.sum(jnp.square(recurrent.lstm_scan(gates, kernel, bias, mask)))
+        return jnp.sum(jnp.square(recurrent.lstm_scan(gates, kernel, bias, mask=mask)))
 
     grads = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(gates, kernel, bias)
     chex.assert_tree_all_finite(grads)

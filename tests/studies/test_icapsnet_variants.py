@@ -38,7 +38,7 @@ def test_routing_knobs_reach_dynamic_routing():
     params, out = _init_apply(model, SHORT_TOKENS)
     np.testing.assert_allclose(params["params"]["routing_log_scale"], np.log(4.0), rtol=1e-6)
     u_hat = shared_prediction_vectors(out.primary_capsules, params["params"]["class_kernel"],
-                                      params["params"]["class_bias"])
+                                      bias=params["params"]["class_bias"])
     _, expected = dynamic_routing(u_hat, num_iterations=3,
                                   coupling=lambda b, axis: variants.leaky_softmax(4.0 * b, axis=axis))
     np.testing.assert_allclose(out.coupling, expected, rtol=1e-5, atol=1e-6)
