@@ -15,6 +15,7 @@ import signal
 import sys
 import traceback
 from collections.abc import Callable
+from typing import get_args
 
 from absl import app, flags
 
@@ -254,9 +255,10 @@ def decoding_overrides() -> dict:
 
 def define_parameters_flag() -> None:
     """`--parameters` for the commands that load a trained workdir (`jcaps.train.workdir.load_trained`)."""
-    from jcaps.train.config import PARAMETER_CHOICES  # ml_collections and the standard library only
+    from jcaps.train.config import ParameterChoice  # ml_collections and the standard library only
 
-    flags.DEFINE_enum("parameters", PARAMETER_CHOICES[0], list(PARAMETER_CHOICES),
+    choices = get_args(ParameterChoice)
+    flags.DEFINE_enum("parameters", choices[0], list(choices),
                       "final: the parameters training reported as final (the best on validation when it selected "
                       "them, else the last checkpoint's); last: those of the newest checkpoint that is intact, for a "
                       "workdir whose final parameters are damaged.")

@@ -46,13 +46,14 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jcaps.models.choices import DILATED_FCN_ATTENTION_GAINS, DILATED_FCN_ATTENTIONS
+from jcaps.choices import check_choice
+from jcaps.models.choices import DilatedFCNAttention, DilatedFCNAttentionGain
 from jcaps.models.dropout import Dropout
 from jcaps.models.initializers import uniform
 from jcaps.models.outputs import ModelOutput
 from jcaps.models.token_ids import padding_mask
-from jcaps.ops.attention import CONV_ATTENTION_AXES, dot_product_attention, local_attention, simplified_attention
-from jcaps.ops.convolution import ACTIVATIONS, causal_conv1d, dilated_residual_stack, pointwise_conv
+from jcaps.ops.attention import ConvAttentionAxis, dot_product_attention, local_attention, simplified_attention
+from jcaps.ops.convolution import Activation, causal_conv1d, dilated_residual_stack, pointwise_conv
 from jcaps.ops.pooling import masked_max_over_time
 
 # Channel groups (simplified, local) or heads (dot) of each attention variant.
@@ -62,10 +63,8 @@ _LOCAL_WIDTH = 3
 
 
 def _check_attention(attention: str, attention_axis: str) -> None:
-    if attention not in DILATED_FCN_ATTENTIONS:
-        raise ValueError(f"attention must be one of {DILATED_FCN_ATTENTIONS}, got {attention!r}")
-    if attention_axis not in CONV_ATTENTION_AXES:
-        raise ValueError(f"attention_axis must be one of {CONV_ATTENTION_AXES}, got {attention_axis!r}")
+    check_choice("attention", attention, DilatedFCNAttention)
+    check_choice("attention_axis", attention_axis, ConvAttentionAxis)
 
 
 def is_causal(attention: str, attention_axis: str = "channels") -> bool:
@@ -98,9 +97,9 @@ class DilatedFCN(nn.Module):
         filters: F, channels of every conv but the head.
         width: width of the residual layers' dilated convs.
         num_layers: residual layers, dilations 1, 2, 4, ..., 2^(num_layers - 1).
-        activation: inside the residual layers, one of `jcaps.ops.convolution.ACTIVATIONS`
+        activation: inside the residual layers, one of `jcaps.ops.convolution.Activation`
             ("none", "relu", "gated": tanh(filter) * sigmoid(gate)).
-        attention: one of `DILATED_FCN_ATTENTIONS`.
+        attention: one of `DilatedFCNAttention`.
         attention_axis: "channels" or "time", the softmax axis of simplified / local attention.
         attention_gain: "one" or "uniform", what multiplies the output of simplified / local
             attention (module docstring).
@@ -116,21 +115,18 @@ class DilatedFCN(nn.Module):
     filters: int = 128
     width: int = 7
     num_layers: int = 9
-    activation: str = "none"
-    attention: str = "none"
-    attention_axis: str = "channels"
-    attention_gain: str = "one"
+    activation: Activation = "none"
+    attention: DilatedFCNAttention = "none"
+    attention_axis: ConvAttentionAxis = "channels"
+    attention_gain: DilatedFCNAttentionGain = "one"
     attention_residual: bool = False
     dropout_rate: float = 0.0
     dtype: Any = jnp.float32
 
     def __post_init__(self):
         _check_attention(self.attention, self.attention_axis)
-        if self.attention_gain not in DILATED_FCN_ATTENTION_GAINS:
-            raise ValueError(
-                f"attention_gain must be one of {DILATED_FCN_ATTENTION_GAINS}, got {self.attention_gain!r}")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {ACTIVATIONS}, got {self.activation!r}")
+        check_choice("attention_gain", self.attention_gain, DilatedFCNAttentionGain)
+        check_choice("activation", self.activation, Activation)
         groups = _ATTENTION_GROUPS.get(self.attention, 1)
         if self.filters % groups:
             raise ValueError(f"attention {self.attention!r} needs filters divisible by {groups}, got {self.filters}")

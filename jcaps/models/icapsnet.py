@@ -48,6 +48,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from jcaps.choices import check_choice
+from jcaps.models.choices import CapsuleSelection, ConvActivation, ICapsNetSimilarity, Routing
 from jcaps.models.dropout import Dropout
 from jcaps.models.outputs import ModelOutput
 from jcaps.models.token_ids import padding_mask
@@ -61,11 +63,6 @@ from jcaps.ops.capsules import (
     squash,
     unshared_prediction_vectors,
 )
-
-_ROUTINGS = ("dynamic", "kmeans")
-_CONV_ACTIVATIONS = ("none", "relu")
-_SIMILARITIES = ("paper", "dot", "cosine")
-_SELECTIONS = ("coupling", "contribution")
 
 
 class HeadQueryAttention(nn.Module):
@@ -159,13 +156,13 @@ class _ICapsNet(nn.Module):
     primary_dim: int = 16
     class_dim: int = 16
     routing_iterations: int = 3
-    routing: str = "dynamic"
+    routing: Routing = "dynamic"
     routing_logit_scale: float = 1.0
     routing_logit_scale_learned: bool = False
     routing_orphan: bool = False
-    routing_similarity: str = "paper"
-    capsule_selection: str = "coupling"
-    conv_activation: str = "none"
+    routing_similarity: ICapsNetSimilarity = "paper"
+    capsule_selection: CapsuleSelection = "coupling"
+    conv_activation: ConvActivation = "none"
     attention_scale: bool = False
     attention_logit_scale: float = 1.0
     squash_primary: bool = True
@@ -179,24 +176,20 @@ class _ICapsNet(nn.Module):
                 f"kernel_size must be a positive odd integer so that region n is centred on word n "
                 f"(docs/icapsnets.md#equations), got {self.kernel_size}"
             )
-        if self.routing not in _ROUTINGS:
-            raise ValueError(f"routing must be one of {_ROUTINGS}, got {self.routing!r}")
+        check_choice("routing", self.routing, Routing)
         dynamic_only = {"routing_logit_scale": self.routing_logit_scale != 1.0,
                         "routing_logit_scale_learned": self.routing_logit_scale_learned,
                         "routing_orphan": self.routing_orphan}
         if self.routing != "dynamic" and any(dynamic_only.values()):
             knobs = ", ".join(name for name, set_ in dynamic_only.items() if set_)
             raise ValueError(f"{knobs}: dynamic routing only, but routing is {self.routing!r}")
-        if self.routing_similarity not in _SIMILARITIES:
-            raise ValueError(f"routing_similarity must be one of {_SIMILARITIES}, got {self.routing_similarity!r}")
-        if self.capsule_selection not in _SELECTIONS:
-            raise ValueError(f"capsule_selection must be one of {_SELECTIONS}, got {self.capsule_selection!r}")
+        check_choice("routing_similarity", self.routing_similarity, ICapsNetSimilarity)
+        check_choice("capsule_selection", self.capsule_selection, CapsuleSelection)
         if self.routing_logit_scale <= 0:
             raise ValueError(f"routing_logit_scale must be positive, got {self.routing_logit_scale}")
         if self.attention_logit_scale <= 0:
             raise ValueError(f"attention_logit_scale must be positive, got {self.attention_logit_scale}")
-        if self.conv_activation not in _CONV_ACTIVATIONS:
-            raise ValueError(f"conv_activation must be one of {_CONV_ACTIVATIONS}, got {self.conv_activation!r}")
+        check_choice("conv_activation", self.conv_activation, ConvActivation)
         super().__post_init__()
 
     def setup(self):

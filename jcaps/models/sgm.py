@@ -68,7 +68,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jcaps.models.choices import SGM_DECODINGS
+from jcaps.choices import check_choice
+from jcaps.models.choices import BinaryRelevancePool, RNNImpl, SGMDecoding
 from jcaps.models.dropout import Dropout
 from jcaps.models.initializers import torch_linear_kernel, uniform
 from jcaps.models.outputs import DecodedLabels, ModelOutput
@@ -105,7 +106,7 @@ class BiLSTMEncoder(nn.Module):
     num_layers: int = 2
     dropout_rate: float = 0.5
     dtype: Any = jnp.float32
-    rnn_impl: str = "scan"
+    rnn_impl: RNNImpl = "scan"
 
     @nn.compact
     def __call__(
@@ -184,17 +185,16 @@ class SGM(nn.Module):
     num_layers: int = 2
     dropout_rate: float = 0.5
     global_embedding: bool = False
-    decoding: str = "beam"
+    decoding: SGMDecoding = "beam"
     beam_size: int = 5
     max_steps: int = 30
     length_penalty: float = 0.0
     eos_threshold: float = 0.0
     dtype: Any = jnp.float32
-    rnn_impl: str = "scan"
+    rnn_impl: RNNImpl = "scan"
 
     def __post_init__(self):
-        if self.decoding not in SGM_DECODINGS:
-            raise ValueError(f"decoding must be one of {SGM_DECODINGS}, got {self.decoding!r}")
+        check_choice("decoding", self.decoding, SGMDecoding)
         super().__post_init__()
 
     @property
@@ -440,13 +440,12 @@ class BinaryRelevance(nn.Module):
     encoder_dim: int = 256
     num_layers: int = 2
     dropout_rate: float = 0.5
-    pool: str = "max"
+    pool: BinaryRelevancePool = "max"
     dtype: Any = jnp.float32
-    rnn_impl: str = "scan"
+    rnn_impl: RNNImpl = "scan"
 
     def __post_init__(self):
-        if self.pool not in POOLS:
-            raise ValueError(f"pool must be one of {tuple(POOLS)}, got {self.pool!r}")
+        check_choice("pool", self.pool, BinaryRelevancePool)
         super().__post_init__()
 
     @nn.compact

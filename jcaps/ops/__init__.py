@@ -3,7 +3,8 @@
 Sequences are batch-major, [..., T, F] with any leading batch axes (none for a single
 sequence), with a padding mask [..., T] that is True at real positions; capsules are
 [..., num_caps, dim]. Every op runs on one example and under `vmap` over a batch. This
-package imports JAX only (no Flax, no Optax, nothing else of jcaps).
+package imports JAX only (no Flax, no Optax, nothing else of jcaps but `jcaps.choices`, which
+imports nothing).
 
 Modules (each docstring gives the equations and the papers):
   attention       masked softmax; head-query, structured self-, convolutional-network and
@@ -25,7 +26,7 @@ Example:
 """
 
 from jcaps.ops.attention import (
-    CONV_ATTENTION_AXES,
+    ConvAttentionAxis,
     additive_attention,
     dot_product_attention,
     head_query_attention,
@@ -44,8 +45,8 @@ from jcaps.ops.capsules import (
     unshared_prediction_vectors,
 )
 from jcaps.ops.convolution import (
-    ACTIVATIONS,
     LAYER_KEYS,
+    Activation,
     causal_conv1d,
     dilated_residual_stack,
     pointwise_conv,
@@ -87,7 +88,7 @@ from jcaps.ops.regularisation import dropout
 
 __all__ = [  # noqa: RUF022 (grouped by module, sorted within each group)
     # attention
-    "CONV_ATTENTION_AXES",
+    "ConvAttentionAxis",
     "additive_attention",
     "causal_softmax_pool",
     "causal_softmax_pool_quadratic",
@@ -106,7 +107,7 @@ __all__ = [  # noqa: RUF022 (grouped by module, sorted within each group)
     "squash",
     "unshared_prediction_vectors",
     # convolution
-    "ACTIVATIONS",
+    "Activation",
     "LAYER_KEYS",
     "causal_conv1d",
     "dilated_residual_stack",

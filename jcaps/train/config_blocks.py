@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Collection
+from typing import get_args
 
 import ml_collections
 
-from jcaps.models.choices import INPUT_CELL_LSTM_VARIANTS
+from jcaps.models.choices import InputCellLSTMVariant
 from jcaps.train.config import base_config, series_config
 
 SMOKE = "smoke"
@@ -174,11 +175,11 @@ def input_cell_lstm_config(arg: str, *, data_format: str, num_epochs: int, valid
     recipe of `input_cell_basicmotions.py`, `input_cell_japanese_vowels.py` and
     `input_cell_mnist.py`. `arg`: a variant (`lstm`, `bilstm`, ...) and/or `smoke` (a tiny
     generated problem with the same batch layout: offline, seconds)."""
-    argument = parse_argument(arg, INPUT_CELL_LSTM_VARIANTS)
+    argument = parse_argument(arg, get_args(InputCellLSTMVariant))
     config = series_config()
     model = config.model
     model.name = "input_cell_lstm"
-    model.variant = argument.choice(INPUT_CELL_LSTM_VARIANTS, "input_cell")
+    model.variant = argument.choice(get_args(InputCellLSTMVariant), "input_cell")
     # [decision] 32 hidden units and per-feature standardisation; measured on BasicMotions
     # (400 epochs, lr 3e-3): test accuracy 0.85 with the reference's 5 units, 0.925 with 32; the
     # reference recipe itself (5 units, per-(step, feature) statistics of 40 series, lr 1e-3,

@@ -2,6 +2,7 @@
 gradients through the model's forward, padding invariance of the scores, knob validation."""
 
 import functools
+from typing import get_args
 
 import chex
 import jax
@@ -9,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jcaps.models.choices import DILATED_FCN_ATTENTIONS
+from jcaps.models.choices import DilatedFCNAttention
 from jcaps.models.dilated_fcn import DilatedFCN, is_causal
 from jcaps.models.outputs import ModelOutput
 
@@ -139,7 +140,7 @@ def test_is_causal():
     assert is_causal("local8", "channels") and is_causal("simplified", "channels")
     assert not is_causal("dot", "channels") and not is_causal("dot8", "channels")
     assert not is_causal("simplified8", "time") and not is_causal("local", "time")
-    assert set(DILATED_FCN_ATTENTIONS) == {"none", "dot", "dot8", "simplified", "local", "simplified8", "local8"}
+    assert set(get_args(DilatedFCNAttention)) == {"none", "dot", "dot8", "simplified", "local", "simplified8", "local8"}
 
 
 def test_unknown_settings_raise():

@@ -8,6 +8,7 @@ compared with the one recorded in `parameter_trees.json` (regenerate it with
 import json
 import os
 import sys
+from typing import get_args
 
 import jax
 import jax.numpy as jnp
@@ -15,7 +16,7 @@ import numpy as np
 import pytest
 
 from jcaps.models.cccapsnet import CCCapsNet
-from jcaps.models.choices import INPUT_CELL_LSTM_VARIANTS
+from jcaps.models.choices import InputCellLSTMVariant
 from jcaps.models.dilated_fcn import DilatedFCN
 from jcaps.models.fasttext import FastText
 from jcaps.models.icapsnet import ICapsNetLong, ICapsNetShort
@@ -56,7 +57,7 @@ MODELS = {
     "br": _text(BinaryRelevance(11, 3, embedding_dim=6, encoder_dim=4)),
     **{
         f"input_cell_lstm_{variant}": (InputCellLSTM(2, variant), (SERIES, MASK))
-        for variant in INPUT_CELL_LSTM_VARIANTS
+        for variant in get_args(InputCellLSTMVariant)
     },
     **{
         f"dilated_fcn_{attention}": _text(DilatedFCN(7, 3, filters=8, num_layers=2, attention=attention))

@@ -11,13 +11,14 @@ import re
 import subprocess
 import sys
 import textwrap
+from typing import get_args
 
 import ml_collections
 import pytest
 
 from jcaps.data.boxes import BOX_NAMES
 from jcaps.errors import ConfigError
-from jcaps.models.choices import DILATED_FCN_ATTENTIONS, INPUT_CELL_LSTM_VARIANTS
+from jcaps.models.choices import DilatedFCNAttention, InputCellLSTMVariant
 from jcaps.train.config import base_config, class_weight_power, load, series_config, validate
 from jcaps.train.config_blocks import parse_argument
 from jcaps.train.families import MODELS
@@ -201,11 +202,11 @@ def _config_arguments(path: str) -> list[str]:
     """Each argument a config file takes, alone and with ',smoke' (and '' for its default)."""
     variants = {
         "cccapsnet_ag_news.py": CCCAPSNET_ABLATIONS,
-        "dilated_fcn_emoji.py": list(DILATED_FCN_ATTENTIONS),
-        "input_cell_boxes.py": list(BOX_NAMES) + [f"middle,{v}" for v in INPUT_CELL_LSTM_VARIANTS],
-        "input_cell_basicmotions.py": list(INPUT_CELL_LSTM_VARIANTS),
-        "input_cell_japanese_vowels.py": list(INPUT_CELL_LSTM_VARIANTS),
-        "input_cell_mnist.py": list(INPUT_CELL_LSTM_VARIANTS),
+        "dilated_fcn_emoji.py": list(get_args(DilatedFCNAttention)),
+        "input_cell_boxes.py": list(BOX_NAMES) + [f"middle,{v}" for v in get_args(InputCellLSTMVariant)],
+        "input_cell_basicmotions.py": list(get_args(InputCellLSTMVariant)),
+        "input_cell_japanese_vowels.py": list(get_args(InputCellLSTMVariant)),
+        "input_cell_mnist.py": list(get_args(InputCellLSTMVariant)),
     }.get(os.path.basename(path), [])
     return [""] + variants + [",".join(filter(None, (v, "smoke"))) for v in [""] + variants]
 

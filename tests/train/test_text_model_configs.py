@@ -7,13 +7,14 @@ import json
 import os
 import subprocess
 import sys
+from typing import get_args
 
 import numpy as np
 import pytest
 
 from jcaps.errors import ConfigError, UserError
 from jcaps.evaluate import evaluate
-from jcaps.models.choices import DILATED_FCN_ATTENTIONS
+from jcaps.models.choices import DilatedFCNAttention
 from jcaps.predict import predict
 from jcaps.train import loop
 from jcaps.train.workdir import load_trained
@@ -33,7 +34,7 @@ def train_losses(workdir) -> list[float]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("variant", DILATED_FCN_ATTENTIONS)
+@pytest.mark.parametrize("variant", get_args(DilatedFCNAttention))
 def test_every_attention_variant_trains(tmp_path, cache_dir, variant, config_file):
     config = config_file("dilated_fcn_emoji.py", f"{variant},smoke", cache_dir)
     # One shape, one compile of each step: the point is that the variant trains.
