@@ -92,7 +92,7 @@ class DilatedFCN(nn.Module):
     Attributes:
         vocab_size: V, including PAD (id 0).
         num_classes: J.
-        embedding_dim: E.
+        embed_dim: E.
         first_width: width of the first causal conv.
         filters: F, channels of every conv but the head.
         width: width of the residual layers' dilated convs.
@@ -110,7 +110,7 @@ class DilatedFCN(nn.Module):
 
     vocab_size: int
     num_classes: int
-    embedding_dim: int = 16
+    embed_dim: int = 16
     first_width: int = 3
     filters: int = 128
     width: int = 7
@@ -152,12 +152,12 @@ class DilatedFCN(nn.Module):
         dot / dot8.
         """
         mask = padding_mask(tokens)
-        table = self.param("embedding", _embedding_init, (self.vocab_size, self.embedding_dim))
+        table = self.param("embedding", _embedding_init, (self.vocab_size, self.embed_dim))
         characters = jnp.take(table.astype(self.dtype), tokens, axis=0) if embeddings is None else embeddings
         # Zero vectors at the pads, like the convs' own left padding; the PAD row is never used.
         embedded = jnp.where(mask[..., None], characters, 0)
 
-        x = causal_conv1d(embedded, *self._conv_params("input", self.first_width, self.embedding_dim, self.filters))
+        x = causal_conv1d(embedded, *self._conv_params("input", self.first_width, self.embed_dim, self.filters))
         features = dilated_residual_stack(x, self._residual_layers(), self.dilations, self.activation)
         elementwise_attention = head_attention = None
         if self.attention != "none":

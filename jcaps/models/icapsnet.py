@@ -142,7 +142,7 @@ class _ICapsNet(nn.Module):
         or one W_ij per (capsule, class) pair (Eq. 7, Sabour et al.): the shared form lets every
         capsule serve every class, so the capsule that routing ranks first for the predicted
         class need not depend on the class (docs/icapsnets.md, "The global interpretation, analysed").
-      dropout_rate: dropout on word embeddings during training.
+      embedding_dropout: dropout on the word embeddings, before the region convolution.
       dtype: activation dtype; parameters are float32.
     """
 
@@ -167,7 +167,7 @@ class _ICapsNet(nn.Module):
     attention_logit_scale: float = 1.0
     squash_primary: bool = True
     shared_transform: bool = True
-    dropout_rate: float = 0.0
+    embedding_dropout: float = 0.0
     dtype: Any = jnp.float32
 
     def __post_init__(self):
@@ -194,7 +194,7 @@ class _ICapsNet(nn.Module):
 
     def setup(self):
         self.embed = nn.Embed(self.vocab_size, self.embed_dim, dtype=self.dtype, param_dtype=jnp.float32)
-        self.embed_dropout = Dropout(self.dropout_rate)
+        self.embed_dropout = Dropout(self.embedding_dropout)
         self.region_conv = nn.Conv(
             self.region_dim,
             kernel_size=(self.kernel_size,),

@@ -82,9 +82,10 @@ def label_set_config(model_name: str, data_keys: dict, *, num_epochs: int, smoke
         # [decision] Smaller than the paper's (embedding 512, encoder 256, 2 layers): the corpora
         # here (7,770 and 23,277 documents) do not need more, and 2 CPU cores could not train
         # more in the time a run may take.
-        embedding_dim=128,
+        embed_dim=128,
         encoder_dim=128,
         num_layers=1,
+        embedding_dropout=0.3,
         dropout_rate=0.3,
         rnn_impl="scan",  # or 'cudnn' on a GPU (docs/training.md, "Configs")
     )
@@ -115,7 +116,7 @@ def label_set_config(model_name: str, data_keys: dict, *, num_epochs: int, smoke
         config.data.bucket_boundaries = (64,)
         config.data.min_count = 1
         config.train.schedule = "constant"
-        config.model.embedding_dim = config.model.encoder_dim = 16
+        config.model.embed_dim = config.model.encoder_dim = 16
     return config
 
 
@@ -125,7 +126,7 @@ def sgm_decoder(config: ml_collections.ConfigDict, *, length_penalty: float, smo
     dataset's, chosen on its validation data. `smoke`: a decoder 16 wide, beam 2, 6 steps."""
     model = config.model
     model.decoder_dim = 256
-    model.label_embedding_dim = 0  # 0: embedding_dim
+    model.label_embed_dim = 0  # 0: embed_dim
     model.attention_dim = 0  # 0: decoder_dim
     model.global_embedding = False
     model.decoding = "beam"  # [ref] beam 5

@@ -16,7 +16,7 @@ from jcaps.models.outputs import ModelOutput
 
 J, L = 3, 8
 # Small but complete: 16 filters (8 groups of 2 for the *8 variants), two residual layers.
-SMALL = {"embedding_dim": 4, "filters": 16, "num_layers": 2, "width": 3}
+SMALL = {"embed_dim": 4, "filters": 16, "num_layers": 2, "width": 3}
 # Every variant; simplified / local on both softmax axes (the grouped ones on channels: over
 # time the softmax is per channel, groups or not); the gated residual activation once.
 CASES = [
@@ -80,7 +80,7 @@ def _run(attention, axis, activation):
 def test_output_shapes(attention, axis, activation):
     model = _model(attention, axis, activation)
     outputs = jax.eval_shape(lambda: model.apply({"params": _random_params(model, TOKENS)}, TOKENS))
-    expected = {"scores": (4, J), "position_logits": (4, L, J), "embeddings": (4, L, SMALL["embedding_dim"])}
+    expected = {"scores": (4, J), "position_logits": (4, L, J), "embeddings": (4, L, SMALL["embed_dim"])}
     if attention.startswith("dot"):
         expected["head_attention"] = (4, 8 if attention == "dot8" else 1, L, L)
     elif attention != "none":

@@ -129,8 +129,8 @@ def test_evaluate_changes_decoding_settings_only(trained_smoke_workdir):
     assert low["labels_per_example"] > high["labels_per_example"]
     with pytest.raises(UserError, match=r"--config.model.threshold: the sgm model has no key model.threshold"):
         evaluate(sgm, "test", model_overrides={"threshold": 0.5})
-    with pytest.raises(UserError, match=r"--config.model.embedding_dim: evaluate changes only the decoding keys"):
-        evaluate(sgm, "test", model_overrides={"embedding_dim": 8})
+    with pytest.raises(UserError, match=r"--config.model.embed_dim: evaluate changes only the decoding keys"):
+        evaluate(sgm, "test", model_overrides={"embed_dim": 8})
     with pytest.raises(ConfigError, match=r"model.beam_size must be an integer >= 1, not 0"):
         evaluate(sgm, "test", model_overrides={"beam_size": 0})
 
