@@ -245,16 +245,14 @@ def _model_keys(model: ml_collections.ConfigDict) -> None:
     range of the module field it sets. An `int` field is a size or a count, at least 1, or at
     least 0 where the model's default is 0 (none); a dropout rate is a fraction in [0, 1), a
     `*_scale` a number > 0, any other `float` a finite number; a `bool` is True or False; then
-    the module checks its choices (`routing`, `variant`, ...) itself."""
+    `build_model` refuses a key the module lacks (naming the new name of a renamed one) and the
+    module checks its choices (`routing`, `variant`, ...) itself."""
     import dataclasses
 
     from jcaps.train.families import build_model, get_family  # Flax: loaded only when a config is validated
 
     family = get_family(model.name)
     fields = {field.name: field for field in dataclasses.fields(family.module)}
-    unknown = sorted(set(model) - set(fields) - set(family.loss_keys) - {"name"})
-    if unknown:
-        raise ConfigError(f"model {model.name!r} has no setting(s) {', '.join(unknown)}")
     for key, value in model.items():
         field, name = fields.get(key), f"model.{key}"
         kind = getattr(field, "type", None)
@@ -271,8 +269,8 @@ def _model_keys(model: ml_collections.ConfigDict) -> None:
             _number(name, value, -math.inf)
         elif kind == "str" and not isinstance(value, str):
             _refuse(name, value, "a string")
-    # The module's own checks of its settings (a choice among its values, divisibility), with
-    # stand-in sizes: the data that sizes it is not read yet.
+    # The keys the module lacks, and its own checks of its settings (a choice among its values,
+    # divisibility), with stand-in sizes: the data that sizes it is not read yet.
     build_model(model, vocab_size=STAND_IN_INPUT_SIZE, num_classes=2)
 
 
@@ -409,11 +407,48 @@ def incompatible_keys(saved: dict, config: ml_collections.ConfigDict) -> list[st
 # Keys added after workdirs were first written, with the value that gives the old behaviour: a
 # saved config without one gets it when read, so older workdirs still load.
 KEYS_ADDED_LATER = {("data", "group_key"): ""}
+# Keys renamed since, {(block, old name): (new name, the models whose configs had the old name)}:
+# a saved config of one of those models is read under the new name, so older workdirs evaluate
+# and resume; a config or flag that sets the old name is refused naming the new one.
+RENAMED_KEYS = {
+    ("model", "embedding_dim"): ("embed_dim", ("dilated_fcn", "sgm", "br")),
+    ("model", "label_embedding_dim"): ("label_embed_dim", ("sgm",)),
+    ("model", "dropout_rate"): ("embedding_dropout", ("icapsnet_short", "icapsnet_long")),
+}
+# Keys split off another since, {(block, key): (the key that set both, the models)}: a saved
+# config of those models without the key takes that key's value, the behaviour it trained with.
+KEYS_SPLIT_LATER = {("model", "embedding_dropout"): ("dropout_rate", ("sgm", "br"))}
+
+
+def new_name(block: str, key: str, model_name: str) -> str | None:
+    """The name today of `block.key` in the configs of model `model_name`, or None when that
+    model's `block.key` was not renamed."""
+    new, models = RENAMED_KEYS.get((block, key), (None, ()))
+    return new if model_name in models else None
+
+
+def upgraded(saved: dict) -> dict:
+    """A saved config (JSON's dicts, changed in place) under today's keys: renamed keys under
+    their new names, split and added keys set to the values it trained with."""
+    model = saved.get("model")
+    model_name = model.get("name") if isinstance(model, dict) else None
+    for (block, old), (new, models) in RENAMED_KEYS.items():
+        keys = saved.get(block)
+        if isinstance(keys, dict) and model_name in models and old in keys:
+            keys[new] = keys.pop(old)
+    for (block, key), (source, models) in KEYS_SPLIT_LATER.items():
+        keys = saved.get(block)
+        if isinstance(keys, dict) and model_name in models and source in keys:
+            keys.setdefault(key, keys[source])
+    for (block, key), value in KEYS_ADDED_LATER.items():
+        if isinstance(saved.get(block), dict):
+            saved[block].setdefault(key, value)
+    return saved
 
 
 def from_json(text: str) -> ml_collections.ConfigDict:
-    """A saved `config.json` back as a locked ConfigDict (tuples restored from lists, keys added
-    since it was written set as `KEYS_ADDED_LATER` says)."""
+    """A saved `config.json` back as a locked ConfigDict (tuples restored from lists, under
+    today's keys: `upgraded`)."""
 
     def tuples(value):
         if isinstance(value, dict):
@@ -422,11 +457,7 @@ def from_json(text: str) -> ml_collections.ConfigDict:
             return tuple(tuples(v) for v in value)
         return value
 
-    saved = tuples(json.loads(text))
-    for (block, key), value in KEYS_ADDED_LATER.items():
-        if isinstance(saved.get(block), dict):
-            saved[block].setdefault(key, value)
-    config = ml_collections.ConfigDict(saved)
+    config = ml_collections.ConfigDict(upgraded(tuples(json.loads(text))))
     config.lock()
     return config
 

@@ -124,7 +124,7 @@ def check_workdir(config, workdir: str) -> None:
     )
     if os.path.isfile(path) and has_checkpoints:
         with open(path, encoding="utf-8") as f:
-            saved = json.load(f)
+            saved = config_lib.upgraded(json.load(f))
         differing = config_lib.incompatible_keys(saved, config)
         if differing:
             old, new = config_lib.flatten(saved), config_lib.flatten(json.loads(config.to_json()))
