@@ -51,9 +51,9 @@ def sized(config, sizes: str):
     if sizes == "reference":
         model = config.model
         if model.name == "sgm":
-            model.embedding_dim, model.encoder_dim, model.decoder_dim, model.num_layers = 512, 512, 512, 3
+            model.embed_dim, model.encoder_dim, model.decoder_dim, model.num_layers = 512, 512, 512, 3
         else:
-            model.embedding_dim, model.encoder_dim, model.num_layers = 512, 512, 3
+            model.embed_dim, model.encoder_dim, model.num_layers = 512, 512, 3
     return config
 
 

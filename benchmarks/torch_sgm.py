@@ -35,21 +35,22 @@ MASKED_LOGIT = -1e9  # jcaps.ops.decoding's mask value for float32
 
 
 class TorchSGM(nn.Module):
-    def __init__(self, *, vocab_size: int, num_tokens: int, embedding_dim: int, encoder_dim: int,
-                 decoder_dim: int, num_layers: int, dropout_rate: float, pad_id: int, bos_id: int,
-                 eos_id: int, num_special: int):
+    def __init__(self, *, vocab_size: int, num_tokens: int, embed_dim: int, encoder_dim: int,
+                 decoder_dim: int, num_layers: int, embedding_dropout: float, dropout_rate: float, pad_id: int,
+                 bos_id: int, eos_id: int, num_special: int):
         super().__init__()
         keys_dim, attention_dim = 2 * encoder_dim, decoder_dim
         self.num_tokens, self.num_layers, self.decoder_dim = num_tokens, num_layers, decoder_dim
         self.pad_id, self.bos_id, self.eos_id, self.num_special = pad_id, bos_id, eos_id, num_special
+        self.embedding_dropout = nn.Dropout(embedding_dropout)
         self.dropout = nn.Dropout(dropout_rate)
-        self.embedding = nn.Embedding(vocab_size, embedding_dim)
-        self.encoder = nn.LSTM(embedding_dim, encoder_dim, num_layers, batch_first=True, bidirectional=True,
+        self.embedding = nn.Embedding(vocab_size, embed_dim)
+        self.encoder = nn.LSTM(embed_dim, encoder_dim, num_layers, batch_first=True, bidirectional=True,
                                dropout=dropout_rate)
         self.init = nn.Linear(keys_dim, num_layers * decoder_dim)
-        self.label_embedding = nn.Embedding(num_tokens, embedding_dim)
+        self.label_embedding = nn.Embedding(num_tokens, embed_dim)
         self.decoder = nn.ModuleList(
-            [nn.LSTMCell(embedding_dim + keys_dim if i == 0 else decoder_dim, decoder_dim) for i in range(num_layers)]
+            [nn.LSTMCell(embed_dim + keys_dim if i == 0 else decoder_dim, decoder_dim) for i in range(num_layers)]
         )
         self.attention_key = nn.Linear(keys_dim, attention_dim)
         self.attention_query = nn.Linear(decoder_dim, attention_dim, bias=False)
@@ -63,7 +64,7 @@ class TorchSGM(nn.Module):
         """tokens [B, L] int64 -> the decoder's initial state (keys [B, L, 2E], mask [B, L], ...)."""
         mask = tokens != self.pad_id
         lengths = mask.sum(dim=1).cpu()
-        packed = pack_padded_sequence(self.dropout(self.embedding(tokens)), lengths, batch_first=True,
+        packed = pack_padded_sequence(self.embedding_dropout(self.embedding(tokens)), lengths, batch_first=True,
                                       enforce_sorted=False)
         states, (final_hidden, _) = self.encoder(packed)
         keys, _ = pad_packed_sequence(states, batch_first=True, total_length=tokens.shape[1])

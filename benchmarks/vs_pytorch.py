@@ -266,7 +266,7 @@ def sgm_config(size: SGMSize):
     """configs/sgm_reuters.py as `benchmarks/sgm_speed.py --sizes reference` runs it, at `size`."""
     config = sized(load(os.path.join(ROOT, "configs", "sgm_reuters.py")), "reference")
     if size.width:
-        config.model.embedding_dim = config.model.encoder_dim = config.model.decoder_dim = size.width
+        config.model.embed_dim = config.model.encoder_dim = config.model.decoder_dim = size.width
     config.train.batch_size = size.batch
     return config
 
@@ -276,12 +276,12 @@ def torch_sgm_module(config, params):
     from benchmarks.torch_sgm import TorchSGM, load_jcaps_params
 
     model = config.model
-    if model.global_embedding or model.label_embedding_dim or model.attention_dim:
+    if model.global_embedding or model.label_embed_dim or model.attention_dim:
         raise ValueError("the PyTorch SGM has no global embedding and label and attention sizes of their defaults")
     module = TorchSGM(vocab_size=len(params["encoder"]["embedding"]), num_tokens=NUM_LABELS + NUM_SPECIAL,
-                      embedding_dim=model.embedding_dim, encoder_dim=model.encoder_dim, decoder_dim=model.decoder_dim,
-                      num_layers=model.num_layers, dropout_rate=model.dropout_rate, pad_id=PAD, bos_id=BOS,
-                      eos_id=EOS, num_special=NUM_SPECIAL)
+                      embed_dim=model.embed_dim, encoder_dim=model.encoder_dim, decoder_dim=model.decoder_dim,
+                      num_layers=model.num_layers, embedding_dropout=model.embedding_dropout,
+                      dropout_rate=model.dropout_rate, pad_id=PAD, bos_id=BOS, eos_id=EOS, num_special=NUM_SPECIAL)
     load_jcaps_params(module, jax.tree.map(np.asarray, params))
     return module
 

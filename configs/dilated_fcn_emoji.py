@@ -33,17 +33,19 @@ macro-F1), in 48 and 35 minutes. The bar of TF-IDF + linear SVM on the same spli
 `studies/training/results/emoji_recipe/results.json`.
 """
 
-from jcaps.models.choices import DILATED_FCN_ATTENTIONS
+from typing import get_args
+
+from jcaps.models.choices import DilatedFCNAttention
 from jcaps.train.config import base_config
 from jcaps.train.config_blocks import parse_argument, text_smoke
 
 
 def get_config(arg: str = ""):
-    argument = parse_argument(arg, DILATED_FCN_ATTENTIONS)
+    argument = parse_argument(arg, get_args(DilatedFCNAttention))
     config = base_config()
     model = config.model
     model.name = "dilated_fcn"
-    model.embedding_dim = 16  # [ref]
+    model.embed_dim = 16  # [ref]
     model.first_width = 3  # [ref]
     model.filters = 128  # [ref]
     model.width = 7  # [ref]
@@ -53,7 +55,7 @@ def get_config(arg: str = ""):
     # at no cost. With 'none' and Adam 1e-3 the loss was still at the label prior's entropy after
     # 350 steps (measured).
     model.activation = "relu"
-    model.attention = argument.choice(DILATED_FCN_ATTENTIONS, "none")
+    model.attention = argument.choice(get_args(DilatedFCNAttention), "none")
     model.attention_axis = "channels"  # [decision]
     if model.attention.startswith(("simplified", "local")):
         # [decision] The softmax over a group's C/G channels scales the features by 1/(C/G) at the

@@ -69,7 +69,7 @@ def get_config(arg: str = ""):
     # test accuracy 0.875, measured before the present dropout masks; the W_ij figures of that
     # time no longer reproduce). The shared form: --config.model.shared_transform=True.
     model.shared_transform = False
-    model.dropout_rate = 0.5  # on word embeddings
+    model.embedding_dropout = 0.5
     model.loss = "margin"  # [decision]; '+'-separated terms among margin, focal, cross_entropy
 
     ag_news_data(config)
@@ -87,6 +87,6 @@ def get_config(arg: str = ""):
         text_smoke(config)
         config.data.min_count = 1
         config.train.eval_every_steps = 0
-        config.model.dropout_rate = 0.0
+        config.model.embedding_dropout = 0.0
         config.model.update(embed_dim=16, region_dim=16, num_capsules=4, query_dim=8, primary_dim=8, class_dim=8)
     return config

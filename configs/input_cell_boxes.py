@@ -13,17 +13,19 @@ saliency benchmark `studies/saliency_boxes/saliency_boxes.py` trains every (box,
 config and scores the saliency maps against the boxes.
 """
 
+from typing import get_args
+
 from jcaps.data.boxes import BOX_NAMES
-from jcaps.models.choices import INPUT_CELL_LSTM_VARIANTS
+from jcaps.models.choices import InputCellLSTMVariant
 from jcaps.train.config import series_config
 from jcaps.train.config_blocks import parse_argument
 
 
 def get_config(arg: str = "earlier"):
-    argument = parse_argument(arg, BOX_NAMES, INPUT_CELL_LSTM_VARIANTS)
+    argument = parse_argument(arg, BOX_NAMES, get_args(InputCellLSTMVariant))
     config = series_config()
     config.model.name = "input_cell_lstm"
-    config.model.variant = argument.choice(INPUT_CELL_LSTM_VARIANTS, "input_cell")
+    config.model.variant = argument.choice(get_args(InputCellLSTMVariant), "input_cell")
     config.model.hidden_dim = 5  # [ref]
     config.model.num_hops = 20  # [ref] r
     config.model.attention_dim = 50  # [ref] d_a

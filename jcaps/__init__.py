@@ -25,9 +25,10 @@ Each layer imports only the layers below it (checked by `lint-imports` in CI):
         |                                                            datasets -> batching
     jcaps.ops      pure functions on arrays: capsules, attention, recurrent scans,
         |          convolutions, compositional embeddings, losses, label-set decoding
-    jcaps.viz      HTML heatmaps and figures;   jcaps.errors   the error a user can fix
+    jcaps.viz      HTML heatmaps and figures;   jcaps.errors   the error a user can fix;
+                   jcaps.choices   the one check of an enumerated setting (`check_choice`)
 
-- `jcaps.ops` imports no flax, optax or other jcaps package. Every public op takes batch-major
+- `jcaps.ops` imports no flax, optax or other jcaps package but `jcaps.choices`. Every public op takes batch-major
   arrays (`[B, T, ...]`, or any leading axes, none for one example), works under `jit`, `vmap`
   and `grad`, and states its equation, shapes and padding behaviour.
 - `jcaps.models` composes ops into flax modules. A forward pass returns a `ModelOutput`:

@@ -15,6 +15,7 @@ import signal
 import sys
 import traceback
 from collections.abc import Callable
+from typing import get_args
 
 from absl import app, flags
 
@@ -79,6 +80,38 @@ def _unknown_key_message(message: str, argv: list[str]) -> str:
         return f"bad --config.* flag: {message}"
     suggestion = re.search(r'Did you mean "([^"]+)"', message)
     return f"{flag}: no such config key" + (f'; did you mean "{suggestion.group(1)}"?' if suggestion else "")
+
+
+def _renamed_key_message(argv: list[str]) -> str | None:
+    """`config.model.embedding_dim was renamed model.embed_dim` for the first `--config.model.KEY`
+    override in `argv` of a key renamed in the configs of the model its config file names, or
+    None. The flag parser has not set the config when an override fails: the file is read again."""
+    from jcaps.train.config import load, new_name  # ml_collections and the standard library only
+
+    for argument in argv[1:]:
+        flag = argument.split("=", 1)[0].removeprefix("--")
+        root, _, key = flag.partition(".model.")
+        path = _flag_value(argv, root) if key else None
+        if path is None:
+            continue
+        try:
+            model_name = load(path).model.name
+        except Exception:  # noqa: BLE001, S112 (the file's own error is reported as it is)
+            continue
+        renamed = new_name("model", key, model_name)
+        if renamed:
+            return f"{flag} was renamed model.{renamed}"
+    return None
+
+
+def _flag_value(argv: list[str], name: str) -> str | None:
+    """The value `argv` gives the flag `--name` (`--name=VALUE` or `--name VALUE`), or None."""
+    for index, argument in enumerate(argv):
+        if argument.startswith(f"--{name}="):
+            return argument.split("=", 1)[1]
+        if argument == f"--{name}" and index + 1 < len(argv):
+            return argv[index + 1]
+    return None
 
 
 def _flag_error_message(error: flags.Error) -> str:
@@ -159,12 +192,13 @@ def parse_flags(argv: list[str]) -> list[str]:
     try:
         remaining = flags.FLAGS(_with_shipped_configs_resolved(argv))
     except flags.Error as error:
-        raise UserError(_flag_error_message(error), hint=hint) from error
+        raise UserError(_renamed_key_message(argv) or _flag_error_message(error), hint=hint) from error
     except SyntaxError as error:  # a --config file that is not Python
         raise UserError(f"{error.filename}:{error.lineno}: {error.msg} (a --config file)", hint=hint) from error
     except (KeyError, AttributeError, TypeError, ValueError, OSError) as error:
         # A `--config.KEY=VALUE` override naming a key the config does not have.
-        raise UserError(_unknown_key_message(_config_key_message(error), argv), hint=hint) from error
+        message = _renamed_key_message(argv) or _unknown_key_message(_config_key_message(error), argv)
+        raise UserError(message, hint=hint) from error
     except Exception as error:
         # Any other error of a --config file's code (an import that fails, a name undefined).
         where = _user_code_line(error)
@@ -254,9 +288,10 @@ def decoding_overrides() -> dict:
 
 def define_parameters_flag() -> None:
     """`--parameters` for the commands that load a trained workdir (`jcaps.train.workdir.load_trained`)."""
-    from jcaps.train.config import PARAMETER_CHOICES  # ml_collections and the standard library only
+    from jcaps.train.config import ParameterChoice  # ml_collections and the standard library only
 
-    flags.DEFINE_enum("parameters", PARAMETER_CHOICES[0], list(PARAMETER_CHOICES),
+    choices = get_args(ParameterChoice)
+    flags.DEFINE_enum("parameters", choices[0], list(choices),
                       "final: the parameters training reported as final (the best on validation when it selected "
                       "them, else the last checkpoint's); last: those of the newest checkpoint that is intact, for a "
                       "workdir whose final parameters are damaged.")

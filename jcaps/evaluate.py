@@ -39,7 +39,7 @@ def evaluate(workdir: str, split: str = "test", data_overrides: dict | None = No
     """`{"split", "selected_step", "parameters", "last_step", **metrics}` of `workdir` on `split`.
     `data_overrides`: `data.*` keys of the workdir's config to change (`cli.DATA_LOCATION_KEYS`);
     `model_overrides`: `model.*` decoding keys to change (`cli.DECODING_KEYS`); `parameters`: which
-    parameters to score (`jcaps.train.config.PARAMETER_CHOICES`)."""
+    parameters to score (`jcaps.train.config.ParameterChoice`)."""
     from jcaps.train import mesh as mesh_lib
     from jcaps.train.evaluation import evaluate_split
     from jcaps.train.steps import compile_steps

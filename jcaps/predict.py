@@ -34,6 +34,7 @@ import numpy as np
 from absl import flags
 
 from jcaps import cli, strict_json
+from jcaps.choices import check_choice
 from jcaps.data.vocab import NUM_SPECIAL
 from jcaps.errors import UserError
 
@@ -62,8 +63,7 @@ def stream_lines(stream: Iterable[bytes], name: str, errors: str = "strict") -> 
     lines included; the line break (`\\n` or `\\r\\n`) and a UTF-8 byte order mark are dropped. A
     line that is not UTF-8 is a UserError naming `name:LINE` (`errors="strict"`) or has U+FFFD
     for its bad bytes ("replace")."""
-    if errors not in ERRORS:
-        raise UserError(f"--errors must be one of {', '.join(ERRORS)}, not {errors!r}")
+    check_choice("--errors", errors, ERRORS, UserError)
     for number, raw in enumerate(stream, 1):
         if raw.endswith(b"\n"):
             raw = raw[:-1]

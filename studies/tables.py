@@ -35,6 +35,7 @@ import statistics
 import sys
 from collections.abc import Callable
 
+from jcaps.train.config import new_name
 from jcaps.viz.html import checks_markdown
 from studies import ROOT
 from studies.emoji_variants import paper as emoji_paper
@@ -504,13 +505,18 @@ def icapsnet_global_seeds(results: dict) -> str:
             "2-core machine doing other work beside them, so the times are upper bounds.")
 
 
+def _knobs_under_todays_names(knobs: dict) -> dict:
+    """The knobs an iCapsNets Short run recorded, under the names its config keys have today."""
+    return {new_name("model", key, "icapsnet_short") or key: value for key, value in knobs.items()}
+
+
 @table("icapsnet_global_candidates", "studies/icapsnet_global/results/")
 def icapsnet_global_candidates(studies: dict) -> str:
     body = []
     for name, results in studies.items():
         runs = list(results["runs"].values())
-        knobs = runs[0]["knobs"]
-        if any(run["knobs"] != knobs for run in runs):
+        knobs = _knobs_under_todays_names(runs[0]["knobs"])
+        if any(_knobs_under_todays_names(run["knobs"]) != knobs for run in runs):
             raise ValueError(f"icapsnet_global/{name}: its seeds trained with different knobs")
         body.append([f"`{name}`", _knob_changes(knobs, BASELINE_KNOBS), ", ".join(str(run["seed"]) for run in runs),
                      _spread_of([r["accuracy"] for r in runs], 4),

@@ -73,7 +73,12 @@ def test_a_config_file_that_does_not_run_is_named_with_its_line(tmp_path):
     (SMOKE, "--config.model.dropout_rate=1.5", "model.dropout_rate must be a number in [0, 1), not 1.5"),
     # A choice is checked by the model itself, built with stand-in sizes before the data is read.
     (SMOKE.replace("fasttext_ag_news", "icapsnet_short_ag_news"), "--config.model.routing=bogus",
-     "config.model: routing must be one of ('dynamic', 'kmeans'), got 'bogus'"),
+     "config.model: routing must be one of dynamic, kmeans, not 'bogus'"),
+    # A renamed key, in the configs of the models whose key it was.
+    ("configs/dilated_fcn_emoji.py:smoke", "--config.model.embedding_dim=8",
+     "config.model.embedding_dim was renamed model.embed_dim"),
+    (SMOKE.replace("fasttext_ag_news", "icapsnet_short_ag_news"), "--config.model.dropout_rate=0.5",
+     "config.model.dropout_rate was renamed model.embedding_dropout"),
 ])
 def test_model_keys_out_of_range_stop_before_data_preparation(tmp_path, config, flag, message):
     result = run("train.py", "--config", config, "--workdir", str(tmp_path / "w"),

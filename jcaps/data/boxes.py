@@ -28,6 +28,8 @@ import dataclasses
 
 import numpy as np
 
+from jcaps.choices import check_choice
+
 BOX_NAMES = ("earlier", "middle", "latter", "mixed", "three_earlier", "three_middle", "moving")
 SPLITS = ("train", "test")
 
@@ -75,11 +77,6 @@ def _check_name(name: str) -> None:
         raise ValueError(f"unknown box dataset {name!r}; known: {', '.join(BOX_NAMES)}")
 
 
-def _check_split(split: str) -> None:
-    if split not in SPLITS:
-        raise ValueError(f"split must be one of {', '.join(SPLITS)}, not {split!r}")
-
-
 def _scale(coordinate: int, size: int) -> int:
     """A coordinate on the 100-cell axis moved to a `size`-cell axis, rounded half up."""
     # Integer arithmetic: float rounding would turn e.g. 65 * 0.2 into 13.000000000000002.
@@ -111,7 +108,7 @@ def box_regions(name: str, time_steps: int = 100, num_features: int = 100) -> li
 def default_num_examples(name: str, split: str) -> int:
     """The number of examples of a dataset's split (e.g. 1000 for `("earlier", "train")`)."""
     _check_name(name)
-    _check_split(split)
+    check_choice("split", split, SPLITS)
     return _DEFAULT_NUM_EXAMPLES.get(name, _STANDARD_NUM_EXAMPLES)[split]
 
 
@@ -141,7 +138,7 @@ def generate_boxes(
     layouts = box_regions(name, time_steps, num_features)
     if num_examples is None:
         num_examples = default_num_examples(name, split)
-    _check_split(split)
+    check_choice("split", split, SPLITS)
     if num_examples < 1:
         raise ValueError(f"num_examples must be positive, not {num_examples}")
     # One stream per (dataset, split): train and test, and different datasets, never share draws.

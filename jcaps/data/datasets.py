@@ -8,6 +8,7 @@ dataset. A resumed run, evaluation and prediction read those back instead of reb
 from __future__ import annotations
 
 import os
+from typing import get_args
 
 from jcaps.data import choices, preparation, series, text
 from jcaps.data.batching import ExampleDataset
@@ -16,7 +17,7 @@ from jcaps.errors import writing
 
 
 def is_series(data_config) -> bool:
-    return data_config.format in choices.SERIES_FORMATS
+    return data_config.format in get_args(choices.SeriesFormat)
 
 
 def has_metadata(directory: str) -> bool:

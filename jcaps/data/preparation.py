@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 import tensorflow_datasets as tfds
 
+from jcaps.choices import check_choice
 from jcaps.data import builders, choices, synthetic
 from jcaps.data.splits import InMemorySplit, PreparedSplits, Split
 from jcaps.errors import ConfigError, UserError
@@ -34,8 +35,7 @@ def resolve_source(data_config) -> str:
     """'tfds', 'local' or 'synthetic', from `data.source` and whether `data.dir` is set."""
     if data_config.source == "auto":
         return "local" if data_config.dir else "tfds"
-    if data_config.source not in choices.SOURCES:
-        raise ConfigError(f"data.source must be one of {', '.join(choices.SOURCES)}, not {data_config.source!r}")
+    check_choice("data.source", data_config.source, choices.Source, ConfigError)
     return data_config.source
 
 
@@ -104,10 +104,9 @@ def _class_names(builder: tfds.core.DatasetBuilder, label_key: str) -> list[str]
 
 
 def prepare_series_splits(data_config) -> PreparedSplits:
-    """The splits of a series dataset (`data.format` one of `choices.SERIES_FORMATS`), prepared
+    """The splits of a series dataset (`data.format` one of `choices.SeriesFormat`), prepared
     once, then held in memory."""
-    if data_config.format not in choices.SERIES_FORMATS:
-        raise ValueError(f"{data_config.format!r} is not a series format ({', '.join(choices.SERIES_FORMATS)})")
+    check_choice("data.format", data_config.format, choices.SeriesFormat)
     cache_dir = default_cache_dir(data_config)
     builder = prepared_once(lambda: builders.SeriesBuilder(data_config=data_config, data_dir=cache_dir), cache_dir)
     splits = {
@@ -119,8 +118,7 @@ def prepare_series_splits(data_config) -> PreparedSplits:
 
 def prepare_local_files(data_format: str, directory: str, cache_dir: str, **kwargs) -> builders.TextFilesBuilder:
     """Prepares (once) and returns the builder of a local dataset."""
-    if data_format not in builders.TEXT_BUILDERS:
-        raise ConfigError(f"data.format must be one of {', '.join(choices.TEXT_FORMATS)}, not {data_format!r}")
+    check_choice("data.format", data_format, choices.TextFormat, ConfigError)
     builder_class = builders.TEXT_BUILDERS[data_format]
     return prepared_once(
         lambda: builder_class(directory=directory, data_dir=cache_dir, **kwargs),

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from jcaps.choices import check_choice
 from jcaps.data import choices
 from jcaps.data.batching import ExampleDataset, bucket_length, default_boundaries
 from jcaps.data.errors import DataError
@@ -36,9 +37,8 @@ class Standardizer:
     std: np.ndarray
 
     @classmethod
-    def fit(cls, series: Sequence[np.ndarray], kind: str, path: str) -> Standardizer | None:
-        if kind not in choices.NORMALIZATIONS:
-            raise ValueError(f"data.normalize must be one of {', '.join(choices.NORMALIZATIONS)}, not {kind!r}")
+    def fit(cls, series: Sequence[np.ndarray], kind: choices.Normalization, path: str) -> Standardizer | None:
+        check_choice("data.normalize", kind, choices.Normalization)
         if kind == "none":
             return None
         if kind == "time_feature":

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from jcaps.choices import check_choice
 from jcaps.data import choices
 from jcaps.data.batching import ExampleDataset, bucket_length, default_boundaries
 from jcaps.data.errors import DataError
@@ -49,16 +50,13 @@ class TextDataset(ExampleDataset):
     boundaries: tuple[int, ...]
     nested: bool  # True for the 'sentences' tokenizer: tokens are [M, L] per example
     max_sentences: int
-    label_order: str = "frequency"  # multi-label: frequency | alphabetical | given
-
-    LABEL_ORDERS = choices.LABEL_ORDERS
+    label_order: choices.LabelOrder = "frequency"  # multi-label
 
     @functools.cached_property
     def label_rank(self) -> np.ndarray:
         """[J] position of each label in the generation order (lower first): by descending
         frequency in train (ties by name), or by name; label ids are sorted names already."""
-        if self.label_order not in self.LABEL_ORDERS:
-            raise ConfigError(f"data.label_order must be one of {', '.join(self.LABEL_ORDERS)}, not {self.label_order!r}")
+        check_choice("data.label_order", self.label_order, choices.LabelOrder, ConfigError)
         if self.label_order == "frequency" and "train" in self.splits:
             source = self.splits["train"].source
             counts = np.zeros((self.num_classes,), np.int64)

@@ -74,16 +74,13 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
+from jcaps.choices import check_choice
+
 ScoreFn = Callable[[jax.Array], jax.Array]
 OUTPUTS = ("probability", "logit")
 GRADIENT_METHODS = ("gradient", "gradient_x_input", "integrated_gradients", "smoothgrad")
 SAMPLING_METHODS = ("kernel_shap", "shapley_sampling", "lime")
 METHODS = GRADIENT_METHODS + ("occlusion",) + SAMPLING_METHODS + ("random",)
-
-
-def _check_output(output: str) -> None:
-    if output not in OUTPUTS:
-        raise ValueError(f"output must be one of {OUTPUTS}, got {output!r}.")
 
 
 def _targets(target: int | jax.Array, x: jax.Array) -> jax.Array:
@@ -140,7 +137,7 @@ def saliency(score_fn: ScoreFn, x: jax.Array, target: int | jax.Array, *, output
     Returns:
       [B, ...] non-negative saliency, shaped like x.
     """
-    _check_output(output)
+    check_choice("output", output, OUTPUTS)
     return jnp.abs(input_gradients(score_fn, x, _targets(target, x), output))
 
 
@@ -237,7 +234,7 @@ def mean_path_gradient(
     Returns:
       [B, ...] signed mean gradients, shaped like x.
     """
-    _check_output(output)
+    check_choice("output", output, OUTPUTS)
     if n_steps < 1:
         raise ValueError(f"n_steps must be positive, got {n_steps}.")
     if chunk_size is not None and chunk_size < 1:
@@ -318,7 +315,7 @@ def smoothgrad(
       [B, ...] non-negative smoothed saliency shaped like x, or with `mask` [B, T] scores, 0 at
       padding.
     """
-    _check_output(output)
+    check_choice("output", output, OUTPUTS)
     if n_samples < 1:
         raise ValueError(f"n_samples must be positive, got {n_samples}.")
     targets = _targets(target, x)

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jcaps import strict_json
+from jcaps.choices import check_choice
 from jcaps.errors import UserError
 from jcaps.interpret import attribution
 from jcaps.train.workdir import TrainedModel
@@ -42,8 +43,7 @@ def _maps(model, params, series, mask, target, key, method: str):
 
 def attribution_maps(trained: TrainedModel, batch: dict, method: str = "saliency", seed: int = 0) -> np.ndarray:
     """[B, T, N] absolute attributions of each example's true class (zero on padded steps)."""
-    if method not in METHODS:
-        raise UserError(f"--methods: method must be one of {', '.join(METHODS)}, not {method!r}")
+    check_choice("--methods: method", method, METHODS, UserError)
     maps = _maps(trained.model, trained.params, jnp.asarray(batch["series"]), jnp.asarray(batch["mask"]),
                  jnp.asarray(batch["label"]), jax.random.key(seed), method)
     return np.asarray(maps) * batch["mask"][..., None]

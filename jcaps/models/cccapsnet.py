@@ -22,12 +22,15 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from jcaps.choices import check_choice
+from jcaps.models.choices import CCCapsNetClassifier, CCCapsNetEmbedding, CCSampling, Routing
 from jcaps.models.dropout import Dropout
 from jcaps.models.initializers import torch_linear_kernel
 from jcaps.models.outputs import ModelOutput
 from jcaps.models.recurrent_layers import RecurrentLayer
 from jcaps.models.token_ids import padding_mask
 from jcaps.ops.capsules import (
+    Similarity,
     capsule_length,
     dynamic_routing,
     kmeans_routing,
@@ -36,12 +39,6 @@ from jcaps.ops.capsules import (
 )
 from jcaps.ops.embeddings import cc_embedding, cwc_embedding, num_codewords
 from jcaps.ops.pooling import masked_mean_over_time
-
-_EMBEDDINGS = ("normal", "cwc", "cc")
-_CC_SAMPLINGS = ("straight_through", "repeated_argmax")
-_CLASSIFIERS = ("capsule", "linear")
-_ROUTINGS = ("kmeans", "dynamic")
-_SIMILARITIES = ("cosine", "dot")
 
 
 class Embedding(nn.Module):
@@ -59,11 +56,11 @@ class Embedding(nn.Module):
     """
 
     vocab_size: int
-    kind: str = "cwc"
+    kind: CCCapsNetEmbedding = "cwc"
     features: int = 64
     num_codebooks: int = 8
     extra_codewords: int = 0
-    cc_sampling: str = "straight_through"
+    cc_sampling: CCSampling = "straight_through"
     cc_samples: int = 10
 
     @nn.compact
@@ -113,8 +110,8 @@ class CapsuleClassifier(nn.Module):
 
     num_classes: int
     class_dim: int = 16
-    routing: str = "kmeans"
-    similarity: str = "cosine"
+    routing: Routing = "kmeans"
+    similarity: Similarity = "cosine"
     routing_iterations: int = 3
     shared_transform: bool = False
     dtype: Any = jnp.float32
@@ -171,36 +168,35 @@ class CCCapsNet(nn.Module):
 
     vocab_size: int
     num_classes: int
-    embedding: str = "cwc"
+    embedding: CCCapsNetEmbedding = "cwc"
     embed_dim: int = 64
     num_codebooks: int = 8
     extra_codewords: int = 0
-    cc_sampling: str = "straight_through"
+    cc_sampling: CCSampling = "straight_through"
     cc_samples: int = 10
     hidden_dim: int = 128
     num_layers: int = 2
     dropout_rate: float = 0.5
     embedding_dropout: float = 0.0
     reference_padding: bool = False
-    classifier: str = "capsule"
+    classifier: CCCapsNetClassifier = "capsule"
     capsule_dim: int = 8
     class_dim: int = 16
-    routing: str = "kmeans"
-    similarity: str = "cosine"
+    routing: Routing = "kmeans"
+    similarity: Similarity = "cosine"
     routing_iterations: int = 3
     shared_transform: bool = False
     dtype: Any = jnp.float32
 
     def __post_init__(self):
-        for name, allowed in (
-            ("embedding", _EMBEDDINGS),
-            ("cc_sampling", _CC_SAMPLINGS),
-            ("classifier", _CLASSIFIERS),
-            ("routing", _ROUTINGS),
-            ("similarity", _SIMILARITIES),
+        for name, choice_type in (
+            ("embedding", CCCapsNetEmbedding),
+            ("cc_sampling", CCSampling),
+            ("classifier", CCCapsNetClassifier),
+            ("routing", Routing),
+            ("similarity", Similarity),
         ):
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+            check_choice(name, getattr(self, name), choice_type)
         if self.num_layers < 1:
             raise ValueError(f"num_layers must be >= 1, got {self.num_layers}")
         if self.hidden_dim % self.capsule_dim:

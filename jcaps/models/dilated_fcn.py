@@ -46,19 +46,20 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jcaps.models.choices import DILATED_FCN_ATTENTION_GAINS, DILATED_FCN_ATTENTIONS
+from jcaps.choices import check_choice
+from jcaps.models.choices import DilatedFCNAttention, DilatedFCNAttentionGain
 from jcaps.models.dropout import Dropout
 from jcaps.models.initializers import uniform
 from jcaps.models.outputs import ModelOutput
 from jcaps.models.token_ids import padding_mask
 from jcaps.ops.attention import (
-    CONV_ATTENTION_AXES,
+    ConvAttentionAxis,
     DotProductAttentionParams,
     dot_product_attention,
     local_attention,
     simplified_attention,
 )
-from jcaps.ops.convolution import ACTIVATIONS, causal_conv1d, dilated_residual_stack, pointwise_conv
+from jcaps.ops.convolution import Activation, causal_conv1d, dilated_residual_stack, pointwise_conv
 from jcaps.ops.pooling import masked_max_over_time
 
 # Channel groups (simplified, local) or heads (dot) of each attention variant.
@@ -68,10 +69,8 @@ _LOCAL_WIDTH = 3
 
 
 def _check_attention(attention: str, attention_axis: str) -> None:
-    if attention not in DILATED_FCN_ATTENTIONS:
-        raise ValueError(f"attention must be one of {DILATED_FCN_ATTENTIONS}, got {attention!r}")
-    if attention_axis not in CONV_ATTENTION_AXES:
-        raise ValueError(f"attention_axis must be one of {CONV_ATTENTION_AXES}, got {attention_axis!r}")
+    check_choice("attention", attention, DilatedFCNAttention)
+    check_choice("attention_axis", attention_axis, ConvAttentionAxis)
 
 
 def is_causal(attention: str, attention_axis: str = "channels") -> bool:
@@ -99,14 +98,14 @@ class DilatedFCN(nn.Module):
     Attributes:
         vocab_size: V, including PAD (id 0).
         num_classes: J.
-        embedding_dim: E.
+        embed_dim: E.
         first_width: width of the first causal conv.
         filters: F, channels of every conv but the head.
         width: width of the residual layers' dilated convs.
         num_layers: residual layers, dilations 1, 2, 4, ..., 2^(num_layers - 1).
-        activation: inside the residual layers, one of `jcaps.ops.convolution.ACTIVATIONS`
+        activation: inside the residual layers, one of `jcaps.ops.convolution.Activation`
             ("none", "relu", "gated": tanh(filter) * sigmoid(gate)).
-        attention: one of `DILATED_FCN_ATTENTIONS`.
+        attention: one of `DilatedFCNAttention`.
         attention_axis: "channels" or "time", the softmax axis of simplified / local attention.
         attention_gain: "one" or "uniform", what multiplies the output of simplified / local
             attention (module docstring).
@@ -117,26 +116,23 @@ class DilatedFCN(nn.Module):
 
     vocab_size: int
     num_classes: int
-    embedding_dim: int = 16
+    embed_dim: int = 16
     first_width: int = 3
     filters: int = 128
     width: int = 7
     num_layers: int = 9
-    activation: str = "none"
-    attention: str = "none"
-    attention_axis: str = "channels"
-    attention_gain: str = "one"
+    activation: Activation = "none"
+    attention: DilatedFCNAttention = "none"
+    attention_axis: ConvAttentionAxis = "channels"
+    attention_gain: DilatedFCNAttentionGain = "one"
     attention_residual: bool = False
     dropout_rate: float = 0.0
     dtype: Any = jnp.float32
 
     def __post_init__(self):
         _check_attention(self.attention, self.attention_axis)
-        if self.attention_gain not in DILATED_FCN_ATTENTION_GAINS:
-            raise ValueError(
-                f"attention_gain must be one of {DILATED_FCN_ATTENTION_GAINS}, got {self.attention_gain!r}")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {ACTIVATIONS}, got {self.activation!r}")
+        check_choice("attention_gain", self.attention_gain, DilatedFCNAttentionGain)
+        check_choice("activation", self.activation, Activation)
         groups = _ATTENTION_GROUPS.get(self.attention, 1)
         if self.filters % groups:
             raise ValueError(f"attention {self.attention!r} needs filters divisible by {groups}, got {self.filters}")
@@ -162,12 +158,12 @@ class DilatedFCN(nn.Module):
         dot / dot8.
         """
         mask = padding_mask(tokens)
-        table = self.param("embedding", _embedding_init, (self.vocab_size, self.embedding_dim))
+        table = self.param("embedding", _embedding_init, (self.vocab_size, self.embed_dim))
         characters = jnp.take(table.astype(self.dtype), tokens, axis=0) if embeddings is None else embeddings
         # Zero vectors at the pads, like the convs' own left padding; the PAD row is never used.
         embedded = jnp.where(mask[..., None], characters, 0)
 
-        input_kernel, input_bias = self._conv_params("input", self.first_width, self.embedding_dim, self.filters)
+        input_kernel, input_bias = self._conv_params("input", self.first_width, self.embed_dim, self.filters)
         x = causal_conv1d(embedded, input_kernel, bias=input_bias)
         features = dilated_residual_stack(
             x, self._residual_layers(), dilations=self.dilations, activation=self.activation

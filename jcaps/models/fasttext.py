@@ -21,10 +21,21 @@ _BIGRAM_PRIME = 1_000_003
 
 
 class FastText(nn.Module):
+    """fastText (module docstring).
+
+    Attributes:
+        vocab_size: V, including PAD (id 0).
+        num_classes: J.
+        embed_dim: D, the size of the word and bigram vectors.
+        bigram_buckets: hashed bigram vectors (0: words only).
+        dropout_rate: dropout on h, the mean vector fed to the linear classifier.
+        dtype: activation dtype.
+    """
+
     vocab_size: int
     num_classes: int
     embed_dim: int = 64
-    bigram_buckets: int = 0  # 0: words only
+    bigram_buckets: int = 0
     dropout_rate: float = 0.0
     dtype: jnp.dtype = jnp.float32
 

@@ -48,6 +48,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from jcaps.choices import check_choice
+from jcaps.models.choices import CapsuleSelection, ConvActivation, ICapsNetSimilarity, Routing
 from jcaps.models.dropout import Dropout
 from jcaps.models.outputs import ModelOutput
 from jcaps.models.token_ids import padding_mask
@@ -61,11 +63,6 @@ from jcaps.ops.capsules import (
     squash,
     unshared_prediction_vectors,
 )
-
-_ROUTINGS = ("dynamic", "kmeans")
-_CONV_ACTIVATIONS = ("none", "relu")
-_SIMILARITIES = ("paper", "dot", "cosine")
-_SELECTIONS = ("coupling", "contribution")
 
 
 class HeadQueryAttention(nn.Module):
@@ -132,7 +129,7 @@ class _ICapsNet(nn.Module):
         or one W_ij per (capsule, class) pair (Eq. 7, Sabour et al.): the shared form lets every
         capsule serve every class, so the capsule that routing ranks first for the predicted
         class need not depend on the class (docs/icapsnets.md, "The global interpretation, analysed").
-      dropout_rate: dropout on word embeddings during training.
+      embedding_dropout: dropout on the word embeddings, before the region convolution.
       dtype: activation dtype; parameters are float32.
     """
 
@@ -146,14 +143,14 @@ class _ICapsNet(nn.Module):
     primary_dim: int = 16
     class_dim: int = 16
     routing_iterations: int = 3
-    routing: str = "dynamic"
-    routing_similarity: str = "paper"
-    capsule_selection: str = "coupling"
-    conv_activation: str = "none"
+    routing: Routing = "dynamic"
+    routing_similarity: ICapsNetSimilarity = "paper"
+    capsule_selection: CapsuleSelection = "coupling"
+    conv_activation: ConvActivation = "none"
     attention_scale: bool = False
     squash_primary: bool = True
     shared_transform: bool = True
-    dropout_rate: float = 0.0
+    embedding_dropout: float = 0.0
     dtype: Any = jnp.float32
 
     def __post_init__(self):
@@ -162,19 +159,15 @@ class _ICapsNet(nn.Module):
                 f"kernel_size must be a positive odd integer so that region n is centred on word n "
                 f"(docs/icapsnets.md#equations), got {self.kernel_size}"
             )
-        if self.routing not in _ROUTINGS:
-            raise ValueError(f"routing must be one of {_ROUTINGS}, got {self.routing!r}")
-        if self.routing_similarity not in _SIMILARITIES:
-            raise ValueError(f"routing_similarity must be one of {_SIMILARITIES}, got {self.routing_similarity!r}")
-        if self.capsule_selection not in _SELECTIONS:
-            raise ValueError(f"capsule_selection must be one of {_SELECTIONS}, got {self.capsule_selection!r}")
-        if self.conv_activation not in _CONV_ACTIVATIONS:
-            raise ValueError(f"conv_activation must be one of {_CONV_ACTIVATIONS}, got {self.conv_activation!r}")
+        check_choice("routing", self.routing, Routing)
+        check_choice("routing_similarity", self.routing_similarity, ICapsNetSimilarity)
+        check_choice("capsule_selection", self.capsule_selection, CapsuleSelection)
+        check_choice("conv_activation", self.conv_activation, ConvActivation)
         super().__post_init__()
 
     def setup(self):
         self.embed = nn.Embed(self.vocab_size, self.embed_dim, dtype=self.dtype, param_dtype=jnp.float32)
-        self.embed_dropout = Dropout(self.dropout_rate)
+        self.embed_dropout = Dropout(self.embedding_dropout)
         self.region_conv = nn.Conv(
             self.region_dim,
             kernel_size=(self.kernel_size,),

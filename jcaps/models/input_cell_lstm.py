@@ -38,7 +38,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jcaps.models.choices import INPUT_CELL_LSTM_VARIANTS
+from jcaps.choices import check_choice
+from jcaps.models.choices import InputCellLSTMVariant, RNNImpl
 from jcaps.models.dropout import Dropout
 from jcaps.models.initializers import torch_linear_kernel, uniform
 from jcaps.models.outputs import ModelOutput
@@ -53,7 +54,7 @@ class InputCellLSTM(nn.Module):
 
     Attributes:
         num_classes: C.
-        variant: one of `INPUT_CELL_LSTM_VARIANTS`.
+        variant: one of `InputCellLSTMVariant`.
         hidden_dim: LSTM hidden size H.
         num_hops: attention hops r (input_cell, lstm_self_attention).
         attention_dim: attention hidden size d_a (input_cell, lstm_self_attention).
@@ -67,18 +68,17 @@ class InputCellLSTM(nn.Module):
     """
 
     num_classes: int
-    variant: str = "input_cell"
+    variant: InputCellLSTMVariant = "input_cell"
     hidden_dim: int = 5
     num_hops: int = 20
     attention_dim: int = 50
     dropout_rate: float = 0.1
     pool: Callable[..., jax.Array] = causal_softmax_pool
     dtype: Any = jnp.float32
-    rnn_impl: str = "scan"
+    rnn_impl: RNNImpl = "scan"
 
     def __post_init__(self):
-        if self.variant not in INPUT_CELL_LSTM_VARIANTS:
-            raise ValueError(f"variant must be one of {INPUT_CELL_LSTM_VARIANTS}, got {self.variant!r}")
+        check_choice("variant", self.variant, InputCellLSTMVariant)
         super().__post_init__()
 
     @nn.compact

@@ -8,7 +8,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jcaps.models.choices import RNN_IMPLS
+from jcaps.choices import check_choice
+from jcaps.models.choices import RNNImpl
 from jcaps.models.cudnn_lstm import cudnn_lstm_layer, cudnn_unavailable, warn_scan_fallback
 from jcaps.models.initializers import uniform
 from jcaps.ops.recurrent import bidirectional_gru, bidirectional_lstm, gru_scan, lstm_scan
@@ -39,11 +40,10 @@ class RecurrentLayer(nn.Module):
     hidden_dim: int
     num_directions: int = 2
     dtype: Any = jnp.float32
-    rnn_impl: str = "scan"
+    rnn_impl: RNNImpl = "scan"
 
     def __post_init__(self):
-        if self.rnn_impl not in RNN_IMPLS:
-            raise ValueError(f"rnn_impl must be one of {RNN_IMPLS}, got {self.rnn_impl!r}")
+        check_choice("rnn_impl", self.rnn_impl, RNNImpl)
         if self.rnn_impl == "cudnn" and self.cell != "lstm":
             raise ValueError(f"rnn_impl='cudnn' runs LSTM layers only, not {self.cell!r}")
         super().__post_init__()

@@ -41,8 +41,10 @@ ebar from the model's own masked y_{t-1} (what the reference does). Inference ru
 `greedy_decode` or `beam_search`, whose carry holds each row's own emitted set and y_{t-1};
 so a teacher-forced pass over a decoded sequence reproduces the decoder's distributions.
 
-Dropout (`dropout_rate`, 0.5): on the word embeddings, between encoder layers, between decoder layers and
-on tanh(W_d s_t + V_d c_t) before W_o; never in `predict`.
+Dropout (0.5 each, as in the reference, which sets both with one rate): `embedding_dropout` on the
+word embeddings; `dropout_rate` between encoder layers, between decoder layers and on
+tanh(W_d s_t + V_d c_t) before W_o (BinaryRelevance: between encoder layers and on the pooled
+vector); never in `predict`.
 
 `BinaryRelevance`: the same encoder, a masked max (or mean) over time of h, dropout, and one
 logit per label (independent sigmoids, in the loss).
@@ -68,7 +70,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jcaps.models.choices import SGM_DECODINGS
+from jcaps.choices import check_choice
+from jcaps.models.choices import BinaryRelevancePool, RNNImpl, SGMDecoding
 from jcaps.models.dropout import Dropout
 from jcaps.models.initializers import torch_linear_kernel, uniform
 from jcaps.models.outputs import DecodedLabels, ModelOutput
@@ -91,21 +94,23 @@ class BiLSTMEncoder(nn.Module):
 
     Attributes:
         vocab_size: word vocabulary size; id 0 is padding.
-        embedding_dim: word vector size.
+        embed_dim: word vector size.
         hidden_dim: E, LSTM size per direction.
         num_layers: BiLSTM layers.
-        dropout_rate: on the embeddings and between layers.
+        embedding_dropout: dropout on the word embeddings.
+        dropout_rate: dropout between layers.
         dtype: activation dtype; parameters are float32.
         rnn_impl: how the LSTM layers run, "scan" or "cudnn" (`RecurrentLayer`).
     """
 
     vocab_size: int
-    embedding_dim: int = 512
+    embed_dim: int = 512
     hidden_dim: int = 256
     num_layers: int = 2
+    embedding_dropout: float = 0.5
     dropout_rate: float = 0.5
     dtype: Any = jnp.float32
-    rnn_impl: str = "scan"
+    rnn_impl: RNNImpl = "scan"
 
     @nn.compact
     def __call__(
@@ -116,13 +121,13 @@ class BiLSTMEncoder(nn.Module):
         the word vectors read [B, L, D]). `embeddings` [B, L, D], when given, are read instead
         of the looked-up vectors (`tokens` still give the mask)."""
         mask = padding_mask(tokens)
-        table = self.param("embedding", _embedding_init, (self.vocab_size, self.embedding_dim))
+        table = self.param("embedding", _embedding_init, (self.vocab_size, self.embed_dim))
         words = jnp.take(table, tokens, axis=0) if embeddings is None else embeddings
         x = words.astype(self.dtype)
         for layer in range(self.num_layers):
             # Dropout on the embeddings, then (PyTorch's nn.LSTM dropout) on every layer's
             # output but the last; a layer reads both directions of the one below concatenated.
-            x = Dropout(self.dropout_rate, deterministic=not train)(x)
+            x = Dropout(self.dropout_rate if layer else self.embedding_dropout, deterministic=not train)(x)
             states = RecurrentLayer(
                 "lstm", self.hidden_dim, dtype=self.dtype, rnn_impl=self.rnn_impl, name=f"layer_{layer}"
             )(x, mask)
@@ -134,9 +139,10 @@ def _encoder(model) -> BiLSTMEncoder:
     """The encoder of an SGM or BR model, from the fields they share."""
     return BiLSTMEncoder(
         model.vocab_size,
-        model.embedding_dim,
+        model.embed_dim,
         model.encoder_dim,
         model.num_layers,
+        model.embedding_dropout,
         model.dropout_rate,
         model.dtype,
         model.rnn_impl,
@@ -153,13 +159,15 @@ class SGM(nn.Module):
         bos_id: the label vocabulary's BOS, the decoder's first input.
         eos_id: its EOS, which closes a label sequence.
         num_special: its number of special ids; id num_special + j is label j.
-        embedding_dim: word vector size.
+        embed_dim: word vector size.
         encoder_dim: E, encoder LSTM size per direction.
         decoder_dim: decoder LSTM size (also the size of tanh(W_d s + V_d c)).
-        label_embedding_dim: label vector size; 0 = embedding_dim.
+        label_embed_dim: label vector size; 0 = embed_dim.
         attention_dim: A, size of the attention's hidden layer; 0 = decoder_dim.
         num_layers: LSTM layers of the encoder and of the decoder.
-        dropout_rate: dropout in encoder and decoder (module docstring).
+        embedding_dropout: dropout on the word embeddings.
+        dropout_rate: dropout between the encoder's layers, between the decoder's and on
+            tanh(W_d s + V_d c) (module docstring).
         global_embedding: feed g = (1 - H) e + H ebar instead of e (adds W1, b1, W2).
         decoding: "beam" or "greedy" (`predict`).
         beam_size: K.
@@ -176,25 +184,25 @@ class SGM(nn.Module):
     bos_id: int
     eos_id: int
     num_special: int
-    embedding_dim: int = 512
+    embed_dim: int = 512
     encoder_dim: int = 256
     decoder_dim: int = 512
-    label_embedding_dim: int = 0
+    label_embed_dim: int = 0
     attention_dim: int = 0
     num_layers: int = 2
+    embedding_dropout: float = 0.5
     dropout_rate: float = 0.5
     global_embedding: bool = False
-    decoding: str = "beam"
+    decoding: SGMDecoding = "beam"
     beam_size: int = 5
     max_steps: int = 30
     length_penalty: float = 0.0
     eos_threshold: float = 0.0
     dtype: Any = jnp.float32
-    rnn_impl: str = "scan"
+    rnn_impl: RNNImpl = "scan"
 
     def __post_init__(self):
-        if self.decoding not in SGM_DECODINGS:
-            raise ValueError(f"decoding must be one of {SGM_DECODINGS}, got {self.decoding!r}")
+        check_choice("decoding", self.decoding, SGMDecoding)
         super().__post_init__()
 
     @property
@@ -204,7 +212,7 @@ class SGM(nn.Module):
 
     def setup(self):
         self.encoder = _encoder(self)
-        label_dim = self.label_embedding_dim or self.embedding_dim
+        label_dim = self.label_embed_dim or self.embed_dim
         attention_dim = self.attention_dim or self.decoder_dim
         keys_dim, decoder_dim = 2 * self.encoder_dim, self.decoder_dim
 
@@ -424,10 +432,11 @@ class BinaryRelevance(nn.Module):
     Attributes:
         vocab_size: word vocabulary size (id 0 = padding).
         num_classes: J.
-        embedding_dim: word vector size.
+        embed_dim: word vector size.
         encoder_dim: E, LSTM size per direction.
         num_layers: BiLSTM layers.
-        dropout_rate: dropout in the encoder and on the pooled vector.
+        embedding_dropout: dropout on the word embeddings.
+        dropout_rate: dropout between the encoder's layers and on the pooled vector.
         pool: "max" or "mean" over the valid steps.
         dtype: activation dtype; parameters are float32.
         rnn_impl: how the encoder's LSTM layers run, "scan" or "cudnn" (`RecurrentLayer`).
@@ -435,17 +444,17 @@ class BinaryRelevance(nn.Module):
 
     vocab_size: int
     num_classes: int
-    embedding_dim: int = 512
+    embed_dim: int = 512
     encoder_dim: int = 256
     num_layers: int = 2
+    embedding_dropout: float = 0.5
     dropout_rate: float = 0.5
-    pool: str = "max"
+    pool: BinaryRelevancePool = "max"
     dtype: Any = jnp.float32
-    rnn_impl: str = "scan"
+    rnn_impl: RNNImpl = "scan"
 
     def __post_init__(self):
-        if self.pool not in POOLS:
-            raise ValueError(f"pool must be one of {tuple(POOLS)}, got {self.pool!r}")
+        check_choice("pool", self.pool, BinaryRelevancePool)
         super().__post_init__()
 
     @nn.compact

@@ -3,7 +3,8 @@
 Sequences are batch-major, [..., T, F] with any leading batch axes (none for a single
 sequence), with a padding mask [..., T] that is True at real positions; capsules are
 [..., num_caps, dim]. Every op runs on one example and under `vmap` over a batch. This
-package imports JAX only (no Flax, no Optax, nothing else of jcaps).
+package imports JAX only (no Flax, no Optax, nothing else of jcaps but `jcaps.choices`, which
+imports nothing).
 
 Calling convention: an op takes its arrays first (the data, then its parameters), and every
 option after them keyword-only: masks, optional biases and keys, axes, sizes, constants.
@@ -31,8 +32,8 @@ Example:
 """
 
 from jcaps.ops.attention import (
-    CONV_ATTENTION_AXES,
     AdditiveAttentionParams,
+    ConvAttentionAxis,
     DotProductAttentionParams,
     HeadQueryAttentionParams,
     additive_attention,
@@ -53,8 +54,8 @@ from jcaps.ops.capsules import (
     unshared_prediction_vectors,
 )
 from jcaps.ops.convolution import (
-    ACTIVATIONS,
     LAYER_KEYS,
+    Activation,
     causal_conv1d,
     dilated_residual_stack,
     pointwise_conv,
@@ -96,8 +97,8 @@ from jcaps.ops.regularisation import dropout
 
 __all__ = [  # noqa: RUF022 (grouped by module, sorted within each group)
     # attention
-    "CONV_ATTENTION_AXES",
     "AdditiveAttentionParams",
+    "ConvAttentionAxis",
     "DotProductAttentionParams",
     "HeadQueryAttentionParams",
     "additive_attention",
@@ -118,7 +119,7 @@ __all__ = [  # noqa: RUF022 (grouped by module, sorted within each group)
     "squash",
     "unshared_prediction_vectors",
     # convolution
-    "ACTIVATIONS",
+    "Activation",
     "LAYER_KEYS",
     "causal_conv1d",
     "dilated_residual_stack",

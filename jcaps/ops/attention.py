@@ -28,11 +28,12 @@ References:
   COLING 2018 (Sec. 2, the same attention over the BiLSTM encoder states).
 """
 
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
+from jcaps.choices import check_choice
 from jcaps.ops._arrays import (
     at_least_float32,
     valid_positions,
@@ -238,7 +239,8 @@ def structured_self_attention(
 # normalises over the future positions). None of them reads padding: padded keys and time
 # positions get weight 0, so right-padding a sequence does not change its valid outputs.
 
-CONV_ATTENTION_AXES = ("channels", "time")
+# What the convolutional-network attention normalises over: channel groups or time steps.
+ConvAttentionAxis = Literal["channels", "time"]
 
 
 def _group_size(x: jax.Array, groups: int) -> int:
@@ -257,8 +259,7 @@ def _check_kernel_shape(kernel: jax.Array, expected: tuple, layout: str) -> None
 def _softmax_gate(x, scores, valid, groups, axis):
     """weights = softmax(scores) within each channel group (axis "channels") or over the valid
     positions per channel (axis "time"); returns (weights * x, weights), [..., L, C] each."""
-    if axis not in CONV_ATTENTION_AXES:
-        raise ValueError(f"axis must be one of {CONV_ATTENTION_AXES}, got {axis!r}")
+    check_choice("axis", axis, ConvAttentionAxis)
     grouped = scores.reshape(x.shape[:-1] + (groups, x.shape[-1] // groups))
     # The mask removes whole padded positions: with axis "channels" their rows become all-zero
     # weights, with axis "time" (axis -3 of [..., L, G, C/G]) they drop out of every channel's
@@ -282,7 +283,7 @@ def simplified_attention(
     bias: jax.Array | None = None,
     mask: jax.Array | None = None,
     groups: int = 1,
-    axis: str = "channels",
+    axis: ConvAttentionAxis = "channels",
 ) -> tuple[jax.Array, jax.Array]:
     """Simplified attention, y = softmax(Linear(x)) * x, on G channel groups.
 
@@ -334,7 +335,7 @@ def local_attention(
     bias: jax.Array | None = None,
     mask: jax.Array | None = None,
     groups: int = 1,
-    axis: str = "channels",
+    axis: ConvAttentionAxis = "channels",
 ) -> tuple[jax.Array, jax.Array]:
     """Local attention, y = softmax(CausalConv(x)) * x, on G channel groups.
 

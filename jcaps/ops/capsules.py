@@ -19,7 +19,12 @@ from typing import Literal
 import jax
 import jax.numpy as jnp
 
+from jcaps.choices import check_choice
 from jcaps.ops._arrays import add_bias, at_least_float32
+
+# The agreement between a prediction vector and an output capsule that routing adds to its
+# logits (or k-means routing clusters by): their dot product, or the cosine of their angle.
+Similarity = Literal["dot", "cosine"]
 
 
 def _safe_norm(x: jax.Array, axis: int, eps: float) -> jax.Array:
@@ -163,11 +168,6 @@ def _weighted_sum(c_t: jax.Array, u_t: jax.Array) -> jax.Array:
     return jnp.einsum("...ji,...jid->...jd", c_t, u_t)
 
 
-def _check_similarity(similarity: str) -> None:
-    if similarity not in ("cosine", "dot"):
-        raise ValueError(f"similarity must be 'cosine' or 'dot', got {similarity!r}")
-
-
 def _agreement(u_t: jax.Array, v: jax.Array) -> jax.Array:
     """a[..., j, i] = <u_hat[i, j, :], v[j, :]>, in output-major layout."""
     return jnp.einsum("...jid,...jd->...ji", u_t, v)
@@ -234,7 +234,7 @@ def dynamic_routing(
     """
     if num_iterations < 1:
         raise ValueError(f"num_iterations must be >= 1, got {num_iterations}")
-    _check_similarity(similarity)
+    check_choice("similarity", similarity, Similarity)
     u_t, valid = _output_major(at_least_float32(u_hat), mask)
     key_norm = _safe_norm(u_t, -1, eps)[..., 0] if similarity == "cosine" else None
 
@@ -309,7 +309,7 @@ def kmeans_routing(
     """
     if num_iterations < 1:
         raise ValueError(f"num_iterations must be >= 1, got {num_iterations}")
-    _check_similarity(similarity)
+    check_choice("similarity", similarity, Similarity)
     u_t, valid = _output_major(at_least_float32(u_hat), mask)
     # Cosine divides each logit by |u_hat[i, j]| rather than normalising a copy of u_hat: the
     # same numbers without a second array (and gradient) as large as u_hat.

@@ -34,21 +34,19 @@ References:
 """
 
 from collections.abc import Mapping, Sequence
+from typing import Literal
 
 import jax
 import jax.numpy as jnp
 from jax import lax
 
+from jcaps.choices import check_choice
 from jcaps.ops._arrays import add_bias, merge_leading_axes, split_leading_axes
 
-ACTIVATIONS = ("none", "relu", "gated")
+# The activation inside a residual layer.
+Activation = Literal["none", "relu", "gated"]
 # The order in which a residual layer given as a tuple holds its arrays.
 LAYER_KEYS = ("conv_kernel", "conv_bias", "projection_kernel", "projection_bias")
-
-
-def _check_activation(activation: str) -> None:
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
 
 
 def causal_conv1d(
@@ -122,7 +120,7 @@ def pointwise_conv(x: jax.Array, kernel: jax.Array, *, bias: jax.Array | None = 
     return add_bias(jnp.einsum("...c,cd->...d", x.astype(dtype), kernel.astype(dtype)), bias)
 
 
-def _activate(conv: jax.Array, activation: str) -> jax.Array:
+def _activate(conv: jax.Array, activation: Activation) -> jax.Array:
     """act(conv) for a conv output [..., C] (gated: [..., 2C], filter half first -> [..., C])."""
     if activation == "relu":
         return jax.nn.relu(conv)
@@ -140,7 +138,7 @@ def residual_layer(
     projection_bias: jax.Array | None,
     *,
     dilation: int,
-    activation: str = "none",
+    activation: Activation = "none",
 ) -> tuple[jax.Array, jax.Array]:
     """One residual layer: d = act(DilatedCausalConv(x)); x_next = d + P x; skip = d.
 
@@ -166,7 +164,7 @@ def residual_layer(
       >>> x_next.shape, skip.shape
       ((2, 5, 4), (2, 5, 4))
     """
-    _check_activation(activation)
+    check_choice("activation", activation, Activation)
     outputs = conv_kernel.shape[-1]
     if activation == "gated" and outputs % 2:
         raise ValueError(f"a gated layer's conv needs an even number of outputs (filter and gate), got {outputs}")
@@ -186,7 +184,7 @@ def dilated_residual_stack(
     layers: Sequence,
     *,
     dilations: Sequence[int],
-    activation: str = "none",
+    activation: Activation = "none",
 ) -> jax.Array:
     """ReLU of the summed skips of a stack of `residual_layer`s.
 
@@ -210,7 +208,7 @@ def dilated_residual_stack(
       >>> dilated_residual_stack(jnp.ones((5, 4)), [layer, layer], dilations=[1, 2]).shape
       (5, 4)
     """
-    _check_activation(activation)
+    check_choice("activation", activation, Activation)
     if len(layers) != len(dilations):
         raise ValueError(f"got {len(layers)} layers but {len(dilations)} dilations")
     if not layers:

@@ -13,25 +13,27 @@ import json
 import math
 import os
 from collections.abc import Collection
-from typing import Any
+from typing import Any, Literal
 
 import ml_collections
 
 from jcaps import strict_json
+from jcaps.choices import check_choice
 from jcaps.data import choices
 from jcaps.errors import ConfigError
-from jcaps.models.choices import RNN_IMPLS, SGM_DECODINGS
+from jcaps.models.choices import RNNImpl, SGMDecoding
 
 # The values of the enumerated `train.*` keys (`jcaps.train.optim`, `jcaps.train.progress` and
-# the training loop act on them); the `data.*` ones are in `jcaps.data.choices`.
-OPTIMIZERS = ("adam", "adamw", "sgd")
-SCHEDULES = ("constant", "cosine", "linear", "warmup_cosine", "steps")
-PROGRESS_MODES = ("auto", "bar", "lines", "none")
-DTYPES = ("float32", "bfloat16")
+# the training loop act on them); the `data.*` ones are in `jcaps.data.choices`, the `model.*`
+# ones in `jcaps.models.choices`.
+Optimizer = Literal["adam", "adamw", "sgd"]
+Schedule = Literal["constant", "cosine", "linear", "warmup_cosine", "steps"]
+ProgressMode = Literal["auto", "bar", "lines", "none"]
+DType = Literal["float32", "bfloat16"]
 # Which parameters `jcaps.train.workdir.load_trained` loads (`--parameters`): "final", those training reported as final (the best on
 # validation when it selected them, else the last checkpoint's); "last", the newest checkpoint
 # that is intact (a workdir whose best parameters, or last checkpoint, are damaged).
-PARAMETER_CHOICES = ("final", "last")
+ParameterChoice = Literal["final", "last"]
 # The `train.*` settings a parameter group (`train.param_groups`) sets for itself.
 PARAM_GROUP_KEYS = ("learning_rate", "weight_decay")
 
@@ -205,9 +207,8 @@ def _number(key: str, value, low: float, high: float = math.inf, *, open_low=Fal
         _refuse(key, value, requirement)
 
 
-def _one_of(key: str, value, allowed: Collection[str]) -> None:
-    if not isinstance(value, str) or value not in allowed:
-        _refuse(key, value, f"one of {', '.join(allowed)}")
+def _one_of(key: str, value, choice_type: Any | Collection[str]) -> None:
+    check_choice(key, value, choice_type, ConfigError)
 
 
 def _boolean(key: str, value) -> None:
@@ -244,16 +245,14 @@ def _model_keys(model: ml_collections.ConfigDict) -> None:
     range of the module field it sets. An `int` field is a size or a count, at least 1, or at
     least 0 where the model's default is 0 (none); a dropout rate is a fraction in [0, 1), a
     `*_scale` a number > 0, any other `float` a finite number; a `bool` is True or False; then
-    the module checks its choices (`routing`, `variant`, ...) itself."""
+    `build_model` refuses a key the module lacks (naming the new name of a renamed one) and the
+    module checks its choices (`routing`, `variant`, ...) itself."""
     import dataclasses
 
     from jcaps.train.families import build_model, get_family  # Flax: loaded only when a config is validated
 
     family = get_family(model.name)
     fields = {field.name: field for field in dataclasses.fields(family.module)}
-    unknown = sorted(set(model) - set(fields) - set(family.loss_keys) - {"name"})
-    if unknown:
-        raise ConfigError(f"model {model.name!r} has no setting(s) {', '.join(unknown)}")
     for key, value in model.items():
         field, name = fields.get(key), f"model.{key}"
         kind = getattr(field, "type", None)
@@ -270,8 +269,8 @@ def _model_keys(model: ml_collections.ConfigDict) -> None:
             _number(name, value, -math.inf)
         elif kind == "str" and not isinstance(value, str):
             _refuse(name, value, "a string")
-    # The module's own checks of its settings (a choice among its values, divisibility), with
-    # stand-in sizes: the data that sizes it is not read yet.
+    # The keys the module lacks, and its own checks of its settings (a choice among its values,
+    # divisibility), with stand-in sizes: the data that sizes it is not read yet.
     build_model(model, vocab_size=STAND_IN_INPUT_SIZE, num_classes=2)
 
 
@@ -287,16 +286,15 @@ def validate(config: ml_collections.ConfigDict, models: Collection[str] | None =
 
     if not isinstance(model.name, str) or not model.name:
         _refuse("model.name", model.name, "the name of a model")
-    if models is not None and model.name not in models:
-        raise ConfigError(f"model.name must be one of {', '.join(sorted(models))}, not {model.name!r}")
     if models is not None:
+        _one_of("model.name", model.name, sorted(models))
         _model_keys(model)
     if "threshold" in model:
         _number("model.threshold", model.threshold, 0.0, 1.0, open_low=True, open_high=True)
     if "rnn_impl" in model:
-        _one_of("model.rnn_impl", model.rnn_impl, RNN_IMPLS)
+        _one_of("model.rnn_impl", model.rnn_impl, RNNImpl)
     if "decoding" in model:
-        _one_of("model.decoding", model.decoding, SGM_DECODINGS)
+        _one_of("model.decoding", model.decoding, SGMDecoding)
     for key in ("beam_size", "max_steps"):
         if key in model:
             _integer(f"model.{key}", model[key], 1)
@@ -307,8 +305,8 @@ def validate(config: ml_collections.ConfigDict, models: Collection[str] | None =
 
     # data: a series config (`series_config()`) has `data.normalize`; a text config does not.
     is_series = "normalize" in data
-    _one_of("data.source", data.source, choices.SOURCES)
-    _one_of("data.format", data.format, choices.SERIES_FORMATS if is_series else choices.TEXT_FORMATS)
+    _one_of("data.source", data.source, choices.Source)
+    _one_of("data.format", data.format, choices.SeriesFormat if is_series else choices.TextFormat)
     if not isinstance(data.text_keys, (tuple, list)) or not data.text_keys or not all(
         isinstance(k, str) and k for k in data.text_keys
     ):
@@ -317,7 +315,7 @@ def validate(config: ml_collections.ConfigDict, models: Collection[str] | None =
         _refuse("data.label_key", data.label_key, "a feature name ('label', or 'labels' for multi-label data)")
     if is_series:
         _integer("data.max_len", data.max_len, 0, "an integer >= 0 (0: the longest series)")
-        _one_of("data.normalize", data.normalize, choices.NORMALIZATIONS)
+        _one_of("data.normalize", data.normalize, choices.Normalization)
         _number("data.test_fraction", data.test_fraction, 0.0, 1.0)
         _one_of("data.box", data.box, BOX_NAMES)
         _integer("data.generator_seed", data.generator_seed, 0)
@@ -326,7 +324,7 @@ def validate(config: ml_collections.ConfigDict, models: Collection[str] | None =
         for key in ("box_time_steps", "box_features"):
             _integer(f"data.{key}", data[key], 1)
     else:
-        _one_of("data.tokenizer", data.tokenizer, tuple(TOKENIZERS))
+        _one_of("data.tokenizer", data.tokenizer, TOKENIZERS)
         _integer("data.max_len", data.max_len, 1)
         _integer("data.max_sentences", data.max_sentences, 1)
     _integer("data.min_count", data.min_count, 1)
@@ -340,7 +338,7 @@ def validate(config: ml_collections.ConfigDict, models: Collection[str] | None =
     _integers("data.bucket_boundaries", data.bucket_boundaries, 1)
     _integer("data.length_grouping", data.length_grouping, 0, "an integer >= 0 (batches per sorting window)")
     _boolean("data.drop_bad_rows", data.drop_bad_rows)
-    _one_of("data.label_order", data.label_order, choices.LABEL_ORDERS)
+    _one_of("data.label_order", data.label_order, choices.LabelOrder)
     for key in ("synthetic_train_size", "synthetic_test_size"):
         _integer(f"data.{key}", data[key], 1)
     _integer("data.synthetic_decoys", data.synthetic_decoys, 0)
@@ -351,11 +349,11 @@ def validate(config: ml_collections.ConfigDict, models: Collection[str] | None =
     _integer("train.num_steps", train.num_steps, 0, "an integer >= 0 (0: train.num_epochs)")
     if train.num_steps == 0:
         _integer("train.num_epochs", train.num_epochs, 1, "an integer >= 1 (or set train.num_steps)")
-    _one_of("train.optimizer", train.optimizer, OPTIMIZERS)
+    _one_of("train.optimizer", train.optimizer, Optimizer)
     _number("train.learning_rate", train.learning_rate, 0.0, open_low=True)
     _number("train.weight_decay", train.weight_decay, 0.0)
     _param_groups(train.param_groups)
-    _one_of("train.schedule", train.schedule, SCHEDULES)
+    _one_of("train.schedule", train.schedule, Schedule)
     _number("train.warmup_fraction", train.warmup_fraction, 0.0, 1.0)
     if not isinstance(train.decay_boundaries, (tuple, list)) or not all(
         _is_number(f) and 0 <= f <= 1 for f in train.decay_boundaries
@@ -369,11 +367,11 @@ def validate(config: ml_collections.ConfigDict, models: Collection[str] | None =
              "an integer >= 0 (0: at the end of each epoch)")
     _integer("train.keep_checkpoints", train.keep_checkpoints, 1)
     _integer("train.log_every_steps", train.log_every_steps, 1)
-    _one_of("train.progress", train.progress, PROGRESS_MODES)
+    _one_of("train.progress", train.progress, ProgressMode)
     _boolean("train.select_best", train.select_best)
     if not isinstance(train.select_metric, str) or not train.select_metric:
         _refuse("train.select_metric", train.select_metric, "the name of a validation metric")
-    _one_of("train.dtype", train.dtype, DTYPES)
+    _one_of("train.dtype", train.dtype, DType)
     if not isinstance(train.compilation_cache, str):
         _refuse("train.compilation_cache", train.compilation_cache, "'auto', a directory or '' (off)")
     _integer("train.profile_steps", train.profile_steps, 0)
@@ -409,6 +407,17 @@ def incompatible_keys(saved: dict, config: ml_collections.ConfigDict) -> list[st
 # Keys added after workdirs were first written, with the value that gives the old behaviour: a
 # saved config without one gets it when read, so older workdirs still load.
 KEYS_ADDED_LATER = {("data", "group_key"): ""}
+# Keys renamed since, {(block, old name): (new name, the models whose configs had the old name)}:
+# a saved config of one of those models is read under the new name, so older workdirs evaluate
+# and resume; a config or flag that sets the old name is refused naming the new one.
+RENAMED_KEYS = {
+    ("model", "embedding_dim"): ("embed_dim", ("dilated_fcn", "sgm", "br")),
+    ("model", "label_embedding_dim"): ("label_embed_dim", ("sgm",)),
+    ("model", "dropout_rate"): ("embedding_dropout", ("icapsnet_short", "icapsnet_long")),
+}
+# Keys split off another since, {(block, key): (the key that set both, the models)}: a saved
+# config of those models without the key takes that key's value, the behaviour it trained with.
+KEYS_SPLIT_LATER = {("model", "embedding_dropout"): ("dropout_rate", ("sgm", "br"))}
 
 # Keys that left a model, with the value the model now always has: a saved config holding that
 # value reads without the key, so older workdirs still load; any other value trained a model
@@ -422,10 +431,42 @@ KEYS_REMOVED = {
 MODELS_WITH_REMOVED_KEYS = ("icapsnet_short", "icapsnet_long")
 
 
+def new_name(block: str, key: str, model_name: str) -> str | None:
+    """The name today of `block.key` in the configs of model `model_name`, or None when that
+    model's `block.key` was not renamed."""
+    new, models = RENAMED_KEYS.get((block, key), (None, ()))
+    return new if model_name in models else None
+
+
+def upgraded(saved: dict, source: str = "config.json") -> dict:
+    """A saved config (JSON's dicts, changed in place) under today's keys: renamed keys under
+    their new names, split and added keys set to the values it trained with, removed keys dropped
+    (a `ConfigError` naming `source` for a removed key at another value than `KEYS_REMOVED`'s)."""
+    model = saved.get("model")
+    model_name = model.get("name") if isinstance(model, dict) else None
+    if model_name in MODELS_WITH_REMOVED_KEYS:
+        for (_, key), value in KEYS_REMOVED.items():
+            saved_value = model.pop(key, value)
+            if saved_value != value:
+                raise ConfigError(f"{source}: model.{key}={saved_value!r} is no longer a setting of {model_name} "
+                                  f"(only {value!r} is): this workdir trained a model jcaps no longer builds")
+    for (block, old), (new, models) in RENAMED_KEYS.items():
+        keys = saved.get(block)
+        if isinstance(keys, dict) and model_name in models and old in keys:
+            keys[new] = keys.pop(old)
+    for (block, key), (origin, models) in KEYS_SPLIT_LATER.items():
+        keys = saved.get(block)
+        if isinstance(keys, dict) and model_name in models and origin in keys:
+            keys.setdefault(key, keys[origin])
+    for (block, key), value in KEYS_ADDED_LATER.items():
+        if isinstance(saved.get(block), dict):
+            saved[block].setdefault(key, value)
+    return saved
+
+
 def from_json(text: str, source: str = "config.json") -> ml_collections.ConfigDict:
-    """A saved `config.json` (read from `source`, which errors name) back as a locked ConfigDict:
-    tuples restored from lists, keys added since it was written set as `KEYS_ADDED_LATER` says,
-    keys removed since dropped as `KEYS_REMOVED` says."""
+    """A saved `config.json` (read from `source`, which errors name) back as a locked ConfigDict
+    (tuples restored from lists, under today's keys: `upgraded`)."""
 
     def tuples(value):
         if isinstance(value, dict):
@@ -434,18 +475,7 @@ def from_json(text: str, source: str = "config.json") -> ml_collections.ConfigDi
             return tuple(tuples(v) for v in value)
         return value
 
-    saved = tuples(json.loads(text))
-    for (block, key), value in KEYS_ADDED_LATER.items():
-        if isinstance(saved.get(block), dict):
-            saved[block].setdefault(key, value)
-    model = saved.get("model")
-    if isinstance(model, dict) and model.get("name") in MODELS_WITH_REMOVED_KEYS:
-        for (_, key), value in KEYS_REMOVED.items():
-            saved_value = model.pop(key, value)
-            if saved_value != value:
-                raise ConfigError(f"{source}: model.{key}={saved_value!r} is no longer a setting of {model['name']} "
-                                  f"(only {value!r} is): this workdir trained a model jcaps no longer builds")
-    config = ml_collections.ConfigDict(saved)
+    config = ml_collections.ConfigDict(upgraded(tuples(json.loads(text)), source))
     config.lock()
     return config
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Collection
+from typing import get_args
 
 import ml_collections
 
-from jcaps.models.choices import INPUT_CELL_LSTM_VARIANTS
+from jcaps.models.choices import InputCellLSTMVariant
 from jcaps.train.config import base_config, series_config
 
 SMOKE = "smoke"
@@ -81,9 +82,10 @@ def label_set_config(model_name: str, data_keys: dict, *, num_epochs: int, smoke
         # [decision] Smaller than the paper's (embedding 512, encoder 256, 2 layers): the corpora
         # here (7,770 and 23,277 documents) do not need more, and 2 CPU cores could not train
         # more in the time a run may take.
-        embedding_dim=128,
+        embed_dim=128,
         encoder_dim=128,
         num_layers=1,
+        embedding_dropout=0.3,
         dropout_rate=0.3,
         rnn_impl="scan",  # or 'cudnn' on a GPU (docs/training.md, "Configs")
     )
@@ -114,7 +116,7 @@ def label_set_config(model_name: str, data_keys: dict, *, num_epochs: int, smoke
         config.data.bucket_boundaries = (64,)
         config.data.min_count = 1
         config.train.schedule = "constant"
-        config.model.embedding_dim = config.model.encoder_dim = 16
+        config.model.embed_dim = config.model.encoder_dim = 16
     return config
 
 
@@ -124,7 +126,7 @@ def sgm_decoder(config: ml_collections.ConfigDict, *, length_penalty: float, smo
     dataset's, chosen on its validation data. `smoke`: a decoder 16 wide, beam 2, 6 steps."""
     model = config.model
     model.decoder_dim = 256
-    model.label_embedding_dim = 0  # 0: embedding_dim
+    model.label_embed_dim = 0  # 0: embed_dim
     model.attention_dim = 0  # 0: decoder_dim
     model.global_embedding = False
     model.decoding = "beam"  # [ref] beam 5
@@ -174,11 +176,11 @@ def input_cell_lstm_config(arg: str, *, data_format: str, num_epochs: int, valid
     recipe of `input_cell_basicmotions.py`, `input_cell_japanese_vowels.py` and
     `input_cell_mnist.py`. `arg`: a variant (`lstm`, `bilstm`, ...) and/or `smoke` (a tiny
     generated problem with the same batch layout: offline, seconds)."""
-    argument = parse_argument(arg, INPUT_CELL_LSTM_VARIANTS)
+    argument = parse_argument(arg, get_args(InputCellLSTMVariant))
     config = series_config()
     model = config.model
     model.name = "input_cell_lstm"
-    model.variant = argument.choice(INPUT_CELL_LSTM_VARIANTS, "input_cell")
+    model.variant = argument.choice(get_args(InputCellLSTMVariant), "input_cell")
     # [decision] 32 hidden units and per-feature standardisation; measured on BasicMotions
     # (400 epochs, lr 3e-3): test accuracy 0.85 with the reference's 5 units, 0.925 with 32; the
     # reference recipe itself (5 units, per-(step, feature) statistics of 40 series, lr 1e-3,

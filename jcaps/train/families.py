@@ -28,6 +28,7 @@ from jcaps.models.input_cell_lstm import InputCellLSTM
 from jcaps.models.outputs import ModelOutput
 from jcaps.models.sgm import SGM, BinaryRelevance
 from jcaps.ops import losses
+from jcaps.train.config import new_name
 
 
 def softmax_cross_entropy(outputs: ModelOutput, batch, model_config):
@@ -364,6 +365,10 @@ def build_model(model_config, vocab_size: int, num_classes: int, dtype=jnp.float
     fields = {k: v for k, v in model_config.items() if k != "name" and k not in family.loss_keys}
     field_names = {f.name for f in dataclasses.fields(family.module)}
     unknown = sorted(set(fields) - field_names)
+    for key in unknown:
+        renamed = new_name("model", key, model_config.name)
+        if renamed:
+            raise ConfigError(f"config.model.{key} was renamed model.{renamed}")
     if unknown:
         raise ConfigError(f"model {model_config.name!r} has no setting(s) {', '.join(unknown)}")
     if "vocab_size" in field_names:

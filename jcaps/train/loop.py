@@ -100,8 +100,7 @@ def check_workdir(config, workdir: str) -> None:
     )
     if os.path.isfile(path) and has_checkpoints:
         with open(path, encoding="utf-8") as f:
-            # Read as evaluation reads it: keys added or removed since it was written normalised.
-            saved = json.loads(config_lib.to_json(config_lib.from_json(f.read(), source=path)))
+            saved = config_lib.upgraded(json.load(f), source=path)
         differing = config_lib.incompatible_keys(saved, config)
         if differing:
             old, new = config_lib.flatten(saved), config_lib.flatten(json.loads(config.to_json()))

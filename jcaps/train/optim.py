@@ -12,14 +12,16 @@ from __future__ import annotations
 import jax
 import optax
 
+from jcaps.choices import check_choice
 from jcaps.errors import ConfigError
-from jcaps.train.config import OPTIMIZERS, SCHEDULES
+from jcaps.train.config import Optimizer, Schedule
 
 
 def learning_rate_schedule(train_config, num_steps: int, peak: float | None = None) -> optax.Schedule:
     """`constant | cosine | linear | warmup_cosine | steps` over `num_steps` updates, from
     `peak` (default `train.learning_rate`)."""
     lr, kind = train_config.learning_rate if peak is None else peak, train_config.schedule
+    check_choice("train.schedule", kind, Schedule, ConfigError)
     warmup = int(train_config.warmup_fraction * num_steps)
     if kind == "constant":
         schedule = optax.constant_schedule(lr)
@@ -32,11 +34,9 @@ def learning_rate_schedule(train_config, num_steps: int, peak: float | None = No
         # has a valid schedule too.
         warmup = max(warmup, 1)
         return optax.warmup_cosine_decay_schedule(0.0, lr, warmup, max(num_steps, warmup + 1))
-    elif kind == "steps":
+    else:  # steps
         boundaries = {int(f * num_steps): train_config.decay_factor for f in train_config.decay_boundaries}
         schedule = optax.piecewise_constant_schedule(lr, boundaries)
-    else:
-        raise ConfigError(f"train.schedule must be one of {', '.join(SCHEDULES)}, not {kind!r}")
     if warmup:
         return optax.join_schedules([optax.linear_schedule(0.0, lr, warmup), schedule], [warmup])
     return schedule
@@ -93,10 +93,9 @@ def parameter_groups(params, names: tuple[str, ...]):
 def _optimizer(train_config, num_steps: int, learning_rate: float, weight_decay: float):
     schedule = learning_rate_schedule(train_config, num_steps, learning_rate)
     kind = train_config.optimizer
+    check_choice("train.optimizer", kind, Optimizer, ConfigError)
     if kind == "adam":
         return optax.adam(schedule)
     if kind == "adamw":
         return optax.adamw(schedule, weight_decay=weight_decay)
-    if kind == "sgd":
-        return optax.sgd(schedule, momentum=0.9)
-    raise ConfigError(f"train.optimizer must be one of {', '.join(OPTIMIZERS)}, not {kind!r}")
+    return optax.sgd(schedule, momentum=0.9)

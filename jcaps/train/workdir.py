@@ -25,13 +25,14 @@ import time
 import jax
 import numpy as np
 
+from jcaps.choices import check_choice
 from jcaps.data.batching import ExampleDataset
 from jcaps.data.text import make_text_dataset
 from jcaps.data.vocab import LABELS_FILE, VOCAB_FILE, LabelMap, Vocabulary
 from jcaps.errors import UserError
 from jcaps.train import config as config_lib
 from jcaps.train import mesh as mesh_lib
-from jcaps.train.config import PARAMETER_CHOICES
+from jcaps.train.config import ParameterChoice
 from jcaps.train.families import ModelFamily, get_family
 from jcaps.train.state import all_finite, dummy_inputs, model_for, parameter_shapes
 from jcaps.train.steps import TrainState
@@ -106,8 +107,7 @@ def load_trained(workdir: str, *, with_data: bool = False, data_overrides: dict 
     # orbax logs every restore at INFO, and at ERROR a step it could not read, which the load
     # reports itself in one line (or reads again, a step deleted by a training beside it).
     logging.set_verbosity(logging.FATAL)
-    if parameters not in PARAMETER_CHOICES:
-        raise UserError(f"--parameters must be one of {', '.join(PARAMETER_CHOICES)}, not {parameters!r}")
+    check_choice("--parameters", parameters, ParameterChoice, UserError)
     config = read_config(workdir)
     if data_overrides:
         config = _with_overrides(config, "data", data_overrides)

@@ -39,10 +39,11 @@ import os
 import re
 import shutil
 import time
+from typing import get_args
 
 import numpy as np
 
-from jcaps.models.choices import DILATED_FCN_ATTENTIONS
+from jcaps.models.choices import DilatedFCNAttention
 from recording.provenance import run_metadata
 from recording.results import write_results
 from studies import ROOT
@@ -51,6 +52,8 @@ from studies.training_runs import final_test_metrics, train_pending, training_re
 
 CONFIG = os.path.join(ROOT, "configs", "dilated_fcn_emoji.py")
 PREDICTIONS_FILE = "test_predictions.npz"
+# The variants compared: every attention of the dilated FCN.
+VARIANTS = get_args(DilatedFCNAttention)
 
 
 def run_name(variant: str, seed: int) -> str:
@@ -229,7 +232,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data_dir", default="", help="folder with us_trial.* and us_test.* (text_labels)")
     parser.add_argument("--out", required=True)
-    parser.add_argument("--variants", default=",".join(DILATED_FCN_ATTENTIONS))
+    parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--seeds", default="0", help="train.seed of each run, comma-separated")
     budgets = parser.add_mutually_exclusive_group()
     budgets.add_argument("--quick", action="store_true", help="train --steps steps per variant")
@@ -252,9 +255,9 @@ def main():
             requested += [(variant, int(seed))] if seed else [(variant, s) for s in seeds]
     except ValueError:
         parser.error(f"seeds are whole numbers: --seeds {args.seeds!r}, --variants {args.variants!r}")
-    unknown = sorted({v for v, _ in requested if v not in DILATED_FCN_ATTENTIONS})
+    unknown = sorted({v for v, _ in requested if v not in VARIANTS})
     if unknown:
-        parser.error(f"unknown variants {unknown}; known: {', '.join(DILATED_FCN_ATTENTIONS)}")
+        parser.error(f"unknown variants {unknown}; known: {', '.join(VARIANTS)}")
     os.makedirs(args.out, exist_ok=True)
     args.quick_dir = quick_data(args) if args.quick else ""
     if not args.report_only:
@@ -262,7 +265,7 @@ def main():
         train_pending([(w, train_flags(v, s, w, args)) for w, (v, s) in zip(workdirs, requested)], args.jobs)
     # The report covers every finished run in DIR, those of earlier commands included.
     everything = [(v, s) for s in sorted({0, *(s for _, s in requested), *_seeds_in(args.out)})
-                  for v in DILATED_FCN_ATTENTIONS]
+                  for v in VARIANTS]
     results = report(everything, args)
     results["_run"] = run_metadata(args.tiny, load_average_before)
     write_results(args.out, results)

@@ -66,6 +66,7 @@ from jcaps.ops.capsules import (
     shared_prediction_vectors,
     unshared_prediction_vectors,
 )
+from jcaps.train.config import from_json
 from jcaps.train.workdir import load_trained
 from jcaps.viz.html import information_text
 from recording.provenance import run_metadata
@@ -323,9 +324,10 @@ def _print(report):
 
 
 def knobs_of(workdir: str) -> dict:
-    """The `BASELINE_KNOBS` values the run in `workdir` trained with (its config.json)."""
+    """The `BASELINE_KNOBS` values the run in `workdir` trained with (its config.json, under
+    today's key names)."""
     with open(os.path.join(workdir, "config.json"), encoding="utf-8") as f:
-        model = json.load(f)["model"]
+        model = from_json(f.read()).model
     return {key: model.get(key, value) for key, value in BASELINE_KNOBS.items()}
 
 

@@ -7,4 +7,4 @@
 BASELINE_KNOBS = {"conv_activation": "none", "attention_scale": False, "attention_logit_scale": 1.0,
                   "squash_primary": True, "shared_transform": False, "routing": "dynamic", "routing_iterations": 3,
                   "routing_similarity": "paper", "routing_logit_scale": 1.0, "routing_logit_scale_learned": False,
-                  "routing_orphan": False, "capsule_selection": "coupling", "dropout_rate": 0.5}
+                  "routing_orphan": False, "capsule_selection": "coupling", "embedding_dropout": 0.5}

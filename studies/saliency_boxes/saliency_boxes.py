@@ -28,13 +28,14 @@ import argparse
 import json
 import os
 import time
+from typing import get_args
 
 import numpy as np
 
 from jcaps.data.boxes import BOX_NAMES, generate_boxes
 from jcaps.interpret.checks import box_metrics
 from jcaps.interpret.series_report import attribution_maps, predictions
-from jcaps.models.choices import INPUT_CELL_LSTM_VARIANTS
+from jcaps.models.choices import InputCellLSTMVariant
 from jcaps.train.config import load
 from jcaps.train.loop import train_and_evaluate
 from jcaps.train.progress import quiet_libraries
@@ -121,8 +122,8 @@ def main():
         if name not in BOX_NAMES:
             parser.error(f"unknown box {name!r}; expected among {', '.join(BOX_NAMES)}")
     for name in variants:
-        if name not in INPUT_CELL_LSTM_VARIANTS:
-            parser.error(f"unknown variant {name!r}; expected among {', '.join(INPUT_CELL_LSTM_VARIANTS)}")
+        if name not in get_args(InputCellLSTMVariant):
+            parser.error(f"unknown variant {name!r}; expected among {', '.join(get_args(InputCellLSTMVariant))}")
     quiet_libraries()
     results_path = os.path.join(args.out, "results.json")
     results = {}

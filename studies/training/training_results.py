@@ -63,7 +63,7 @@ STUDIES: dict[str, dict] = {
                 "iCapsNets Short at the sizes of docs/models.md (d_e 300, d_w 256, I 32), no dropout, "
                 "no class weights", "configs/icapsnet_short_ag_news.py",
                 ("--config.model.embed_dim=300", "--config.model.region_dim=256", "--config.model.num_capsules=32",
-                 "--config.model.dropout_rate=0.0", "--config.train.class_weights=none")),
+                 "--config.model.embedding_dropout=0.0", "--config.train.class_weights=none")),
         }},
     "cccapsnet": {
         "page": "docs/cccapsnet.md", "data": "ag_news", "metrics": SINGLE_LABEL, "runs": {

@@ -2,6 +2,7 @@
 gradients through the model's forward, padding invariance of the scores, knob validation."""
 
 import functools
+from typing import get_args
 
 import chex
 import jax
@@ -9,13 +10,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jcaps.models.choices import DILATED_FCN_ATTENTIONS
+from jcaps.models.choices import DilatedFCNAttention
 from jcaps.models.dilated_fcn import DilatedFCN, is_causal
 from jcaps.models.outputs import ModelOutput
 
 J, L = 3, 8
 # Small but complete: 16 filters (8 groups of 2 for the *8 variants), two residual layers.
-SMALL = {"embedding_dim": 4, "filters": 16, "num_layers": 2, "width": 3}
+SMALL = {"embed_dim": 4, "filters": 16, "num_layers": 2, "width": 3}
 # Every variant; simplified / local on both softmax axes (the grouped ones on channels: over
 # time the softmax is per channel, groups or not); the gated residual activation once.
 CASES = [
@@ -79,7 +80,7 @@ def _run(attention, axis, activation):
 def test_output_shapes(attention, axis, activation):
     model = _model(attention, axis, activation)
     outputs = jax.eval_shape(lambda: model.apply({"params": _random_params(model, TOKENS)}, TOKENS))
-    expected = {"scores": (4, J), "position_logits": (4, L, J), "embeddings": (4, L, SMALL["embedding_dim"])}
+    expected = {"scores": (4, J), "position_logits": (4, L, J), "embeddings": (4, L, SMALL["embed_dim"])}
     if attention.startswith("dot"):
         expected["head_attention"] = (4, 8 if attention == "dot8" else 1, L, L)
     elif attention != "none":
@@ -139,7 +140,7 @@ def test_is_causal():
     assert is_causal("local8", "channels") and is_causal("simplified", "channels")
     assert not is_causal("dot", "channels") and not is_causal("dot8", "channels")
     assert not is_causal("simplified8", "time") and not is_causal("local", "time")
-    assert set(DILATED_FCN_ATTENTIONS) == {"none", "dot", "dot8", "simplified", "local", "simplified8", "local8"}
+    assert set(get_args(DilatedFCNAttention)) == {"none", "dot", "dot8", "simplified", "local", "simplified8", "local8"}
 
 
 def test_unknown_settings_raise():

@@ -31,10 +31,10 @@ SMALL = {
                                        class_dim=4),
     "cccapsnet_cc": lambda: CCCapsNet(VOCAB, CLASSES, embedding="cc", embed_dim=8, num_codebooks=2, hidden_dim=8,
                                       capsule_dim=4, class_dim=4),
-    "dilated_fcn": lambda: DilatedFCN(VOCAB, CLASSES, embedding_dim=4, filters=8, num_layers=2, attention="local8"),
-    "br": lambda: BinaryRelevance(VOCAB, CLASSES, embedding_dim=8, encoder_dim=4, num_layers=1),
+    "dilated_fcn": lambda: DilatedFCN(VOCAB, CLASSES, embed_dim=4, filters=8, num_layers=2, attention="local8"),
+    "br": lambda: BinaryRelevance(VOCAB, CLASSES, embed_dim=8, encoder_dim=4, num_layers=1),
     "sgm": lambda: SGM(
-        VOCAB, CLASSES, BOS, EOS, NUM_SPECIAL, embedding_dim=8, encoder_dim=4, decoder_dim=8, num_layers=1, max_steps=3
+        VOCAB, CLASSES, BOS, EOS, NUM_SPECIAL, embed_dim=8, encoder_dim=4, decoder_dim=8, num_layers=1, max_steps=3
     ),
 }
 

@@ -284,7 +284,7 @@ def test_unshared_transform_routes_one_prediction_per_capsule_and_class(model_cl
 
 def test_dropout_only_in_training(short_run):
     _, params, out = short_run
-    apply = jax.jit(ICapsNetShort(**TINY, kernel_size=5, dropout_rate=0.5).apply, static_argnames="train")
+    apply = jax.jit(ICapsNetShort(**TINY, kernel_size=5, embedding_dropout=0.5).apply, static_argnames="train")
     chex.assert_trees_all_close(apply(params, SHORT_TOKENS), out, rtol=1e-6, atol=1e-7)
     trained = apply(params, SHORT_TOKENS, train=True, rngs={"dropout": _key(1)})
     chex.assert_tree_all_finite(trained)

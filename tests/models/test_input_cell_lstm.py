@@ -2,6 +2,8 @@
 parameters and padding invariance; initialisation, dropout, a few Adam steps on a tiny task,
 config validation."""
 
+from typing import get_args
+
 import chex
 import jax
 import jax.numpy as jnp
@@ -9,7 +11,7 @@ import numpy as np
 import optax
 import pytest
 
-from jcaps.models.choices import INPUT_CELL_LSTM_VARIANTS
+from jcaps.models.choices import InputCellLSTMVariant
 from jcaps.models.input_cell_lstm import InputCellLSTM
 from jcaps.ops.pooling import causal_softmax_pool_quadratic
 from tests.ops.recurrent_references import np_lstm as np_lstm_loop
@@ -102,7 +104,7 @@ def np_logits(params, series, length, variant):
 # --- forward -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("variant", INPUT_CELL_LSTM_VARIANTS)
+@pytest.mark.parametrize("variant", get_args(InputCellLSTMVariant))
 def test_variant_shapes_numpy_reference_and_padding_invariance(batch, variant):
     series, mask = batch
     model = InputCellLSTM(C, variant=variant, **SMALL)

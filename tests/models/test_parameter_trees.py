@@ -8,6 +8,7 @@ compared with the one recorded in `parameter_trees.json` (regenerate it with
 import json
 import os
 import sys
+from typing import get_args
 
 import jax
 import jax.numpy as jnp
@@ -15,7 +16,7 @@ import numpy as np
 import pytest
 
 from jcaps.models.cccapsnet import CCCapsNet
-from jcaps.models.choices import INPUT_CELL_LSTM_VARIANTS
+from jcaps.models.choices import InputCellLSTMVariant
 from jcaps.models.dilated_fcn import DilatedFCN
 from jcaps.models.fasttext import FastText
 from jcaps.models.icapsnet import ICapsNetLong, ICapsNetShort
@@ -28,7 +29,7 @@ TOKENS = np.ones((2, 5), np.int32)
 SENTENCES = np.ones((2, 3, 5), np.int32)  # iCapsNets Long reads [B, sentences, words]
 SERIES, MASK = np.ones((2, 5, 3), np.float32), np.ones((2, 5), bool)
 ICAPSNET_SIZES = {"embed_dim": 8, "region_dim": 8, "num_capsules": 4, "query_dim": 4, "primary_dim": 4, "class_dim": 4}
-SGM_SIZES = {"vocab_size": 11, "num_classes": 3, "bos_id": 2, "eos_id": 3, "num_special": 4, "embedding_dim": 6,
+SGM_SIZES = {"vocab_size": 11, "num_classes": 3, "bos_id": 2, "eos_id": 3, "num_special": 4, "embed_dim": 6,
              "encoder_dim": 4, "decoder_dim": 5}
 
 
@@ -53,10 +54,10 @@ MODELS = {
     },
     "sgm": _text(SGM(**SGM_SIZES), np.full((2, 4), 3, np.int32)),
     "sgm_global_embedding": _text(SGM(**SGM_SIZES, global_embedding=True), np.full((2, 4), 3, np.int32)),
-    "br": _text(BinaryRelevance(11, 3, embedding_dim=6, encoder_dim=4)),
+    "br": _text(BinaryRelevance(11, 3, embed_dim=6, encoder_dim=4)),
     **{
         f"input_cell_lstm_{variant}": (InputCellLSTM(2, variant), (SERIES, MASK))
-        for variant in INPUT_CELL_LSTM_VARIANTS
+        for variant in get_args(InputCellLSTMVariant)
     },
     **{
         f"dilated_fcn_{attention}": _text(DilatedFCN(7, 3, filters=8, num_layers=2, attention=attention))

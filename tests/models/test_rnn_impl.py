@@ -156,9 +156,9 @@ def test_cudnn_on_the_cpu_runs_the_scan_and_says_so_once():
 
 def test_rnn_impl_reaches_the_encoder_and_gru_layers_refuse_cudnn(cudnn_by_reference, monkeypatch):
     tokens = jnp.asarray(np.random.default_rng(0).integers(1, 20, size=(3, 7)).astype(np.int32)).at[1, 4:].set(0)
-    scan = BinaryRelevance(20, 5, embedding_dim=8, encoder_dim=HIDDEN, num_layers=2)
+    scan = BinaryRelevance(20, 5, embed_dim=8, encoder_dim=HIDDEN, num_layers=2)
     params = scan.init(jax.random.key(0), tokens)["params"]
-    cudnn = BinaryRelevance(20, 5, embedding_dim=8, encoder_dim=HIDDEN, num_layers=2, rnn_impl="cudnn")
+    cudnn = BinaryRelevance(20, 5, embed_dim=8, encoder_dim=HIDDEN, num_layers=2, rnn_impl="cudnn")
     calls = []
 
     def counted(*args, **kwargs):

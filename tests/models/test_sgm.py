@@ -20,7 +20,7 @@ B, L, J, VOCAB = 3, 7, 6, 30
 MAX_STEPS = S = 8  # the targets' length is the decoders' so decoded sequences can be fed back
 V = J + NUM_SPECIAL
 LENGTHS = np.array([7, 4, 1])
-SMALL = {"embedding_dim": 8, "encoder_dim": 8, "decoder_dim": 8, "max_steps": MAX_STEPS, "beam_size": 3}
+SMALL = {"embed_dim": 8, "encoder_dim": 8, "decoder_dim": 8, "max_steps": MAX_STEPS, "beam_size": 3}
 GE_NAMES = {"ge_w1_kernel", "ge_w1_bias", "ge_w2_kernel"}
 _sequence_cross_entropy = jax.jit(sequence_cross_entropy)
 
@@ -270,7 +270,7 @@ def test_unknown_knob_values_raise():
 @pytest.mark.parametrize("pool", ["max", "mean"])
 def test_binary_relevance_shapes_and_padding_invariance(pool, batch):
     tokens, _ = batch
-    model = BinaryRelevance(VOCAB, J, embedding_dim=8, encoder_dim=8, num_layers=1, pool=pool)
+    model = BinaryRelevance(VOCAB, J, embed_dim=8, encoder_dim=8, num_layers=1, pool=pool)
     variables = _random_params(jax.eval_shape(model.init, jax.random.key(0), tokens), seed=2)
     apply = jax.jit(model.apply)
     scores = apply(variables, tokens).scores
@@ -282,9 +282,27 @@ def test_binary_relevance_shapes_and_padding_invariance(pool, batch):
     np.testing.assert_allclose(apply(variables, tokens[::-1]).scores, scores[::-1], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("embedding_dropout,dropout_rate", [(0.5, 0.0), (0.0, 0.5), (0.0, 0.0)])
+def test_binary_relevance_drops_out_embeddings_and_pooled_vector_by_their_own_rates(
+    embedding_dropout, dropout_rate, batch
+):
+    """One encoder layer: `embedding_dropout` acts on the word vectors alone, `dropout_rate` on
+    the pooled vector alone; with both 0 training computes what inference does."""
+    tokens, _ = batch
+    model = BinaryRelevance(VOCAB, J, embed_dim=8, encoder_dim=8, num_layers=1,
+                            embedding_dropout=embedding_dropout, dropout_rate=dropout_rate)
+    variables = _random_params(jax.eval_shape(model.init, jax.random.key(0), tokens), seed=2)
+    inference = model.apply(variables, tokens).scores
+    training = model.apply(variables, tokens, train=True, rngs={"dropout": jax.random.key(1)}).scores
+    if embedding_dropout or dropout_rate:
+        assert not np.allclose(training, inference)
+    else:
+        np.testing.assert_allclose(training, inference, rtol=1e-6)
+
+
 def test_binary_relevance_starts_every_label_at_probability_one_over_j(batch):
     tokens, _ = batch
-    model = BinaryRelevance(VOCAB, J, embedding_dim=8, encoder_dim=8, num_layers=1)
+    model = BinaryRelevance(VOCAB, J, embed_dim=8, encoder_dim=8, num_layers=1)
     shapes = jax.eval_shape(model.init, jax.random.key(0), tokens)
     bias = model.init(jax.random.key(0), tokens[:1, :2])["params"]["readout"]["bias"]
     chex.assert_shape(bias, shapes["params"]["readout"]["bias"].shape)

@@ -2,6 +2,7 @@
 loops on a padded batch; padded positions get zero weight; no NaN without valid positions."""
 
 import functools
+from typing import get_args
 
 import chex
 import jax
@@ -121,7 +122,7 @@ def _check(y, weights, expected_y, expected_weights, mask):
     np.testing.assert_array_equal(np.asarray(y)[~mask], 0)
 
 
-@pytest.mark.parametrize("axis", attention.CONV_ATTENTION_AXES)
+@pytest.mark.parametrize("axis", get_args(attention.ConvAttentionAxis))
 @pytest.mark.parametrize("groups", [1, 2])
 def test_simplified_attention_matches_numpy(data, groups, axis):
     x, mask = data
@@ -133,7 +134,7 @@ def test_simplified_attention_matches_numpy(data, groups, axis):
     np.testing.assert_array_equal(np.asarray(weights)[~mask], 0)
 
 
-@pytest.mark.parametrize("axis", attention.CONV_ATTENTION_AXES)
+@pytest.mark.parametrize("axis", get_args(attention.ConvAttentionAxis))
 @pytest.mark.parametrize("groups", [1, 2])
 def test_local_attention_matches_numpy(data, groups, axis):
     x, mask = data
@@ -169,7 +170,7 @@ def _variants():
                 lambda x, p, axis=axis: attention.simplified_attention(x, p[0], bias=p[1], mask=MASK, groups=g, axis=axis),
                 [(g, C // g, C // g), (g, C // g)],
             )
-            for axis in attention.CONV_ATTENTION_AXES
+            for axis in get_args(attention.ConvAttentionAxis)
         ),
         *(
             (
@@ -177,7 +178,7 @@ def _variants():
                 lambda x, p, axis=axis: attention.local_attention(x, p[0], bias=p[1], mask=MASK, groups=g, axis=axis),
                 [(g, 3, C // g, C // g), (g, C // g)],
             )
-            for axis in attention.CONV_ATTENTION_AXES
+            for axis in get_args(attention.ConvAttentionAxis)
         ),
         ("dot", lambda x, p: attention.dot_product_attention(x, attention.DotProductAttentionParams(*p), mask=MASK, num_heads=g), [(C, C)] * 4),
     ]

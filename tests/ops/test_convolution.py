@@ -1,6 +1,8 @@
 """Causal convolutions and the dilated residual stack against NumPy loops; the receptive field
 by gradients; the masked max pool the network reads them with."""
 
+from typing import get_args
+
 import chex
 import jax
 import jax.numpy as jnp
@@ -90,7 +92,7 @@ def test_grouped_causal_conv1d_is_block_diagonal():
     np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("activation", convolution.ACTIVATIONS)
+@pytest.mark.parametrize("activation", get_args(convolution.Activation))
 def test_residual_layer_matches_numpy_loop(activation):
     rng = np.random.default_rng(2)
     x, layer = _normal(rng, B, L, C), _layer(rng, C, 3, activation)
@@ -101,7 +103,7 @@ def test_residual_layer_matches_numpy_loop(activation):
     np.testing.assert_allclose(skip, expected_skip, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("activation", convolution.ACTIVATIONS)
+@pytest.mark.parametrize("activation", get_args(convolution.Activation))
 def test_dilated_residual_stack_matches_numpy_composition(activation):
     rng = np.random.default_rng(3)
     dilations = (1, 2, 4)

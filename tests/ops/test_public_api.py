@@ -451,11 +451,12 @@ def test_all_names_exist():
 
 @pytest.mark.slow
 def test_import_loads_jax_only():
-    """`import jcaps.ops` imports neither Flax nor Optax nor any jcaps package but itself."""
+    """`import jcaps.ops` imports neither Flax nor Optax nor any jcaps package but itself and
+    `jcaps.choices` (which imports nothing)."""
     code = (
         "import sys, jcaps.ops; "
         "print(' '.join(m for m in sys.modules if m.split('.')[0] in ('flax', 'optax') "
-        "or (m.startswith('jcaps.') and not m.startswith('jcaps.ops'))))"
+        "or (m.startswith('jcaps.') and not m.startswith(('jcaps.ops', 'jcaps.choices')))))"
     )
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert not loaded, f"import jcaps.ops loaded {loaded}"

@@ -11,14 +11,25 @@ import re
 import subprocess
 import sys
 import textwrap
+from typing import get_args
 
 import ml_collections
 import pytest
 
 from jcaps.data.boxes import BOX_NAMES
 from jcaps.errors import ConfigError
-from jcaps.models.choices import DILATED_FCN_ATTENTIONS, INPUT_CELL_LSTM_VARIANTS
-from jcaps.train.config import base_config, class_weight_power, load, series_config, validate
+from jcaps.models.choices import DilatedFCNAttention, InputCellLSTMVariant
+from jcaps.train.config import (
+    base_config,
+    class_weight_power,
+    from_json,
+    incompatible_keys,
+    load,
+    series_config,
+    to_json,
+    upgraded,
+    validate,
+)
 from jcaps.train.config_blocks import parse_argument
 from jcaps.train.families import MODELS
 
@@ -201,11 +212,11 @@ def _config_arguments(path: str) -> list[str]:
     """Each argument a config file takes, alone and with ',smoke' (and '' for its default)."""
     variants = {
         "cccapsnet_ag_news.py": CCCAPSNET_ABLATIONS,
-        "dilated_fcn_emoji.py": list(DILATED_FCN_ATTENTIONS),
-        "input_cell_boxes.py": list(BOX_NAMES) + [f"middle,{v}" for v in INPUT_CELL_LSTM_VARIANTS],
-        "input_cell_basicmotions.py": list(INPUT_CELL_LSTM_VARIANTS),
-        "input_cell_japanese_vowels.py": list(INPUT_CELL_LSTM_VARIANTS),
-        "input_cell_mnist.py": list(INPUT_CELL_LSTM_VARIANTS),
+        "dilated_fcn_emoji.py": list(get_args(DilatedFCNAttention)),
+        "input_cell_boxes.py": list(BOX_NAMES) + [f"middle,{v}" for v in get_args(InputCellLSTMVariant)],
+        "input_cell_basicmotions.py": list(get_args(InputCellLSTMVariant)),
+        "input_cell_japanese_vowels.py": list(get_args(InputCellLSTMVariant)),
+        "input_cell_mnist.py": list(get_args(InputCellLSTMVariant)),
     }.get(os.path.basename(path), [])
     return [""] + variants + [",".join(filter(None, (v, "smoke"))) for v in [""] + variants]
 
@@ -304,8 +315,6 @@ def test_a_model_setting_the_module_rejects_is_a_config_error():
 def test_a_saved_config_with_a_removed_key_at_its_only_value_loads_without_it():
     """iCapsNets' routing-study knobs left the model: a workdir saved with them at the paper's
     values reads as today's config; any other value is one line naming the file and the key."""
-    from jcaps.train.config import from_json, to_json
-
     config = load(os.path.join(ROOT, "configs", "icapsnet_short_ag_news.py:smoke"))
     saved = json.loads(to_json(config))
     saved["model"].update(routing_logit_scale=1.0, routing_logit_scale_learned=False, routing_orphan=False,
@@ -315,3 +324,54 @@ def test_a_saved_config_with_a_removed_key_at_its_only_value_loads_without_it():
     with pytest.raises(ConfigError, match=r"^W/config.json: model.routing_orphan=True is no longer a setting of "
                                           r"icapsnet_short \(only False is\)"):
         from_json(json.dumps(saved), source="W/config.json")
+
+
+def _saved(config: ml_collections.ConfigDict, **model_keys) -> str:
+    """`config` as a workdir's config.json written when its model's keys were `model_keys`."""
+    saved = json.loads(to_json(config))
+    saved["model"].update(model_keys)
+    return json.dumps(saved)
+
+
+def test_a_saved_config_with_renamed_keys_is_read_under_their_new_names():
+    dilated = load(os.path.join(ROOT, "configs", "dilated_fcn_emoji.py:smoke"))
+    old = json.loads(_saved(dilated))
+    old["model"]["embedding_dim"] = old["model"].pop("embed_dim")
+    assert from_json(json.dumps(old)).model.embed_dim == dilated.model.embed_dim
+    assert "embedding_dim" not in from_json(json.dumps(old)).model
+
+    icapsnet = load(os.path.join(ROOT, "configs", "icapsnet_short_ag_news.py:smoke"))
+    old = json.loads(_saved(icapsnet))
+    old["model"]["dropout_rate"] = old["model"].pop("embedding_dropout") + 0.25
+    read = from_json(json.dumps(old)).model
+    assert read.embedding_dropout == icapsnet.model.embedding_dropout + 0.25 and "dropout_rate" not in read
+
+    # fastText's dropout_rate was not renamed: it stays.
+    fasttext = load(os.path.join(ROOT, "configs", "fasttext_ag_news.py:smoke"))
+    assert from_json(_saved(fasttext, dropout_rate=0.25)).model.dropout_rate == 0.25
+
+
+def test_a_saved_sgm_config_from_before_embedding_dropout_drops_out_its_embeddings_at_its_dropout_rate():
+    sgm = load(os.path.join(ROOT, "configs", "sgm_reuters.py:smoke"))
+    old = json.loads(_saved(sgm, dropout_rate=0.25, label_embedding_dim=0, embedding_dim=16))
+    for key in ("embedding_dropout", "embed_dim", "label_embed_dim"):
+        del old["model"][key]
+    read = from_json(json.dumps(old))
+    model = read.model
+    assert (model.embedding_dropout, model.dropout_rate, model.embed_dim, model.label_embed_dim) == (0.25, 0.25, 16, 0)
+    # Resuming compares the saved config.json, read the same way, with the config given.
+    assert incompatible_keys(upgraded(old), read) == []
+
+
+@pytest.mark.parametrize("config_file,old,new", [
+    ("dilated_fcn_emoji.py:smoke", "embedding_dim", "embed_dim"),
+    ("sgm_reuters.py:smoke", "label_embedding_dim", "label_embed_dim"),
+    ("icapsnet_short_ag_news.py:smoke", "dropout_rate", "embedding_dropout"),
+    ("icapsnet_long_ag_news.py:smoke", "dropout_rate", "embedding_dropout"),
+])
+def test_a_config_that_sets_a_renamed_key_is_refused_in_one_line_naming_the_new_one(config_file, old, new):
+    config = load(os.path.join(ROOT, "configs", config_file))
+    config.model[old] = config.model[new]
+    del config.model[new]
+    with pytest.raises(ConfigError, match=rf"^config\.model\.{old} was renamed model\.{new}$"):
+        validate(config, MODELS)

@@ -6,12 +6,13 @@ import json
 import os
 import subprocess
 import sys
+from typing import get_args
 
 import numpy as np
 import pytest
 
 from jcaps.errors import UserError
-from jcaps.models.choices import INPUT_CELL_LSTM_VARIANTS
+from jcaps.models.choices import InputCellLSTMVariant
 from jcaps.predict import predict
 from jcaps.train import loop
 from jcaps.train.workdir import load_trained
@@ -46,7 +47,7 @@ def test_input_cell_learns_the_box_task(input_cell_run):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("variant", [v for v in INPUT_CELL_LSTM_VARIANTS if v != "input_cell"])
+@pytest.mark.parametrize("variant", [v for v in get_args(InputCellLSTMVariant) if v != "input_cell"])
 def test_every_variant_trains(tmp_path, cache_dir, variant, config_file):
     config = config_file("input_cell_boxes.py", f"middle,{variant},smoke", cache_dir)
     config.train.num_steps = 4  # one compile of each step: the point is that the variant trains

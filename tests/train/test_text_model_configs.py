@@ -7,13 +7,14 @@ import json
 import os
 import subprocess
 import sys
+from typing import get_args
 
 import numpy as np
 import pytest
 
 from jcaps.errors import ConfigError, UserError
 from jcaps.evaluate import evaluate
-from jcaps.models.choices import DILATED_FCN_ATTENTIONS
+from jcaps.models.choices import DilatedFCNAttention
 from jcaps.predict import predict
 from jcaps.train import loop
 from jcaps.train.workdir import load_trained
@@ -33,7 +34,7 @@ def train_losses(workdir) -> list[float]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("variant", DILATED_FCN_ATTENTIONS)
+@pytest.mark.parametrize("variant", get_args(DilatedFCNAttention))
 def test_every_attention_variant_trains(tmp_path, cache_dir, variant, config_file):
     config = config_file("dilated_fcn_emoji.py", f"{variant},smoke", cache_dir)
     # One shape, one compile of each step: the point is that the variant trains.
@@ -128,8 +129,8 @@ def test_evaluate_changes_decoding_settings_only(trained_smoke_workdir):
     assert low["labels_per_example"] > high["labels_per_example"]
     with pytest.raises(UserError, match=r"--config.model.threshold: the sgm model has no key model.threshold"):
         evaluate(sgm, "test", model_overrides={"threshold": 0.5})
-    with pytest.raises(UserError, match=r"--config.model.embedding_dim: evaluate changes only the decoding keys"):
-        evaluate(sgm, "test", model_overrides={"embedding_dim": 8})
+    with pytest.raises(UserError, match=r"--config.model.embed_dim: evaluate changes only the decoding keys"):
+        evaluate(sgm, "test", model_overrides={"embed_dim": 8})
     with pytest.raises(ConfigError, match=r"model.beam_size must be an integer >= 1, not 0"):
         evaluate(sgm, "test", model_overrides={"beam_size": 0})
 
