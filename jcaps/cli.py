@@ -286,6 +286,27 @@ def decoding_overrides() -> dict:
     return {key: value for key, value in values.items() if value is not None}
 
 
+def define_process_flags() -> None:
+    """`--num_processes`, `--process_id` and `--coordinator_address` (or the environment variables
+    JAX_NUM_PROCESSES, JAX_PROCESS_ID, JAX_COORDINATOR_ADDRESS) for the commands that several
+    processes run together (`jax.distributed`)."""
+    flags.DEFINE_string("coordinator_address", os.environ.get("JAX_COORDINATOR_ADDRESS", ""),
+                        "Multi-process runs: HOST:PORT of process 0's coordinator.")
+    flags.DEFINE_integer("num_processes", int(os.environ.get("JAX_NUM_PROCESSES", "1")),
+                         "Multi-process runs: how many processes run together.")
+    flags.DEFINE_integer("process_id", int(os.environ.get("JAX_PROCESS_ID", "0")),
+                         "Multi-process runs: this process's index, 0 .. num_processes - 1.")
+
+
+def initialize_processes() -> None:
+    """Joins the run's processes (`define_process_flags`; nothing for one process)."""
+    if flags.FLAGS.num_processes > 1 and not flags.FLAGS.coordinator_address:
+        raise app.UsageError("--num_processes > 1 needs --coordinator_address HOST:PORT")
+    from jcaps.train.mesh import initialize_distributed
+
+    initialize_distributed(flags.FLAGS.coordinator_address, flags.FLAGS.num_processes, flags.FLAGS.process_id)
+
+
 def define_parameters_flag() -> None:
     """`--parameters` for the commands that load a trained workdir (`jcaps.train.workdir.load_trained`)."""
     from jcaps.train.config import ParameterChoice  # ml_collections and the standard library only

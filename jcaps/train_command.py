@@ -12,7 +12,6 @@ batch is split over all their devices, only process 0 logs, and checkpoints are 
 restored by all together (a checkpoint restores with any number of processes).
 """
 
-import os
 import sys
 
 from absl import app, flags
@@ -23,12 +22,7 @@ from jcaps import cli
 FLAGS = flags.FLAGS
 config_flags.DEFINE_config_file("config", None, "Config: a shipped config's name or a config file, e.g. fasttext_ag_news:smoke.", lock_config=True)
 flags.DEFINE_string("workdir", None, "Directory for checkpoints, metrics and the resolved config.")
-flags.DEFINE_string("coordinator_address", os.environ.get("JAX_COORDINATOR_ADDRESS", ""),
-                    "Multi-process runs: HOST:PORT of process 0's coordinator.")
-flags.DEFINE_integer("num_processes", int(os.environ.get("JAX_NUM_PROCESSES", "1")),
-                     "Multi-process runs: how many processes train together.")
-flags.DEFINE_integer("process_id", int(os.environ.get("JAX_PROCESS_ID", "0")),
-                     "Multi-process runs: this process's index, 0 .. num_processes - 1.")
+cli.define_process_flags()
 flags.DEFINE_bool("reevaluate", False,
                   "A finished workdir: evaluate its final model again (replacing its final metrics) "
                   "instead of saying it is finished.")
@@ -38,13 +32,10 @@ flags.mark_flags_as_required(["config", "workdir"])
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    if FLAGS.num_processes > 1 and not FLAGS.coordinator_address:
-        raise app.UsageError("--num_processes > 1 needs --coordinator_address HOST:PORT")
+    cli.initialize_processes()
     # Imported once there is work: JAX and the data libraries take seconds, `--help` none.
     from jcaps.train.loop import TrainingInterrupted, train_and_evaluate
-    from jcaps.train.mesh import initialize_distributed
 
-    initialize_distributed(FLAGS.coordinator_address, FLAGS.num_processes, FLAGS.process_id)
     try:
         train_and_evaluate(FLAGS.config, FLAGS.workdir, reevaluate=FLAGS.reevaluate)
     except TrainingInterrupted as stopped:

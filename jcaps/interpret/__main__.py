@@ -1,8 +1,11 @@
 """`python -m jcaps.interpret --workdir W [--split test] [--limit N] [--methods ...] [--faithfulness]
 [--config.data.dir=D]`.
 
-Explains the predictions of any trained workdir, every model name, and writes to `--out`
-(default WORKDIR/interpretation), see `jcaps.interpret.explain`:
+Explains the predictions of any trained workdir, every model name, on the whole split (or its
+first `--limit` examples), and writes to `--out` (default WORKDIR/interpretation), see
+`jcaps.interpret.explain`. The run streams its lines to disk, resumes where it stopped when the
+same command runs again (a finished one does nothing), splits each batch over the local devices
+and, with `--num_processes`, over processes (`jcaps.interpret.corpus`):
   - `attributions.jsonl`: per example its tokens, prediction and every method's per-token scores;
   - `faithfulness.json` (with `--faithfulness`): comprehensiveness, sufficiency, deletion and
     insertion AUC of each method and of a random ranking, with 95 % bootstrap intervals;
@@ -14,26 +17,30 @@ input-cell attention LSTM and its baselines) one PNG of input and saliency maps 
 `saliency.json` (`jcaps.interpret.series_report`).
 """
 
+import dataclasses
+import functools
 import os
 
+import jax
 from absl import flags
 
 from jcaps import cli, strict_json
 from jcaps.errors import UserError
-from jcaps.interpret import attribution, checks, explain
+from jcaps.interpret import attribution, checks, corpus, explain
 from jcaps.interpret.report import interpret_workdir
 from jcaps.interpret.series_report import saliency_report
+from jcaps.train.mesh import process_local
 from jcaps.train.workdir import check_split, load_trained, read_config
 from jcaps.viz.html import capsule_global_html, checks_markdown, information_text
 
-DEFAULT_LIMIT = 200  # examples explained when --limit is not given
+DEFAULT_CHECK_LIMIT = 200  # examples the sanity checks use when --limit is not given
 DEFAULT_SERIES_FIGURES = 8
 
 flags.DEFINE_string("workdir", None, "A workdir written by train.py.", required=True)
 flags.DEFINE_string("split", "test", "Split to explain.")
 flags.DEFINE_string("out", None, "Output directory (default WORKDIR/interpretation).")
-flags.DEFINE_integer("limit", None, f"Explain the first N examples (default {DEFAULT_LIMIT}; iCapsNets' global "
-                     f"interpretation then covers the whole split, series figures the first {DEFAULT_SERIES_FIGURES}).")
+flags.DEFINE_integer("limit", None, "Explain the first N examples (default: the whole split; the sanity checks use "
+                     f"the first {DEFAULT_CHECK_LIMIT}, series figures the first {DEFAULT_SERIES_FIGURES}).")
 flags.DEFINE_list("methods", None, "Methods to run (default: the gradient methods, occlusion, the model's own "
                   f"and random): among {', '.join(attribution.METHODS[:-1])}, capsules, attention, random.")
 flags.DEFINE_bool("faithfulness", False, "Also measure each method's faithfulness (faithfulness.json).")
@@ -55,8 +62,11 @@ flags.DEFINE_bool("keep_punctuation", False, "iCapsNets: list punctuation-only t
                   "most frequent K-gram words in global.json (left out by default).")
 flags.DEFINE_integer("report_examples", 12, "Examples per explained class or label shown in report.html.")
 flags.DEFINE_integer("seed", 0, "Seed of SmoothGrad's noise, the random ranking and the bootstrap.")
+flags.DEFINE_enum("progress", "auto", ["auto", "bar", "lines", "none"],
+                  "The progress line: examples/s and the time left (auto: a bar on a terminal, lines otherwise).")
 cli.define_data_location_flags()
 cli.define_parameters_flag()
+cli.define_process_flags()
 FLAGS = flags.FLAGS
 
 
@@ -84,13 +94,32 @@ def main(argv):
     config = read_config(FLAGS.workdir)
     methods = _check_flags(config.model)
     out = FLAGS.out or os.path.join(FLAGS.workdir, "interpretation")
-    limit = FLAGS.limit or DEFAULT_LIMIT
+    cli.initialize_processes()
     trained = load_trained(FLAGS.workdir, with_data=True, data_overrides=cli.data_location_overrides(),
                            parameters=FLAGS.parameters)
-    explained = min(limit, check_split(trained, FLAGS.split, FLAGS.workdir))
+    # Each process explains its rows alone: the parameters, restored together, as its own copy.
+    trained = dataclasses.replace(trained, params=process_local(trained.params))
+    size = check_split(trained, FLAGS.split, FLAGS.workdir)
+    explained = min(FLAGS.limit or size, size)
+    options = explain.Options(ig_steps=FLAGS.ig_steps, ig_chunk=FLAGS.ig_chunk,
+                              smoothgrad_samples=FLAGS.smoothgrad_samples, shap_samples=FLAGS.shap_samples,
+                              shapley_permutations=FLAGS.shapley_permutations, lime_samples=FLAGS.lime_samples,
+                              removal=FLAGS.removal, k1=FLAGS.k1, k2=FLAGS.k2)
+    explain_split = functools.partial(
+        corpus.explain_workdir, trained, FLAGS.split, out, methods=methods, limit=FLAGS.limit or 0,
+        with_faithfulness=FLAGS.faithfulness, options=options, batch_size=FLAGS.batch_size,
+        report_examples=FLAGS.report_examples, seed=FLAGS.seed, progress=FLAGS.progress)
+    if corpus.finished_run(out) is not None:
+        explain_split()  # refuses other settings than the finished run's
+        if jax.process_index() == 0:
+            print(f"{out} holds the finished explanations of these settings ({explained} examples of {FLAGS.split}); "
+                  "nothing to do")
+        return
 
+    # The whole-split analyses are one process's: the others only explain their rows.
+    is_main = jax.process_index() == 0
     extra_html, closing = "", []
-    if explain.native_method(config.model) == "capsules":
+    if is_main and explain.native_method(config.model) == "capsules":
         summary = interpret_workdir(trained, FLAGS.split, out, FLAGS.limit or 0, FLAGS.k1, FLAGS.k2,
                                     keep_punctuation=FLAGS.keep_punctuation)
         extra_html = capsule_global_html(summary, os.path.join(out, "C.png"))
@@ -98,26 +127,20 @@ def main(argv):
         closing.append(f"share of each class's examples in its top {sparsity['top']} capsules: "
                        f"{sparsity['overall']:.3f}; MI(class; capsule) / H(class): "
                        f"{information_text(summary['class_capsule_information']['normalized'])}")
-    elif "series" in trained.family.inputs:
+    elif is_main and "series" in trained.family.inputs:
         summary = saliency_report(trained, FLAGS.split, out, FLAGS.limit or DEFAULT_SERIES_FIGURES)
         shares = " ".join(f"{s:.2f}" for s in summary["mean_share_by_tenth"])
         closing.append(f"wrote {len(summary['examples'])} saliency figures; mean share of saliency per tenth of "
                        f"the series: {shares}")
 
-    options = explain.Options(ig_steps=FLAGS.ig_steps, ig_chunk=FLAGS.ig_chunk,
-                              smoothgrad_samples=FLAGS.smoothgrad_samples, shap_samples=FLAGS.shap_samples,
-                              shapley_permutations=FLAGS.shapley_permutations, lime_samples=FLAGS.lime_samples,
-                              removal=FLAGS.removal, k1=FLAGS.k1, k2=FLAGS.k2)
     summary_of_checks = None
-    if FLAGS.checks:
-        summary_of_checks = checks.check_workdir(trained, FLAGS.split, methods, limit=limit, options=options,
-                                                 batch_size=FLAGS.batch_size, seed=FLAGS.seed)
+    if is_main and FLAGS.checks:
+        summary_of_checks = checks.check_workdir(trained, FLAGS.split, methods, limit=FLAGS.limit or DEFAULT_CHECK_LIMIT,
+                                                 options=options, batch_size=FLAGS.batch_size, seed=FLAGS.seed)
         extra_html += checks.html_table(summary_of_checks)
-    faithfulness = explain.explain_workdir(
-        trained, FLAGS.split, out, methods=methods, limit=limit, with_faithfulness=FLAGS.faithfulness,
-        options=options, batch_size=FLAGS.batch_size, report_examples=FLAGS.report_examples, seed=FLAGS.seed,
-        extra_html=extra_html,
-    )
+    faithfulness = explain_split(extra_html=extra_html)
+    if not is_main:
+        return
     if summary_of_checks is not None:
         with open(os.path.join(out, "checks.json"), "w", encoding="utf-8") as f:
             strict_json.dump(summary_of_checks, f, indent=1)

@@ -27,14 +27,15 @@ fastText, CCCapsNet, binary relevance and the plain LSTM baselines have no posit
 explanation of their own (fastText averages its words; CCCapsNet's capsules route pooled BiGRU
 features, not positions): they offer the gradient methods, occlusion and random.
 
-`explain_workdir` writes the explanations of a trained workdir on a split as
-`attributions.jsonl`, `faithfulness.json` and `report.html`:
+`jcaps.interpret.corpus.explain_workdir` writes the explanations of a trained workdir on a
+split as `attributions.jsonl`, `faithfulness.json` and `report.html`:
 
 attributions.jsonl, one JSON object per example: `index`, `text` (text models), `tokens` (the
 example's words, characters or time steps, one per position), `label` (true class or labels),
 `prediction` (predicted classes or labels, in order) and `explanations`: one entry per
 explained prediction, `{"target", "probability", "scores": {method: [one score per token]}}`,
-with `completeness_error` when integrated gradients ran.
+with `completeness_error` when integrated gradients ran and `faithfulness` ({method: {metric:
+value}}) when it was measured. The lines are in the order of the examples.
 
 faithfulness.json, with `--faithfulness`: one key per method, random included:
 `{"comprehensiveness", "sufficiency", "deletion_auc", "insertion_auc": mean over the explained
@@ -47,22 +48,22 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 import time
+import zlib
 from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh
 
-from jcaps import strict_json
 from jcaps.data.vocab import NUM_SPECIAL
 from jcaps.interpret import attribution
 from jcaps.interpret import capsules as capsule_interpretation
-from jcaps.interpret.faithfulness import METRICS, bootstrap_interval, faithfulness
+from jcaps.interpret.faithfulness import METRICS, faithfulness
 from jcaps.train.families import TOKEN_REMOVALS, Explanation, apply_rows, get_family
+from jcaps.train.mesh import batch_sharded, replicated
 from jcaps.train.workdir import refuse_non_finite
-from jcaps.viz.html import write_explanation_report
 
 # What `Options.removal` may name: how a removed token is replaced (a series step becomes zeros).
 REMOVALS = tuple(name for name, _ in TOKEN_REMOVALS)
@@ -219,6 +220,14 @@ class _ExplainedModel:
         return local["word_scores"].reshape(x.shape[0], -1).astype(jnp.float32)
 
 
+def example_keys(seed_key: jax.Array, method: str, indices: np.ndarray, targets: jax.Array) -> jax.Array:
+    """[R] PRNG keys, one a prediction: the seed's key folded with the method's name, the
+    example's index in its split and the output explained."""
+    method_key = jax.random.fold_in(seed_key, zlib.crc32(method.encode()) & 0x7FFFFFFF)
+    per_example = jax.vmap(lambda i, t: jax.random.fold_in(jax.random.fold_in(method_key, i), t))
+    return per_example(jnp.asarray(indices, jnp.uint32), jnp.asarray(targets, jnp.uint32))
+
+
 @functools.partial(jax.jit, static_argnames=("explained_model", "method", "options"))
 def _scores(explained_model: _ExplainedModel, method: str, params, x, side, targets, key, options: Options, shift=None):
     """[R, P] scores of one method (0 at padding) and, for integrated gradients, [R] errors.
@@ -340,30 +349,38 @@ class Explainer:
           explained = explainer.explain(batch, ("integrated_gradients", "random"), with_faithfulness=True)
     """
 
-    def __init__(self, trained, options: Options = Options(), seed: int = 0):
+    def __init__(self, trained, options: Options = Options(), seed: int = 0, mesh: Mesh | None = None):
+        """`mesh`: explain each batch split over its 'data' axis (`jcaps.train.mesh.data_mesh`):
+        the parameters replicated, the batch's rows sharded; the batch size a multiple of its size."""
         self.trained = trained
         self.options = options
+        self._mesh = mesh
+        self.params = trained.params if mesh is None else jax.device_put(trained.params, replicated(mesh))
         self.explained_model = _ExplainedModel(trained.model, trained.family, trained.config.model)
         self.methods = offered_methods(trained.config.model)
         self.names = trained.dataset.labels.names
-        self._key = jax.random.key(seed)
+        self._key = self._seed_key = jax.random.key(seed)
 
     def _inputs(self, batch: dict):
         """x and side of the batch: its arrays the family names, but the label sequence of a model
         that generates its labels (`_rows` gives each row its generated sequence)."""
         names = self.trained.family.inputs
-        side = jnp.asarray(batch[names[1]]) if len(names) > 1 and not self.explained_model.generates else None
-        return jnp.asarray(batch[names[0]]), side
+        side = self._placed(batch[names[1]]) if len(names) > 1 and not self.explained_model.generates else None
+        return self._placed(batch[names[0]]), side
+
+    def _placed(self, rows):
+        """A batch-major array on the mesh, its rows split over the devices (or as it is)."""
+        return jnp.asarray(rows) if self._mesh is None else jax.device_put(rows, batch_sharded(self._mesh))
 
     def _rows(self, batch: dict, x, side) -> tuple[list, list, list]:
         """Each explained prediction as (batch row, target, name, probability), the side input
         of its row (SGM: the generated sequence), and every batch row's predictions."""
         real = np.flatnonzero(np.asarray(batch["weight"]) > 0)
-        predicted = jax.device_get(_predict(self.explained_model, self.trained.params, x, side))
+        predicted = jax.device_get(_predict(self.explained_model, self.params, x, side))
         rows, sides, predictions = [], [], [[] for _ in range(len(batch["weight"]))]
         if self.explained_model.generates:  # predicted: the decoded labels
             sequences, lengths = predicted.sequence, predicted.length
-            step_log_probs = _forward(self.explained_model, self.trained.params, x, jnp.asarray(sequences))
+            step_log_probs = _forward(self.explained_model, self.params, x, self._placed(sequences))
             step_probabilities = jax.device_get(jnp.exp(step_log_probs))
             refuse_non_finite(self.trained, step_probabilities[real], "label probabilities")
             for b in real:
@@ -387,8 +404,12 @@ class Explainer:
             raise ValueError(f"{self.trained.config.model.name} has no method {', '.join(unknown)}; "
                              f"its methods: {', '.join(self.methods)}")
 
-    def explain(self, batch: dict, methods: tuple[str, ...], with_faithfulness: bool = False) -> ExplainedBatch:
-        """Scores of `methods` for every prediction of `batch` (an `eval_batches` batch)."""
+    def explain(self, batch: dict, methods: tuple[str, ...], with_faithfulness: bool = False, *,
+                keyed_by_example: bool = False) -> ExplainedBatch:
+        """Scores of `methods` for every prediction of `batch` (an `eval_batches` batch). With
+        `keyed_by_example`, a prediction's random draws come from a key of the seed, the method,
+        the example's index and the output explained (`example_keys`), so its scores do not
+        depend on the batch it is explained in: a resumed or sharded run gives the same."""
         self._check_methods(methods)
         x, side = self._inputs(batch)
         rows, sides, predictions = self._rows(batch, x, side)
@@ -398,16 +419,19 @@ class Explainer:
         take, row_x, row_side, targets = self._row_inputs(batch, x, side, rows, sides)
         scores, completeness, faithful, seconds = {}, None, {}, {}
         for method in methods:
-            self._key, key = jax.random.split(self._key)
+            if keyed_by_example:
+                key = example_keys(self._seed_key, method, np.asarray(batch["index"])[take], targets)
+            else:
+                self._key, key = jax.random.split(self._key)
             start = time.perf_counter()
-            values, error = _scores(self.explained_model, method, self.trained.params, row_x, row_side, targets, key,
+            values, error = _scores(self.explained_model, method, self.params, row_x, row_side, targets, key,
                                     self.options)
             scores[method] = np.asarray(values)[:count]
             seconds[method] = time.perf_counter() - start
             if error is not None:
                 completeness = np.asarray(error)[:count]
             if with_faithfulness:
-                metrics = _faithfulness(self.explained_model, self.trained.params, row_x, row_side, targets, values,
+                metrics = _faithfulness(self.explained_model, self.params, row_x, row_side, targets, values,
                                         self.options)
                 faithful[method] = {k: np.asarray(v)[:count] for k, v in metrics.items()}
         return ExplainedBatch(
@@ -438,14 +462,14 @@ class Explainer:
 
     def vectors(self, rows: ExplainedRows) -> np.ndarray:
         """[R, P, D] the input vectors the methods explain, of every (padded) row."""
-        return np.asarray(self.explained_model.vectors(self.trained.params, rows.x, rows.side))
+        return np.asarray(self.explained_model.vectors(self.params, rows.x, rows.side))
 
     def rows_scores(self, rows: ExplainedRows, method: str, params=None, shift=None) -> np.ndarray:
         """[R, P] scores of `method` for `rows`, with other parameters (the same targets) or with
         the input vectors shifted by `shift` [R_padded, P, D]."""
         self._check_methods((method,))
         self._key, key = jax.random.split(self._key)
-        params = self.trained.params if params is None else params
+        params = self.params if params is None else params
         values, _ = _scores(self.explained_model, method, params, rows.x, rows.side, rows.targets, key, self.options,
                             None if shift is None else jnp.asarray(shift))
         return np.asarray(values)[: len(rows.example)]
@@ -462,7 +486,7 @@ class Explainer:
             row_side = jnp.asarray(np.stack(sides + [sides[0]] * (size - count)))
         elif side is not None:
             row_side = side[take]
-        return take, x[take], row_side, targets
+        return take, self._placed(x[take]), None if row_side is None else self._placed(row_side), self._placed(targets)
 
     def seconds(self, batch: dict, method: str | None, repeats: int = 5) -> float:
         """The median wall time, after one warm-up (compiling) call, of `method`'s scores of the
@@ -474,9 +498,9 @@ class Explainer:
             raise ValueError("the batch has no prediction to explain")
         _, row_x, row_side, targets = self._row_inputs(batch, x, side, rows, sides)
         if method is None:
-            run = functools.partial(_forward, self.explained_model, self.trained.params, row_x, row_side)
+            run = functools.partial(_forward, self.explained_model, self.params, row_x, row_side)
         else:
-            run = functools.partial(_scores, self.explained_model, method, self.trained.params, row_x, row_side,
+            run = functools.partial(_scores, self.explained_model, method, self.params, row_x, row_side,
                                     targets, self._key, self.options)
         jax.block_until_ready(run())
         times = []
@@ -526,110 +550,3 @@ def true_labels(trained, batch: dict, b: int):
     if "labels" in batch:
         return [names[j] for j in np.flatnonzero(batch["labels"][b] > 0)]
     return names[int(batch["label"][b])] if "label" in batch else None
-
-
-def explain_workdir(
-    trained,
-    split: str,
-    out: str,
-    *,
-    methods: tuple[str, ...],
-    limit: int = 0,
-    with_faithfulness: bool = False,
-    options: Options = Options(),
-    batch_size: int = 32,
-    report_examples: int = 12,
-    seed: int = 0,
-    extra_html: str = "",
-) -> dict:
-    """Writes the explanations of `trained` (`load_trained(..., with_data=True)`) on `split` to
-    `out`; returns the faithfulness summary ({} without `with_faithfulness`)."""
-    explainer = Explainer(trained, options, seed=seed)
-    os.makedirs(out, exist_ok=True)
-    is_text = "tokens" in trained.family.inputs
-    per_metric = {method: {metric: [] for metric in METRICS} for method in methods}
-    seconds = {method: [] for method in methods}
-    completeness: list[np.ndarray] = []
-    shown: dict[str, list] = {}
-    rows_total = 0
-    with open(os.path.join(out, "attributions.jsonl"), "w", encoding="utf-8") as records:
-        for batch_number, batch in enumerate(trained.dataset.eval_batches(split, batch_size, limit=limit)):
-            explained = explainer.explain(batch, methods, with_faithfulness)
-            rows_total += len(explained.example)
-            for method, spent in explained.seconds.items():
-                seconds[method].append((batch_number, spent, len(explained.example)))
-            if explained.completeness_error is not None:
-                completeness.append(explained.completeness_error)
-            for method, metrics in explained.faithfulness.items():
-                for metric in METRICS:
-                    per_metric[method][metric].append(metrics[metric])
-            inputs = batch["series"] if not is_text else batch["tokens"]
-            for b in np.flatnonzero(np.asarray(batch["weight"]) > 0):
-                index = int(batch["index"][b])
-                words = position_words(trained, split, index, np.asarray(inputs[b]))
-                record = {
-                    "index": index,
-                    "text": trained.dataset.text(split, index) if is_text else None,
-                    "tokens": [w for w in words if w is not None],
-                    "label": true_labels(trained, batch, b),
-                    "prediction": explained.predictions[b],
-                    "explanations": [],
-                }
-                for r in np.flatnonzero(explained.example == b):
-                    real = explained.mask[r]
-                    entry = {
-                        "target": explained.target_name[r],
-                        "probability": round(float(explained.probability[r]), 6),
-                        "scores": {
-                            method: np.round(explained.scores[method][r][real], SCORE_DECIMALS).tolist()
-                            for method in methods
-                        },
-                    }
-                    if explained.completeness_error is not None:
-                        entry["completeness_error"] = round(float(explained.completeness_error[r]), 6)
-                    record["explanations"].append(entry)
-                    group = shown.setdefault(entry["target"], [])
-                    if len(group) < report_examples:
-                        group.append({**entry, "index": index, "tokens": record["tokens"], "label": record["label"],
-                                      "prediction": record["prediction"]})
-                records.write(strict_json.dumps(record, ensure_ascii=False) + "\n")
-
-    summary = {}
-    errors = np.concatenate(completeness) if completeness else np.zeros(0)
-    if with_faithfulness:
-        for method in methods:
-            values = {metric: np.concatenate(per_metric[method][metric]) if per_metric[method][metric]
-                      else np.zeros(0) for metric in METRICS}
-            summary[method] = {
-                **{metric: float(np.mean(v)) if v.size else float("nan") for metric, v in values.items()},
-                "ci95": {metric: bootstrap_interval(v, seed=seed) for metric, v in values.items()},
-                "seconds_per_100": _per_100(seconds[method], rows_total),
-                "rows": int(rows_total),
-                "removal": removal(trained.family.explanation, options)[0],
-            }
-        if errors.size and "integrated_gradients" in summary:
-            summary["integrated_gradients"]["completeness_error"] = {
-                "median": float(np.median(errors)), "p95": float(np.percentile(errors, 95)),
-            }
-        with open(os.path.join(out, "faithfulness.json"), "w", encoding="utf-8") as f:
-            strict_json.dump(summary, f, indent=1)
-    write_explanation_report(
-        os.path.join(out, "report.html"),
-        title=f"{trained.config.model.name} on {split}: explanations",
-        methods=methods,
-        groups=shown,
-        faithfulness=summary,
-        completeness=float(np.median(errors)) if errors.size else None,
-        joiner="" if is_text and trained.config.data.tokenizer.endswith("chars") else " ",
-        extra_html=extra_html,
-        note=native_note(trained.config.model, methods=methods),
-    )
-    return summary
-
-
-def _per_100(timings: list, rows_total: int) -> float:
-    """Seconds per 100 explained predictions; the first batch (which compiles) is left out when
-    there are others."""
-    steady = [t for t in timings if t[0] > 0] or timings
-    rows = sum(t[2] for t in steady)
-    return round(100 * sum(t[1] for t in steady) / max(rows, 1), 4)

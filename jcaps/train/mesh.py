@@ -59,6 +59,14 @@ def _pad_to_common_shapes(local_batch: dict) -> dict:
     return padded
 
 
+def process_local(tree):
+    """The tree's arrays as this process holds them: a global array (restored by several processes
+    together, replicated) becomes its copy on one of this process's devices, which work of this
+    process alone can use."""
+    return jax.tree.map(lambda a: a.addressable_data(0) if isinstance(a, jax.Array) and not a.is_fully_addressable
+                        else a, tree)
+
+
 def initialize_distributed(coordinator_address: str, num_processes: int, process_id: int) -> None:
     """`jax.distributed.initialize` for a multi-process run (a no-op when `num_processes` <= 1).
 

@@ -41,14 +41,15 @@ def duration(seconds: float) -> str:
 
 class Progress:
     """`mode`: bar | lines | none | auto (bar on a terminal, lines otherwise). `clock`: seconds
-    (`time.perf_counter`; tests pass a fake one)."""
+    (`time.perf_counter`; tests pass a fake one). `unit`: what is counted, "step" (training) or
+    "example" (an explanation run)."""
 
     def __init__(self, mode: str, total: int, initial: int = 0, enabled: bool = True,
-                 clock: Callable[[], float] = time.perf_counter):
+                 clock: Callable[[], float] = time.perf_counter, unit: str = "step"):
         self._mode = _mode(mode) if enabled else "none"
         if self._mode not in ("bar", "lines", "none"):
             raise ConfigError(f"train.progress must be auto, bar, lines or none, not {mode!r}")
-        self._total, self._initial, self._clock = total, initial, clock
+        self._total, self._initial, self._clock, self._unit = total, initial, clock, unit
         self._started: tuple[int, float] | None = None  # (step, time) at the end of the first step
         self._bar = None
 
@@ -62,7 +63,7 @@ class Progress:
             from tqdm import tqdm
 
             # Made now, so that tqdm's own rate leaves out the compile too.
-            self._bar = tqdm(total=self._total, initial=step, unit="step", dynamic_ncols=True)
+            self._bar = tqdm(total=self._total, initial=step, unit=self._unit, dynamic_ncols=True)
 
     @contextlib.contextmanager
     def not_counted(self):
@@ -90,9 +91,11 @@ class Progress:
             self._bar.set_postfix({k: f"{v:.4f}" for k, v in shown.items()})
         elif self._mode == "lines":
             rate = self.steps_per_second(step)
-            speed = f"{rate:.1f} steps/s | ETA {duration((self._total - step) / rate)}" if rate else "? steps/s | ETA ?"
-            values = " | ".join(f"{k} {v:.4f}" for k, v in shown.items())
-            print(f"step {step}/{self._total} ({100 * step / self._total:.0f}%) | {values} | {speed}", flush=True)
+            unit = self._unit + "s"
+            speed = f"{rate:.1f} {unit}/s | ETA {duration((self._total - step) / rate)}" if rate else f"? {unit}/s | ETA ?"
+            values = "".join(f"{k} {v:.4f} | " for k, v in shown.items())
+            print(f"{self._unit} {step}/{self._total} ({100 * step / max(self._total, 1):.0f}%) | {values}{speed}",
+                  flush=True)
 
     def message(self, text: str) -> None:
         if self._bar is not None:

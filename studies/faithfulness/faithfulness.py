@@ -33,7 +33,7 @@ import os
 import time
 
 from jcaps.interpret import checks, explain
-from jcaps.interpret.explain import explain_workdir
+from jcaps.interpret.corpus import explain_workdir
 from jcaps.interpret.faithfulness import METRICS
 from jcaps.train.workdir import load_trained
 from jcaps.viz.html import checks_markdown

@@ -119,7 +119,8 @@ def test_the_command_writes_checks_beside_faithfulness(fasttext_workdir, tmp_pat
         cwd=ROOT, capture_output=True, text=True, timeout=300,
         env=dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=1"))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert sorted(os.listdir(tmp_path)) == ["attributions.jsonl", "checks.json", "faithfulness.json", "report.html"]
+    assert sorted(os.listdir(tmp_path)) == [".lock", "attributions.jsonl", "checks.json", "faithfulness.json", "report.html",
+                                            "run.json"]
     written = json.loads((tmp_path / "checks.json").read_text())
     assert set(written) == {"integrated_gradients", "kernel_shap", "lime", "random", "settings"}
     assert json.loads((tmp_path / "faithfulness.json").read_text())["checks"] == written

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from jcaps.interpret import checks, explain
-from jcaps.interpret.explain import explain_workdir
+from jcaps.interpret.corpus import explain_workdir
 from jcaps.interpret.faithfulness import METRICS
 from jcaps.train import loop
 from jcaps.train.workdir import load_trained
@@ -61,7 +61,8 @@ def test_every_method_of_every_model_with_faithfulness(workdirs, tmp_path, model
     options = explain.Options(ig_steps=64, ig_chunk=16, smoothgrad_samples=4)
     summary = explain_workdir(trained, "test", str(tmp_path), methods=methods, limit=8, with_faithfulness=True,
                               options=options, batch_size=8)
-    assert sorted(os.listdir(tmp_path)) == ["attributions.jsonl", "faithfulness.json", "report.html"]
+    assert sorted(os.listdir(tmp_path)) == [".lock", "attributions.jsonl", "faithfulness.json", "report.html",
+                                            "run.json"]
     assert set(summary) == set(methods) and "random" in summary
     for method, values in summary.items():
         for metric in METRICS:

@@ -28,7 +28,8 @@ def test_interpretation_of_a_smoke_workdir_writes_the_report(tmp_path, config, t
     run("-m", "jcaps.interpret", "--workdir", str(workdir), own_data_cache(workdir), "--split", "test",
         "--out", str(out), "--limit", "40",
         "--methods", "capsules,random")  # every method of every model: tests/interpret/test_explain.py
-    assert sorted(os.listdir(out)) == ["C.png", "attributions.jsonl", "global.json", "local.jsonl", "report.html"]
+    assert sorted(os.listdir(out)) == [".lock", "C.png", "attributions.jsonl", "global.json", "local.jsonl", "report.html",
+                                       "run.json"]
 
     records = [json.loads(line) for line in (out / "local.jsonl").read_text().splitlines()]
     assert len(records) == 40
