@@ -155,3 +155,15 @@ def test_shapley_vs_shap(tmp_path):
         assert len(estimators[name]["per_seed"]) == 2
         # Any estimate that uses its samples beats efficiency alone by far.
         assert 0 <= estimators[name]["mean"] < 0.5 * estimators["uniform"]["mean"], name
+
+
+def test_corpus_explain(tmp_path):
+    results = tiny_results("benchmarks.corpus_explain", tmp_path)
+    assert sorted(results["runs"], key=int) == ["40", "128"]
+    for limit, run in results["runs"].items():
+        assert run["examples"] == int(limit) and run["peak_rss_mib"] > 0 and run["invocations"] == 1
+        assert set(run["examples_per_second"]) == {"integrated_gradients", "kernel_shap", "random"}
+        assert_positive(run["examples_per_second"], *run["examples_per_second"])
+    assert results["rss_ratio"] > 0
+    kills = results["kills"]
+    assert kills["identical"] and kills["each_once"] and kills["examples"] == 40

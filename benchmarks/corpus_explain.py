@@ -1,0 +1,170 @@
+"""Explaining a whole test split with `python -m jcaps.interpret`: examples a second of each
+method, the peak memory at two corpus sizes, and whether runs killed at random moments resume to
+the file of an uninterrupted run.
+
+    python -m benchmarks.corpus_explain --workdir W [--data_dir PATH] --out DIR [--limits 1000,0]
+        [--methods integrated_gradients,kernel_shap,random] [--kills 3] [--tiny]
+
+Each limit (0: the whole split) is one `python -m jcaps.interpret --faithfulness --batch_size 32`
+run into DIR/explained-LIMIT. The command resumes where it stopped, so an interrupted benchmark
+continues when it runs again; each invocation's peak resident memory (`os.wait4`) and wall time
+are kept in DIR/explained-LIMIT.invocations.json, and the figures are the largest peak and the
+summed time. Examples a second of a method come from the run's own timing (faithfulness.json,
+`seconds_per_100`: that method's scores, compiling left out); the wall time covers everything
+(every method, faithfulness, the files).
+
+`--kills K`: first, the smallest limit is explained again into DIR/killed, killed with SIGKILL
+at K random moments (after 5 to 40 s of work each, once the run has begun explaining) and
+restarted each time, then run to the end; the file must equal the uninterrupted run's, every
+example once.
+
+Writes DIR/results.json: {"runs": {LIMIT: {"examples", "peak_rss_mib", "wall_seconds",
+"invocations", "examples_per_second": {method: ...}, "faithfulness": {method: comprehensiveness,
+...}}}, "rss_ratio": peak of the largest limit / peak of the smallest, "kills": {"count" (the runs
+actually killed), "identical", "examples", "each_once"}, "_run": `recording.provenance.run_metadata`}.
+
+`--tiny`: trains the fastText `:smoke` config (generated data) into DIR/workdir and uses limits
+40,128 and 1 kill (the tests run it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+from recording.provenance import run_metadata
+from recording.results import write_results
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def interpret_command(args, out: str, limit: int) -> list[str]:
+    command = [sys.executable, "-m", "jcaps.interpret", "--workdir", args.workdir, "--out", out, "--faithfulness",
+               "--methods", args.methods, "--batch_size", "32", "--progress", "lines"]
+    if limit:
+        command += ["--limit", str(limit)]
+    if args.data_dir:
+        command.append(f"--config.data.dir={args.data_dir}")
+    if args.cache_dir:
+        command.append(f"--config.data.cache_dir={args.cache_dir}")
+    return command
+
+
+def invoke(command: list[str], log: str, kill_after: float | None = None) -> dict:
+    """Runs `command` (its output appended to `log`), killed with SIGKILL `kill_after` seconds
+    after it starts explaining when given; its exit status, wall seconds and peak RSS (MiB)."""
+    start = time.perf_counter()
+    with open(log, "a", encoding="utf-8") as output:
+        process = subprocess.Popen(command, cwd=ROOT, stdout=output, stderr=subprocess.STDOUT)
+    explaining = None
+    while True:  # os.wait4, not Popen.poll: the rusage of the child is wanted, and poll reaps it
+        pid, status, usage = os.wait4(process.pid, 0 if kill_after is None else os.WNOHANG)
+        if pid:
+            break
+        time.sleep(0.5)
+        with open(log, encoding="utf-8") as f:
+            begun = "example " in f.read()[-4000:]
+        if begun and explaining is None:
+            explaining = time.perf_counter()
+        if explaining is not None and time.perf_counter() - explaining >= kill_after:
+            process.send_signal(signal.SIGKILL)
+            kill_after = None  # then wait for it
+    return {"status": os.waitstatus_to_exitcode(status), "seconds": round(time.perf_counter() - start, 2),
+            "peak_rss_mib": round(usage.ru_maxrss / 1024, 1)}
+
+
+def explained_lines(out: str) -> list[str]:
+    with open(os.path.join(out, "attributions.jsonl"), encoding="utf-8") as f:
+        return f.readlines()
+
+
+def explain_to_the_end(args, out: str, limit: int) -> list[dict]:
+    """Runs (or resumes) the command into `out` until it finishes; every invocation's record."""
+    path = out + ".invocations.json"
+    invocations = json.load(open(path, encoding="utf-8")) if os.path.isfile(path) else []  # noqa: SIM115
+    record = invoke(interpret_command(args, out, limit), out + ".log")
+    if record["status"] != 0:
+        raise SystemExit(f"the command failed (exit {record['status']}); see {out}.log")
+    invocations.append(record)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(invocations, f, indent=1)
+    return invocations
+
+
+def run_summary(out: str, invocations: list[dict]) -> dict:
+    with open(os.path.join(out, "faithfulness.json"), encoding="utf-8") as f:
+        faithfulness = json.load(f)
+    return {
+        "examples": len(explained_lines(out)),
+        "peak_rss_mib": max(r["peak_rss_mib"] for r in invocations),
+        "wall_seconds": round(sum(r["seconds"] for r in invocations), 1),
+        "invocations": len(invocations),
+        "examples_per_second": {method: round(100 / values["seconds_per_100"], 2) if values["seconds_per_100"] else None
+                                for method, values in faithfulness.items()},
+        "faithfulness": {method: round(values["comprehensiveness"], 4) for method, values in faithfulness.items()},
+    }
+
+
+def killed_runs(args, reference: str, limit: int, kills: int, seed: int = 0) -> dict:
+    """The run of `reference` again, killed `kills` times and resumed: is its file the same?"""
+    out = os.path.join(args.out, "killed")
+    shutil.rmtree(out, ignore_errors=True)
+    draw, killed = random.Random(seed), 0
+    for _ in range(kills):
+        record = invoke(interpret_command(args, out, limit), out + ".log", kill_after=draw.uniform(5, 40))
+        if record["status"] == 0:  # it finished before its moment came
+            break
+        killed += record["status"] == -signal.SIGKILL
+    explain_to_the_end(args, out, limit)
+    lines, expected = explained_lines(out), explained_lines(reference)
+    indices = [json.loads(line)["index"] for line in lines]
+    return {"count": killed, "identical": lines == expected, "examples": len(lines),
+            "each_once": len(set(indices)) == len(indices)}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workdir")
+    parser.add_argument("--data_dir", default="")
+    parser.add_argument("--cache_dir", default="")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--limits", default="1000,0")
+    parser.add_argument("--methods", default="integrated_gradients,kernel_shap,random")
+    parser.add_argument("--kills", type=int, default=3)
+    parser.add_argument("--tiny", action="store_true")
+    args = parser.parse_args()
+    metadata = run_metadata(args.tiny)
+    os.makedirs(args.out, exist_ok=True)
+    limits = [int(limit) for limit in args.limits.split(",")]
+    if args.tiny:
+        args.workdir, limits, args.kills = os.path.join(args.out, "workdir"), [40, 128], 1
+        args.cache_dir = os.path.join(args.out, "data")
+        if not os.path.isdir(args.workdir):
+            subprocess.run([sys.executable, os.path.join(ROOT, "train.py"), "--config", "fasttext_ag_news:smoke",
+                            "--workdir", args.workdir, f"--config.data.cache_dir={args.cache_dir}",
+                            "--config.train.progress=none"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    elif not args.workdir:
+        parser.error("--workdir is required (or --tiny)")
+    results = {"runs": {}, "_run": metadata}
+    for limit in sorted(limits, key=lambda n: n or float("inf")):
+        out = os.path.join(args.out, f"explained-{limit}")
+        results["runs"][str(limit)] = run_summary(out, explain_to_the_end(args, out, limit))
+        write_results(args.out, results)
+    runs = list(results["runs"].values())
+    results["rss_ratio"] = round(runs[-1]["peak_rss_mib"] / runs[0]["peak_rss_mib"], 3)
+    if args.kills:
+        smallest = min(limits, key=lambda n: n or float("inf"))
+        results["kills"] = killed_runs(args, os.path.join(args.out, f"explained-{smallest}"), smallest, args.kills)
+    write_results(args.out, results)
+    print(json.dumps({k: v for k, v in results.items() if k != "_run"}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
