@@ -72,9 +72,6 @@ import jax.numpy as jnp
 
 ScoreFn = Callable[[jax.Array], jax.Array]
 OUTPUTS = ("probability", "logit")
-GRADIENT_METHODS = ("gradient", "gradient_x_input", "integrated_gradients", "smoothgrad")
-SAMPLING_METHODS = ("kernel_shap", "shapley_sampling", "lime")
-METHODS = GRADIENT_METHODS + ("occlusion",) + SAMPLING_METHODS + ("random",)
 
 
 def _check_output(output: str) -> None:

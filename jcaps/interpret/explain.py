@@ -10,9 +10,12 @@ stand at its positions and what the model's own explanation is are its family's 
 (`jcaps.train.families`): this module reads them, and knows no model by name.
 
 Methods (the names used by `python -m jcaps.interpret --methods` and as keys everywhere):
-  gradient, gradient_x_input, integrated_gradients, smoothgrad, occlusion
-      `jcaps.interpret.attribution` on the model's input vectors (word, character or composed
-      CWC / CC vectors; a series' values), every model;
+  every method of `jcaps.interpret.METHODS` (gradient, gradient_x_input, integrated_gradients,
+      smoothgrad, occlusion, kernel_shap, shapley_sampling, lime, random: a method added to the
+      table is offered here too), explaining the model as a function of its input vectors (word,
+      character or composed CWC / CC vectors; a series' values), every model; random is the
+      ranking every faithfulness score is compared with. The sampling methods cost hundreds of
+      forward passes an example and run only when named;
   capsules
       iCapsNets' local interpretation: how many of the selected K-grams cover each word;
   attention
@@ -20,12 +23,10 @@ Methods (the names used by `python -m jcaps.interpret --methods` and as keys eve
       weight each position receives, averaged over heads and queries; simplified / local over
       time: averaged over channels; over channels it ranks nothing and is not offered), SGM's
       source attention at the step that emitted the label, the input-cell attention of the last
-      step (averaged over hops) and the structured self-attention of the LSTM baseline;
-  random
-      uniform scores, the ranking every faithfulness score is compared with.
+      step (averaged over hops) and the structured self-attention of the LSTM baseline.
 fastText, CCCapsNet, binary relevance and the plain LSTM baselines have no position-level
 explanation of their own (fastText averages its words; CCCapsNet's capsules route pooled BiGRU
-features, not positions): they offer the gradient methods, occlusion and random.
+features, not positions): they offer the methods of `METHODS` alone.
 
 `explain_workdir` writes the explanations of a trained workdir on a split as
 `attributions.jsonl`, `faithfulness.json` and `report.html`:
