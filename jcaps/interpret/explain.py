@@ -165,11 +165,6 @@ def removal(explanation: Explanation, options: Options) -> tuple[str, float]:
     return name, offered[name]
 
 
-def _stacked(array: jax.Array | None, k: int) -> jax.Array | None:
-    """k copies of the rows [R, ...] stacked as [k * R, ...] (None stays None)."""
-    return None if array is None else jnp.tile(array, (k,) + (1,) * (array.ndim - 1))
-
-
 @dataclasses.dataclass(frozen=True, eq=False)
 class _ExplainedModel:
     """A trained model's pure functions over rows, from its family's `Explanation`; hashed by
@@ -275,7 +270,7 @@ def _scores(explained_model: _ExplainedModel, method: str, params, x, side, targ
         return scores, None
 
     def both_ends(stacked):  # [2 R, P, D]: the vectors and the baseline
-        return f(stacked, *(_stacked(a, 2) for a in args))
+        return f(stacked, *(jnp.concatenate([a, a]) for a in args))
 
     # The baseline integrated gradients took: zeros at the real positions, the vectors at padding.
     baseline = jnp.where(mask[..., None], 0.0, vectors)
