@@ -26,7 +26,8 @@ from absl import flags
 
 from jcaps import cli, strict_json
 from jcaps.errors import UserError
-from jcaps.interpret import attribution, checks, corpus, explain
+from jcaps.interpret import checks, corpus, explain
+from jcaps.interpret.methods import METHODS
 from jcaps.interpret.report import interpret_workdir
 from jcaps.interpret.series_report import saliency_report
 from jcaps.train.mesh import process_local
@@ -41,8 +42,8 @@ flags.DEFINE_string("split", "test", "Split to explain.")
 flags.DEFINE_string("out", None, "Output directory (default WORKDIR/interpretation).")
 flags.DEFINE_integer("limit", None, "Explain the first N examples (default: the whole split; the sanity checks use "
                      f"the first {DEFAULT_CHECK_LIMIT}, series figures the first {DEFAULT_SERIES_FIGURES}).")
-flags.DEFINE_list("methods", None, "Methods to run (default: the gradient methods, occlusion, the model's own "
-                  f"and random): among {', '.join(attribution.METHODS[:-1])}, capsules, attention, random.")
+flags.DEFINE_list("methods", None, "Methods to run (default: all but the sampling methods, and the model's own): "
+                  f"among {', '.join(METHODS)} and the models' own, {', '.join(explain.NATIVE_METHODS)}.")
 flags.DEFINE_bool("faithfulness", False, "Also measure each method's faithfulness (faithfulness.json).")
 flags.DEFINE_bool("checks", False, "Also run the sanity checks of each method (checks.json; jcaps.interpret.checks): "
                   "parameter randomisation, max-sensitivity, complexity, degenerate rankings, localisation.")
@@ -79,7 +80,7 @@ def _check_flags(model_config) -> tuple[str, ...]:
             raise UserError(f"--{name} must be at least 1, not {value}")
     offered = explain.offered_methods(model_config)
     methods = tuple(FLAGS.methods) if FLAGS.methods else explain.model_methods(model_config)
-    known = set(attribution.METHODS) | set(explain.NATIVE_METHODS)
+    known = set(METHODS) | set(explain.NATIVE_METHODS)
     for method in methods:
         if method not in known:
             raise UserError(f"--methods: unknown method {method!r}", hint=f"methods: {', '.join(sorted(known))}")

@@ -78,9 +78,6 @@ from jcaps.choices import check_choice
 
 ScoreFn = Callable[[jax.Array], jax.Array]
 OUTPUTS = ("probability", "logit")
-GRADIENT_METHODS = ("gradient", "gradient_x_input", "integrated_gradients", "smoothgrad")
-SAMPLING_METHODS = ("kernel_shap", "shapley_sampling", "lime")
-METHODS = GRADIENT_METHODS + ("occlusion",) + SAMPLING_METHODS + ("random",)
 
 
 def _targets(target: int | jax.Array, x: jax.Array) -> jax.Array:

@@ -10,9 +10,12 @@ stand at its positions and what the model's own explanation is are its family's 
 (`jcaps.train.families`): this module reads them, and knows no model by name.
 
 Methods (the names used by `python -m jcaps.interpret --methods` and as keys everywhere):
-  gradient, gradient_x_input, integrated_gradients, smoothgrad, occlusion
-      `jcaps.interpret.attribution` on the model's input vectors (word, character or composed
-      CWC / CC vectors; a series' values), every model;
+  every method of `jcaps.interpret.METHODS` (gradient, gradient_x_input, integrated_gradients,
+      smoothgrad, occlusion, kernel_shap, shapley_sampling, lime, random: a method added to the
+      table is offered here too), explaining the model as a function of its input vectors (word,
+      character or composed CWC / CC vectors; a series' values), every model; random is the
+      ranking every faithfulness score is compared with. The sampling methods cost hundreds of
+      forward passes an example and run only when named;
   capsules
       iCapsNets' local interpretation: how many of the selected K-grams cover each word;
   attention
@@ -20,12 +23,10 @@ Methods (the names used by `python -m jcaps.interpret --methods` and as keys eve
       weight each position receives, averaged over heads and queries; simplified / local over
       time: averaged over channels; over channels it ranks nothing and is not offered), SGM's
       source attention at the step that emitted the label, the input-cell attention of the last
-      step (averaged over hops) and the structured self-attention of the LSTM baseline;
-  random
-      uniform scores, the ranking every faithfulness score is compared with.
+      step (averaged over hops) and the structured self-attention of the LSTM baseline.
 fastText, CCCapsNet, binary relevance and the plain LSTM baselines have no position-level
 explanation of their own (fastText averages its words; CCCapsNet's capsules route pooled BiGRU
-features, not positions): they offer the gradient methods, occlusion and random.
+features, not positions): they offer the methods of `METHODS` alone.
 
 `jcaps.interpret.corpus.explain_workdir` writes the explanations of a trained workdir on a
 split as `attributions.jsonl`, `faithfulness.json` and `report.html`:
@@ -61,6 +62,7 @@ from jcaps.data.vocab import NUM_SPECIAL
 from jcaps.interpret import attribution
 from jcaps.interpret import capsules as capsule_interpretation
 from jcaps.interpret.faithfulness import METRICS, faithfulness
+from jcaps.interpret.methods import METHODS
 from jcaps.train.families import TOKEN_REMOVALS, Explanation, apply_rows, get_family
 from jcaps.train.mesh import batch_sharded, replicated
 from jcaps.train.workdir import refuse_non_finite
@@ -73,6 +75,19 @@ NATIVE_NOTES = {
     "attention": "attention: the model's own attention over the positions.",
 }
 NATIVE_METHODS = tuple(NATIVE_NOTES)
+# The methods of `METHODS` that cost hundreds of forward passes an example: run only when named.
+SAMPLING_METHODS = ("kernel_shap", "shapley_sampling", "lime")
+# The `Options` fields that set a method's option: field -> (method, its option in `METHODS`).
+METHOD_OPTIONS = {
+    "ig_steps": ("integrated_gradients", "n_steps"),
+    "smoothgrad_samples": ("smoothgrad", "n_samples"),
+    "shap_samples": ("kernel_shap", "n_samples"),
+    "shapley_permutations": ("shapley_sampling", "n_permutations"),
+    "lime_samples": ("lime", "n_samples"),
+}
+# The `Options` fields that say how many copies of the rows one call of the model scores, and the
+# methods whose `max_rows` they set (that many times the rows).
+COPIES_PER_CALL = {"ig_chunk": ("integrated_gradients",), "sampling_chunk": SAMPLING_METHODS}
 SCORE_DECIMALS = 5
 
 
@@ -98,17 +113,19 @@ def native_note(model_config, *, methods: Sequence[str]) -> str:
 
 
 def model_methods(model_config) -> tuple[str, ...]:
-    """The methods run when none are named, in report order (random last): the gradient methods,
-    occlusion and the model's own explanation."""
+    """The methods run when none are named, in report order (random last): those of `METHODS`
+    but the sampling methods, and the model's own explanation."""
     native = native_method(model_config)
-    return attribution.GRADIENT_METHODS + ("occlusion",) + ((native,) if native else ()) + ("random",)
+    quick = tuple(name for name in METHODS if name not in SAMPLING_METHODS + ("random",))
+    return quick + ((native,) if native else ()) + ("random",)
 
 
 def offered_methods(model_config) -> tuple[str, ...]:
     """Every method the model offers: `model_methods` and the sampling methods (KernelSHAP,
     permutation sampling, LIME), which cost hundreds of forward passes an example and so run
     only when named."""
-    return model_methods(model_config)[:-1] + attribution.SAMPLING_METHODS + ("random",)
+    sampling = tuple(name for name in METHODS if name in SAMPLING_METHODS)
+    return model_methods(model_config)[:-1] + sampling + ("random",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,10 +143,19 @@ class Options:
     shap_samples: int = 256
     shapley_permutations: int = 8
     lime_samples: int = 256
-    sampling_chunk: int | None = 64  # coalitions scored at once (memory ~ chunk * rows)
+    sampling_chunk: int = 64  # coalitions scored at once (memory ~ chunk * rows)
     removal: str = "pad"  # text: replace removed tokens with PAD or UNK (series: zeros)
     k1: int = 3  # capsules: capsules and positions of the local interpretation
     k2: int = 2
+
+    def of_method(self, method: str, rows: int) -> dict:
+        """The keyword options of `METHODS[method]` that these settings give, on batches of
+        `rows` rows (a method that no setting names runs with its defaults)."""
+        options = {option: getattr(self, field) for field, (name, option) in METHOD_OPTIONS.items() if name == method}
+        for field, names in COPIES_PER_CALL.items():
+            if method in names:
+                options["max_rows"] = getattr(self, field) * rows
+        return options
 
 
 def removal(explanation: Explanation, options: Options) -> tuple[str, float]:
@@ -138,11 +164,6 @@ def removal(explanation: Explanation, options: Options) -> tuple[str, float]:
     offered = dict(explanation.removals)
     name = options.removal if options.removal in offered else explanation.removals[0][0]
     return name, offered[name]
-
-
-def _stacked(array: jax.Array | None, k: int) -> jax.Array | None:
-    """k copies of the rows [R, ...] stacked as [k * R, ...] (None stays None)."""
-    return None if array is None else jnp.tile(array, (k,) + (1,) * (array.ndim - 1))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -175,20 +196,25 @@ class _ExplainedModel:
         """[R, P, D] the vectors attributions differentiate against."""
         return self.explanation.vectors(self.model, params, x, side)
 
-    def outputs(self, params, x, side, vectors=None) -> jax.Array:
-        """[R', C] the explained outputs; `vectors` [R', P, D] with R' a multiple k of R (x and
-        side are tiled k times)."""
-        k = 1 if vectors is None else vectors.shape[0] // x.shape[0]
-        x_k, side_k = _stacked(x, k), _stacked(side, k)
-        if vectors is None:
-            outputs = apply_rows(self.model, params, x_k, side_k)
-        else:
-            outputs = self.explanation.apply_to_vectors(self.model, params, x_k, side_k, vectors)
-        return self.explanation.explained_outputs(outputs, side_k)
+    def outputs(self, params, x, side) -> jax.Array:
+        """[R, C] the explained outputs."""
+        return self.explanation.explained_outputs(apply_rows(self.model, params, x, side), side)
 
-    def affine_prefix(self, params, x, side):
-        """(L, g) with outputs(e) = g(L(e)) and L affine in the vectors e, or None: the family's
-        `affine_prefix` on these rows (iCapsNets start with the region convolution)."""
+    def of_vectors(self, params):
+        """f(vectors [R, P, D], x, side=None) -> [R, C], the explained outputs read with these
+        vectors: the model as the methods of `METHODS` explain it, the rows' x and side its
+        per-example inputs."""
+
+        def f(vectors, x, side=None):
+            outputs = self.explanation.apply_to_vectors(self.model, params, x, side, vectors)
+            return self.explanation.explained_outputs(outputs, side)
+
+        return f
+
+    def affine_prefix(self, params):
+        """(L, g) with `of_vectors(params)` = g(L(vectors, x), x, side) and L affine in the
+        vectors, or None: the family's `affine_prefix` (iCapsNets start with the region
+        convolution), as integrated gradients' `affine_prefix` takes it."""
         if self.explanation.affine_prefix is None:
             return None
         split = self.explanation.affine_prefix(self.model, params, self.model_config)
@@ -196,11 +222,13 @@ class _ExplainedModel:
             return None
         linear, after = split
 
-        def score_fn(z):
-            k = z.shape[0] // x.shape[0]
-            return self.explanation.explained_outputs(after(_stacked(x, k), z), _stacked(side, k))
+        def linear_of_vectors(vectors, x, side=None):
+            return linear(x, vectors)
 
-        return functools.partial(linear, x), score_fn
+        def outputs_after(z, x, side=None):
+            return self.explanation.explained_outputs(after(x, z), side)
+
+        return linear_of_vectors, outputs_after
 
     def probabilities(self, params, x, side) -> jax.Array:
         """[R, C] the probability of each explainable output (faithfulness reads these)."""
@@ -231,42 +259,31 @@ def example_keys(seed_key: jax.Array, method: str, indices: np.ndarray, targets:
 @functools.partial(jax.jit, static_argnames=("explained_model", "method", "options"))
 def _scores(explained_model: _ExplainedModel, method: str, params, x, side, targets, key, options: Options, shift=None):
     """[R, P] scores of one method (0 at padding) and, for integrated gradients, [R] errors.
-    `shift` [R, P, D]: explain the input vectors plus it (the methods that differentiate or
-    perturb the vectors; the model's own explanation and random do not take one)."""
+    `shift` [R, P, D]: explain the input vectors plus it (the model's own explanation does not
+    take one)."""
     mask = explained_model.mask(x, side)
-    if method == "random":
-        return attribution.random_scores(key, mask), None
     if method in NATIVE_METHODS:
         native = explained_model.native(method, params, x, side, targets, options)
         return jnp.where(mask, native, 0.0).astype(jnp.float32), None
     vectors = explained_model.vectors(params, x, side)
     if shift is not None:
         vectors = vectors + shift.astype(vectors.dtype)
+    f = explained_model.of_vectors(params)
+    args = (x,) if side is None else (x, side)
+    entry = METHODS[method]
+    method_options = options.of_method(method, x.shape[0])
+    if "affine_prefix" in entry.options:
+        method_options["affine_prefix"] = explained_model.affine_prefix(params)
+    scores = entry.function(f, vectors, targets, mask=mask, args=args, key=key, **method_options)
+    if method != "integrated_gradients":
+        return scores, None
 
-    def score_fn(e):
-        return explained_model.outputs(params, x, side, e)
+    def both_ends(stacked):  # [2 R, P, D]: the vectors and the baseline
+        return f(stacked, *(jnp.concatenate([a, a]) for a in args))
 
-    if method == "gradient":
-        return attribution.gradient(score_fn, vectors, targets, mask), None
-    if method == "gradient_x_input":
-        return attribution.gradient_x_input(score_fn, vectors, targets, mask), None
-    if method == "smoothgrad":
-        return attribution.smoothgrad(score_fn, vectors, targets, key, mask, n_samples=options.smoothgrad_samples,
-                                      output="logit"), None
-    if method == "occlusion":
-        return attribution.occlusion(score_fn, vectors, targets, mask), None
-    if method in attribution.SAMPLING_METHODS:
-        budget = {"kernel_shap": {"n_samples": options.shap_samples},
-                  "shapley_sampling": {"n_permutations": options.shapley_permutations},
-                  "lime": {"n_samples": options.lime_samples}}[method]
-        estimate = getattr(attribution, method)
-        return estimate(score_fn, vectors, targets, mask, key, chunk_size=options.sampling_chunk, **budget), None
-    split = explained_model.affine_prefix(params, x, side)
-    scores = attribution.integrated_gradients(
-        split[1] if split else score_fn, vectors, targets, mask, n_steps=options.ig_steps,
-        chunk_size=options.ig_chunk, linear_map=split[0] if split else None,
-    )
-    return scores, attribution.completeness_error(score_fn, vectors, targets, scores)
+    # The baseline integrated gradients took: zeros at the real positions, the vectors at padding.
+    baseline = jnp.where(mask[..., None], 0.0, vectors)
+    return scores, attribution.completeness_error(both_ends, vectors, targets, scores, baseline=baseline)
 
 
 @functools.partial(jax.jit, static_argnames=("explained_model", "options"))

@@ -74,13 +74,29 @@ class Method:
 class _Game:
     """The arguments of a call, checked and flattened: K targets become K copies of the batch."""
 
-    score_fn: Callable[[jax.Array], jax.Array]  # [k * R, T, ...] -> [k * R, C]
+    f: Callable[..., jax.Array]  # f(x, *args) -> [B, C], the model explained
+    args: tuple  # f's per-example inputs, [R, ...] each
     x: jax.Array  # [R, T, ...], R = K * B
     targets: jax.Array  # [R]
     mask: jax.Array  # [R, T]
     baseline: jax.Array  # [R, T, ...]: the baseline at real positions, x at the others
     batch: int  # B
     num_targets: int | None  # K, or None for [B] targets
+
+    def stacked(self, function: Callable[..., jax.Array]) -> Callable[[jax.Array], jax.Array]:
+        """function(x, *args) as a function of k copies of the R rows stacked [k * R, ...]: the
+        args repeated k times, as the attribution functions call it."""
+        rows = self.x.shape[0]
+
+        def score_fn(stacked: jax.Array) -> jax.Array:
+            copies = stacked.shape[0] // rows
+            return function(stacked, *(_tile(a, copies) for a in self.args))
+
+        return score_fn
+
+    @property
+    def score_fn(self) -> Callable[[jax.Array], jax.Array]:  # [k * R, T, ...] -> [k * R, C]
+        return self.stacked(self.f)
 
     def rows_per_call(self, max_rows: int) -> int:
         """How many copies of the R rows one call of f may score."""
@@ -155,13 +171,7 @@ def _game(f, x, target, mask, args, baseline) -> _Game:
         targets = target.T.reshape(-1).astype(jnp.int32)
     else:
         targets = jnp.broadcast_to(target.astype(jnp.int32), (batch,))
-    rows = x.shape[0]
-
-    def score_fn(stacked: jax.Array) -> jax.Array:
-        copies = stacked.shape[0] // rows
-        return f(stacked, *(_tile(a, copies) for a in args))
-
-    return _Game(score_fn, x, targets, mask, baseline, batch, num_targets)
+    return _Game(f, args, x, targets, mask, baseline, batch, num_targets)
 
 
 def _position_scores(values: jax.Array, mask: jax.Array, reduce: str) -> jax.Array:
@@ -186,16 +196,30 @@ def _require_key(name: str, key, game: _Game) -> jax.Array:
 
 
 def integrated_gradients(f, x, target, *, mask=None, args=(), key=None, baseline=None, n_steps: int = 50,
+                         affine_prefix: tuple[Callable, Callable] | None = None,
                          max_rows: int = DEFAULT_MAX_ROWS) -> jax.Array:
     """Integrated gradients (Sundararajan et al. 2017), midpoint rule with `n_steps` points,
-    summed over each position's values (module docstring)."""
+    summed over each position's values (module docstring).
+
+    `affine_prefix` (L, g), for a model whose first layer is affine in x (a convolution of the
+    inputs): f(x, *args) = g(L(x, *args), *args). The straight path from x' to x maps to the
+    straight path from L(x') to L(x), so the path is integrated behind L and its mean gradient
+    brought back once through L's transpose: the same scores, each step costing g alone."""
     del key
     game = _game(f, x, target, mask, args, baseline)
     steps = _static_count("n_steps", n_steps)
     chunk = min(steps, game.rows_per_call(_static_count("max_rows", max_rows)))
-    gradient = attribution.mean_path_gradient(game.score_fn, game.x, game.targets, baseline=game.baseline,
-                                              n_steps=steps, chunk_size=chunk, output="logit")
-    return game.unflatten(_position_scores((game.x - game.baseline) * gradient, game.mask, "sum"))
+    score_fn, linear_map = game.score_fn, None
+    if affine_prefix is not None:
+        linear, after = affine_prefix
+        score_fn = game.stacked(after)
+
+        def linear_map(values):
+            return linear(values, *game.args)
+
+    attributions = attribution.integrated_gradients(score_fn, game.x, game.targets, baseline=game.baseline,
+                                                    n_steps=steps, chunk_size=chunk, linear_map=linear_map)
+    return game.unflatten(_position_scores(attributions, game.mask, "sum"))
 
 
 def gradient(f, x, target, *, mask=None, args=(), key=None, baseline=None,

@@ -5,6 +5,9 @@ the true class; `saliency_report(trained, ...)` writes PNG figures of a few exam
 `saliency.json` with, per example, the true and predicted class and the share of the saliency
 that falls in each tenth of the series: the quantity whose decay over time the input-cell
 paper is about (an LSTM's saliency piles up on the last steps).
+
+The maps are those of `jcaps.interpret.methods` with every cell (step, feature) of the series a
+position: they explain the model's raw class scores, and a padded step keeps its values.
 """
 
 from __future__ import annotations
@@ -20,33 +23,35 @@ import numpy as np
 from jcaps import strict_json
 from jcaps.choices import check_choice
 from jcaps.errors import UserError
-from jcaps.interpret import attribution
+from jcaps.interpret.methods import METHODS
 from jcaps.train.workdir import TrainedModel
 from jcaps.viz.figures import plot_saliency_maps
 
-METHODS = ("saliency", "integrated_gradients", "smoothgrad")
+# The input-cell paper's name for the gradient map; every other name is one of `METHODS`.
+ALIASES = {"saliency": "gradient"}
 
 
 @functools.partial(jax.jit, static_argnames=("model", "method"))
 def _maps(model, params, series, mask, target, key, method: str):
-    def score_fn(x):
-        # Integrated gradients stacks its interpolation steps step-major along the batch axis.
-        stacked_mask = jnp.tile(mask, (x.shape[0] // mask.shape[0], 1))
-        return model.apply({"params": params}, x, stacked_mask, train=False).scores
+    """[B, T, N] |scores| of `METHODS[method]` with every cell (step, feature) a position."""
+    batch, steps, features = series.shape
 
-    if method == "saliency":
-        return attribution.saliency(score_fn, series, target)
-    if method == "integrated_gradients":
-        return jnp.abs(attribution.integrated_gradients(score_fn, series, target, chunk_size=10))
-    return attribution.smoothgrad(score_fn, series, target, key)
+    def scores_of_cells(cells, step_mask):  # [R, T * N, 1] -> [R, C]
+        return model.apply({"params": params}, cells.reshape(-1, steps, features), step_mask, train=False).scores
+
+    cells = series.reshape(batch, steps * features, 1)
+    cell_mask = jnp.repeat(mask, features, axis=1)
+    scores = METHODS[method].function(scores_of_cells, cells, target, mask=cell_mask, args=(mask,), key=key)
+    return jnp.abs(scores).reshape(batch, steps, features)
 
 
 def attribution_maps(trained: TrainedModel, batch: dict, method: str = "saliency", seed: int = 0) -> np.ndarray:
-    """[B, T, N] absolute attributions of each example's true class (zero on padded steps)."""
-    check_choice("--methods: method", method, METHODS, UserError)
-    maps = _maps(trained.model, trained.params, jnp.asarray(batch["series"]), jnp.asarray(batch["mask"]),
-                 jnp.asarray(batch["label"]), jax.random.key(seed), method)
-    return np.asarray(maps) * batch["mask"][..., None]
+    """[B, T, N] absolute attributions of each example's true class (zero on padded steps), by a
+    method of `METHODS` (or an alias of `ALIASES`) with each cell of the series a position."""
+    check_choice("--methods: method", method, [*ALIASES, *METHODS], UserError)
+    name = ALIASES.get(method, method)
+    return np.asarray(_maps(trained.model, trained.params, jnp.asarray(batch["series"]), jnp.asarray(batch["mask"]),
+                            jnp.asarray(batch["label"]), jax.random.key(seed), name))
 
 
 def predictions(trained: TrainedModel, batch: dict) -> np.ndarray:

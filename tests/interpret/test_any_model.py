@@ -132,6 +132,27 @@ def test_results_do_not_depend_on_max_rows(name, option):
     np.testing.assert_allclose(one_copy, at_once, rtol=1e-6, atol=1e-6)
 
 
+def test_integrated_gradients_behind_an_affine_prefix_gives_the_same_scores():
+    """f = g(L(x)) with L affine in x: integrating behind L (`affine_prefix`) gives the scores
+    of integrating f, for one target an example and for two (the args repeated with the rows)."""
+
+    def linear(vectors, tokens):
+        del tokens
+        return vectors @ W1 + 0.1
+
+    def after(z, tokens):
+        return jnp.einsum("btd,dc->bc", jnp.where((tokens > 0)[..., None], jnp.tanh(z), 0.0), W2) / T
+
+    def f(vectors, tokens):
+        return after(linear(vectors, tokens), tokens)
+
+    for target in (TARGET, TWO_TARGETS):
+        plain = np.asarray(call("integrated_gradients", f, target=target, n_steps=16, max_rows=2 * B))
+        behind = np.asarray(call("integrated_gradients", f, target=target, n_steps=16, max_rows=2 * B,
+                                 affine_prefix=(linear, after)))
+        np.testing.assert_allclose(behind, plain, rtol=1e-5, atol=1e-6)
+
+
 def test_vmap_over_keys():
     f = MODELS["nnx"]
     keys = jax.random.split(jax.random.key(1), 3)

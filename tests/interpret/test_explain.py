@@ -244,3 +244,51 @@ def test_region_convolution_prefix_reproduces_the_model(activation):
     linear, after = region_convolution_prefix(model, params, config.model)
     direct = model.apply({"params": params}, tokens, embeddings=embeddings).scores
     np.testing.assert_allclose(after(tokens, linear(tokens, embeddings)).scores, direct, rtol=1e-5, atol=1e-6)
+
+
+def _toy(f, x, target, *, mask=None, args=(), key=None, baseline=None, max_rows=512):
+    """A method of the table's signature: each position's summed input values."""
+    import jax.numpy as jnp
+
+    del f, target, args, key, baseline, max_rows
+    return jnp.where(mask, x.sum(axis=-1), 0.0)
+
+
+# Registers `_toy` as "toy" in METHODS and runs `python -m jcaps.interpret` with the arguments.
+TOY_COMMAND = """
+import runpy, sys
+from jcaps.interpret import METHODS, Method
+from tests.interpret.test_explain import _toy
+METHODS["toy"] = Method(_toy, {"max_rows": 512}, needs_key=False)
+sys.argv[0] = "jcaps.interpret"
+runpy.run_module("jcaps.interpret", run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.slow
+def test_a_method_added_to_the_table_is_offered_and_runs(workdirs, tmp_path, monkeypatch):
+    """One entry in `interpret.METHODS` and nothing else: the explainer offers and runs it, and
+    `python -m jcaps.interpret --methods toy` writes its scores."""
+    from jcaps.interpret import METHODS, Method
+
+    monkeypatch.setitem(METHODS, "toy", Method(_toy, {"max_rows": 512}, needs_key=False))
+    trained = load_trained(workdirs("fasttext"), with_data=True)
+    assert "toy" in explain.offered_methods(trained.config.model)
+    explainer = explain.Explainer(trained)
+    batch = next(iter(trained.dataset.eval_batches("test", 4, limit=4)))
+    explained = explainer.explain(batch, ("toy",))
+    rows = explainer.rows(batch)
+    vectors = explainer.vectors(rows)[: len(rows.example)]
+    np.testing.assert_allclose(explained.scores["toy"], np.where(rows.mask, vectors.sum(axis=-1), 0),
+                               rtol=1e-5, atol=1e-6)
+
+    workdir = workdirs("fasttext")
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=1", JAX_PLATFORMS="cpu")
+    result = subprocess.run([sys.executable, "-c", TOY_COMMAND, "--workdir", workdir, own_data_cache(workdir),
+                             "--out", str(tmp_path), "--limit", "2", "--methods", "toy,random"],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "with toy, random" in result.stdout
+    records = [json.loads(line) for line in (tmp_path / "attributions.jsonl").read_text().splitlines()]
+    assert all(len(entry["scores"]["toy"]) == len(record["tokens"])
+               for record in records for entry in record["explanations"])

@@ -204,7 +204,7 @@ def test_weighted_ridge_matches_numpy():
         assert np.all(beta[b, ~MASK[b]] == 0)
 
 
-@pytest.mark.parametrize("method", attribution.SAMPLING_METHODS)
+@pytest.mark.parametrize("method", ["kernel_shap", "shapley_sampling", "lime"])
 def test_sampling_methods_under_jit_and_vmap(method):
     fn = getattr(attribution, method)
     # Enough KernelSHAP coalitions that no two tokens are always drawn together (the regression
