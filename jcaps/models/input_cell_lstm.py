@@ -5,7 +5,7 @@ LSTM layer (hidden H = 5) and a linear readout. In the input-cell model the LSTM
 t, an attention summary m_t of the inputs x_1..x_t instead of x_t:
 
     S[j]   = W2 tanh(W1 x_j + b1) + b2       [B, T, r]: r hops, W1: d_a x N, W2: r x d_a, biases
-                                             zero-init (`InputCellLSTM._attention_scores`).
+                                             zero-init (`InputCellLSTM._attention_logits`).
     A_t    = softmax_{j <= t}(S), per hop    `jcaps.ops.pooling.causal_softmax_pool`: S does
     m_t    = (1/r) sum_k sum_{j <= t}        not depend on t nor on the LSTM state, so m is
                A_t[k, j] x_j                 computed for every t before the recurrence, in one
@@ -86,10 +86,10 @@ class InputCellLSTM(nn.Module):
         """series [B, T, N] float, mask [B, T] bool (True at real steps; padded steps may hold
         any value) or None.
 
-        Returns scores [B, C] logits; for input_cell also input_attention_scores [B, T, r]
+        Returns scores [B, C] logits; for input_cell also input_attention_logits [B, T, r]
         (S, from which every A_t follows), for lstm_self_attention hop_attention [B, r, T].
         """
-        input_attention_scores = hop_attention = None
+        input_attention_logits = hop_attention = None
         series = series.astype(self.dtype)
         if mask is not None:
             # Zeros at the pads keep any value they hold (NaN included) out of every product
@@ -97,8 +97,8 @@ class InputCellLSTM(nn.Module):
             series = jnp.where(mask[..., None], series, jnp.zeros_like(series))
         lstm_inputs = series
         if self.variant == "input_cell":
-            input_attention_scores = self._attention_scores(series)
-            lstm_inputs = self.pool(input_attention_scores, series, mask=mask)
+            input_attention_logits = self._attention_logits(series)
+            lstm_inputs = self.pool(input_attention_logits, series, mask=mask)
         lstm_inputs = Dropout(self.dropout_rate, deterministic=not train)(lstm_inputs)
 
         directions = 2 if self.variant == "bilstm" else 1
@@ -128,10 +128,10 @@ class InputCellLSTM(nn.Module):
             name="readout",
         )
         return ModelOutput(
-            scores=readout(features), input_attention_scores=input_attention_scores, hop_attention=hop_attention
+            scores=readout(features), input_attention_logits=input_attention_logits, hop_attention=hop_attention
         )
 
-    def _attention_scores(self, series: jax.Array) -> jax.Array:
+    def _attention_logits(self, series: jax.Array) -> jax.Array:
         """S = W2 tanh(W1 x_j + b1) + b2: series [B, T, N] -> [B, T, r]."""
         w1 = self.param("attention_w1", torch_linear_kernel, (series.shape[-1], self.attention_dim))
         b1 = self.param("attention_b1", nn.initializers.zeros, (self.attention_dim,))

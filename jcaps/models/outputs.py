@@ -57,7 +57,7 @@ class ModelOutput:
             positions with `attention_axis="time"`).
         head_attention: [B, H, L, L] dilated FCN with dot-product attention: each head's
             weights, query position by key position.
-        input_attention_scores: [B, T, r] input-cell LSTM: the scores S of its r attention
+        input_attention_logits: [B, T, r] input-cell LSTM: the logits S of its r attention
             hops over the inputs, before the causal softmax that gives every A_t.
         hop_attention: [B, r, T] input-cell LSTM's self-attention baseline: its r hops'
             weights over the time steps.
@@ -78,7 +78,7 @@ class ModelOutput:
     position_logits: jax.Array | None = None
     elementwise_attention: jax.Array | None = None
     head_attention: jax.Array | None = None
-    input_attention_scores: jax.Array | None = None
+    input_attention_logits: jax.Array | None = None
     hop_attention: jax.Array | None = None
     step_logits: jax.Array | None = None
     source_attention: jax.Array | None = None

@@ -86,26 +86,26 @@ def _time_major(x: jax.Array) -> jax.Array:
 
 def _pool_step(carry, step_inputs):
     """One step of the streaming softmax: (M, Z, P) [B, r], [B, r], [B, r, N] after one more
-    position (scores [B, r], input [B, N], valid [B]); a padded position leaves them as they
+    position (logits [B, r], input [B, N], valid [B]); a padded position leaves them as they
     are. M is -inf until the first valid position."""
     running_max, total, weighted = carry
-    scores, x, valid = step_inputs
-    scores = jnp.where(valid[:, None], scores, -jnp.inf)
-    new_max = jnp.maximum(running_max, scores)
+    logits, x, valid = step_inputs
+    logits = jnp.where(valid[:, None], logits, -jnp.inf)
+    new_max = jnp.maximum(running_max, logits)
     # While the max is still -inf every term is 0, and any finite shift keeps exp from NaN.
     shift = jnp.where(jnp.isfinite(new_max), new_max, 0)
-    decay, weight = jnp.exp(running_max - shift), jnp.exp(scores - shift)
+    decay, weight = jnp.exp(running_max - shift), jnp.exp(logits - shift)
     total = decay * total + weight
     weighted = decay[..., None] * weighted + weight[..., None] * x[:, None, :]
     return new_max, total, weighted
 
 
-def _initial_pool_carry(scores, inputs):
+def _initial_pool_carry(logits, inputs):
     """(M, Z, P) before any position: -inf, 0, 0."""
     return (
-        jnp.full(scores.shape[1:], -jnp.inf, scores.dtype),
-        jnp.zeros(scores.shape[1:], scores.dtype),
-        jnp.zeros(scores.shape[1:] + inputs.shape[-1:], inputs.dtype),
+        jnp.full(logits.shape[1:], -jnp.inf, logits.dtype),
+        jnp.zeros(logits.shape[1:], logits.dtype),
+        jnp.zeros(logits.shape[1:] + inputs.shape[-1:], inputs.dtype),
     )
 
 
@@ -114,13 +114,13 @@ def _positive_or_one(total):
 
 
 @jax.custom_vjp
-def _streaming_pool(scores, inputs, valid):
-    """Time-major `causal_softmax_pool`: scores [T, B, r], inputs [T, B, N], valid [T, B] ->
+def _streaming_pool(logits, inputs, valid):
+    """Time-major `causal_softmax_pool`: logits [T, B, r], inputs [T, B, N], valid [T, B] ->
     [T, B, N]."""
-    return _streaming_pool_forward(scores, inputs, valid)[0]
+    return _streaming_pool_forward(logits, inputs, valid)[0]
 
 
-def _streaming_pool_forward(scores, inputs, valid):
+def _streaming_pool_forward(logits, inputs, valid):
     # Zeroed padded inputs: exp(-inf) = 0 times a NaN input would still be NaN.
     inputs = jnp.where(valid[..., None], inputs, 0)
 
@@ -131,8 +131,8 @@ def _streaming_pool_forward(scores, inputs, valid):
         pooled = jnp.where(step_inputs[2][:, None], pooled, 0)
         return carry, (pooled, running_max, total)
 
-    pooled, running_max, total = jax.lax.scan(step, _initial_pool_carry(scores, inputs), (scores, inputs, valid))[1]
-    return pooled, (scores, inputs, valid, running_max, total)
+    pooled, running_max, total = jax.lax.scan(step, _initial_pool_carry(logits, inputs), (logits, inputs, valid))[1]
+    return pooled, (logits, inputs, valid, running_max, total)
 
 
 def _streaming_pool_backward(residuals, pooled_cotangent):
@@ -147,8 +147,8 @@ def _streaming_pool_backward(residuals, pooled_cotangent):
     scan, with factors exp(M_j - M_{j+1}) <= 1. g_t . P_t needs the carries P_t again; a
     forward scan recomputes them and emits only that [B, r] product.
     """
-    scores, inputs, valid, running_max, total = residuals
-    num_hops = scores.shape[-1]
+    logits, inputs, valid, running_max, total = residuals
+    num_hops = logits.shape[-1]
     g = jnp.where(valid[..., None], pooled_cotangent, 0) / num_hops
     # v_t / Z_t; Z_t >= 1 at a valid step (the maximal term is exp(0)).
     inverse_total = jnp.where(valid[..., None], 1 / _positive_or_one(total), 0)
@@ -159,14 +159,14 @@ def _streaming_pool_backward(residuals, pooled_cotangent):
         projected = jnp.einsum("bn,brn->br", step_g, carry[2])
         return carry, projected * jnp.square(step_inverse_total)
 
-    recompute_inputs = (scores, inputs, valid, g, inverse_total)
-    projected = jax.lax.scan(recompute_step, _initial_pool_carry(scores, inputs), recompute_inputs)[1]
+    recompute_inputs = (logits, inputs, valid, g, inverse_total)
+    projected = jax.lax.scan(recompute_step, _initial_pool_carry(logits, inputs), recompute_inputs)[1]
 
     shift = jnp.where(jnp.isfinite(running_max), running_max, 0)
     # exp(M_j - M_{j+1}); 0 while no position is valid yet (M_j = -inf). The last step's
     # factor multiplies the zero initial carry.
     decay = jnp.exp(running_max - jnp.concatenate([shift[1:], shift[-1:]], axis=0))
-    weights = jnp.exp(jnp.where(valid[..., None], scores, -jnp.inf) - shift)
+    weights = jnp.exp(jnp.where(valid[..., None], logits, -jnp.inf) - shift)
 
     def reverse_step(carry, step_inputs):
         pooled_sum, projected_sum = carry
@@ -181,7 +181,7 @@ def _streaming_pool_backward(residuals, pooled_cotangent):
             jnp.where(step_valid, score_cotangent, 0),
         )
 
-    _, zero_projected, zero_pooled = _initial_pool_carry(scores, inputs)
+    _, zero_projected, zero_pooled = _initial_pool_carry(logits, inputs)
     initial = (zero_pooled, zero_projected)
     reverse_inputs = (decay, g, inverse_total, projected, weights, inputs, valid)
     input_cotangent, score_cotangent = jax.lax.scan(reverse_step, initial, reverse_inputs, reverse=True)[1]
@@ -191,23 +191,23 @@ def _streaming_pool_backward(residuals, pooled_cotangent):
 _streaming_pool.defvjp(_streaming_pool_forward, _streaming_pool_backward)
 
 
-def causal_softmax_pool(scores: jax.Array, inputs: jax.Array, *, mask: jax.Array | None = None) -> jax.Array:
+def causal_softmax_pool(logits: jax.Array, inputs: jax.Array, *, mask: jax.Array | None = None) -> jax.Array:
     """The input-cell attention of every prefix: a causal softmax pooling of the inputs.
 
         A_t[k, j] = softmax_{j <= t}(s[j, k])                 (per hop k; padded j get 0)
         m_t       = (1/r) sum_k sum_{j <= t} A_t[k, j] x_j
 
     for all t in one pass over time, O(T) in time and memory: a scan carries, per hop, the
-    running maximum M of the scores, Z = sum_j exp(s_j - M) and P = sum_j exp(s_j - M) x_j
+    running maximum M of the logits, Z = sum_j exp(s_j - M) and P = sum_j exp(s_j - M) x_j
     ([B, r, N]); when M grows, Z and P are rescaled by exp(M_old - M_new) <= 1, so no
-    exponent is positive and scores of any magnitude are safe. m_t = mean_k P_k / Z_k.
+    exponent is positive and logits of any magnitude are safe. m_t = mean_k P_k / Z_k.
 
     A hand-written VJP keeps the gradient O(T) as well: autodiff of the scan would store the
     [B, r, N] carry of every step. The backward pass instead recomputes the carries in a
     second forward scan (emitting only [B, r] per step) and runs one reverse scan. Being a
     custom VJP, it supports reverse-mode differentiation only (no `jax.jvp`, `jax.jacfwd`).
 
-    Padding: padded positions never enter (their scores and inputs may hold anything, even
+    Padding: padded positions never enter (their logits and inputs may hold anything, even
     inf or NaN, and get zero gradient), and m_t = 0 at a padded step t, as the recurrent ops
     output zeros there. A valid step pools the valid positions j <= t, wherever the pads are.
     `causal_softmax_pool_quadratic` is the same function computed from the [T, T] weights.
@@ -215,7 +215,7 @@ def causal_softmax_pool(scores: jax.Array, inputs: jax.Array, *, mask: jax.Array
     the early steps over long sequences; the output has the inputs' dtype.
 
     Args:
-      scores: [..., T, r] attention scores s (one per hop and position), independent of t.
+      logits: [..., T, r] attention logits s (one per hop and position, before the softmax), independent of t.
       inputs: [..., T, N] the vectors x_j that are pooled.
       mask: optional [..., T], True at real positions.
 
@@ -223,35 +223,35 @@ def causal_softmax_pool(scores: jax.Array, inputs: jax.Array, *, mask: jax.Array
       [..., T, N] m_t for every step t (zero at padded steps).
 
     Example:
-      One sequence (no batch axis) of T = 4 steps, the last one padding; with equal scores m_t is
+      One sequence (no batch axis) of T = 4 steps, the last one padding; with equal logits m_t is
       the mean of the inputs up to t:
 
       >>> import jax.numpy as jnp
       >>> import numpy as np
       >>> from jcaps.ops import causal_softmax_pool
-      >>> scores = jnp.zeros((4, 1))  # [T, r]
+      >>> logits = jnp.zeros((4, 1))  # [T, r]
       >>> inputs = jnp.arange(4.0)[:, None]  # [T, N]: x_j = j
-      >>> pooled = causal_softmax_pool(scores, inputs, mask=jnp.array([True, True, True, False]))
+      >>> pooled = causal_softmax_pool(logits, inputs, mask=jnp.array([True, True, True, False]))
       >>> print(np.asarray(pooled[:, 0]).round(3))
       [0.  0.5 1.  0. ]
     """
-    valid = valid_positions(mask, scores.shape[:-1])
-    dtype = jnp.result_type(scores, inputs)
+    valid = valid_positions(mask, logits.shape[:-1])
+    dtype = jnp.result_type(logits, inputs)
     carry_dtype = normalisation_dtype(dtype)
     # The scan reads one time-major batch axis: [..., T, F] -> [T, B, F] and back.
-    scores, lead = merge_leading_axes(scores.astype(carry_dtype), 2)
+    logits, lead = merge_leading_axes(logits.astype(carry_dtype), 2)
     inputs, _ = merge_leading_axes(inputs.astype(carry_dtype), 2)
     valid, _ = merge_leading_axes(valid, 1)
-    pooled = _streaming_pool(_time_major(scores), _time_major(inputs), _time_major(valid))
+    pooled = _streaming_pool(_time_major(logits), _time_major(inputs), _time_major(valid))
     return split_leading_axes(_time_major(pooled), lead).astype(dtype)
 
 
-def causal_softmax_pool_quadratic(scores: jax.Array, inputs: jax.Array, *, mask: jax.Array | None = None) -> jax.Array:
+def causal_softmax_pool_quadratic(logits: jax.Array, inputs: jax.Array, *, mask: jax.Array | None = None) -> jax.Array:
     """`causal_softmax_pool` from the explicit [..., r, T, T] weights A_t[k, j], O(T^2) in time
     and memory: the reference for the streaming version (same padding convention).
 
     Args:
-      scores: [..., T, r].
+      logits: [..., T, r].
       inputs: [..., T, N].
       mask: optional [..., T], True at real positions.
 
@@ -262,16 +262,16 @@ def causal_softmax_pool_quadratic(scores: jax.Array, inputs: jax.Array, *, mask:
       >>> import jax.numpy as jnp
       >>> import numpy as np
       >>> from jcaps.ops import causal_softmax_pool_quadratic
-      >>> scores = jnp.zeros((1, 4, 1))  # [B, T, r]
+      >>> logits = jnp.zeros((1, 4, 1))  # [B, T, r]
       >>> inputs = jnp.arange(4.0).reshape(1, 4, 1)  # [B, T, N]: x_j = j
-      >>> print(np.asarray(causal_softmax_pool_quadratic(scores, inputs)[0, :, 0]).round(3))
+      >>> print(np.asarray(causal_softmax_pool_quadratic(logits, inputs)[0, :, 0]).round(3))
       [0.  0.5 1.  1.5]
     """
-    steps, num_hops = scores.shape[-2:]
-    valid = valid_positions(mask, scores.shape[:-1])
+    steps, num_hops = logits.shape[-2:]
+    valid = valid_positions(mask, logits.shape[:-1])
     causal = jnp.expand_dims(jnp.tril(jnp.ones((steps, steps), bool)), tuple(range(valid.ndim)))
     # [..., 1, t, j]: j <= t, j real, and t real (a padded step's row is all zero).
     weight_mask = causal & valid[..., None, None, :] & valid[..., None, :, None]
-    logits = jnp.broadcast_to(jnp.swapaxes(scores, -1, -2)[..., None, :], scores.shape[:-2] + (num_hops, steps, steps))
+    logits = jnp.broadcast_to(jnp.swapaxes(logits, -1, -2)[..., None, :], logits.shape[:-2] + (num_hops, steps, steps))
     weights = masked_softmax(logits, mask=weight_mask, axis=-1)
     return jnp.einsum("...rtj,...jn->...tn", weights, zero_padding(inputs, valid)) / num_hops

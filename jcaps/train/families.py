@@ -240,13 +240,13 @@ def attends_over_steps(model_config) -> bool:
 
 def step_attention(outputs: ModelOutput, x, side, targets):
     """[R, T] the attention over the time steps, averaged over the hops: the input-cell attention
-    A_T of the last step (`input_attention_scores` [R, T, r], a softmax over the real steps side)
+    A_T of the last step (`input_attention_logits` [R, T, r], a softmax over the real steps side)
     or the structured self-attention of the LSTM baseline (`hop_attention` [R, r, T])."""
     del x, targets
-    if outputs.input_attention_scores is None:
+    if outputs.input_attention_logits is None:
         return jnp.mean(outputs.hop_attention, axis=1)
-    scores = jnp.where(side[..., None], outputs.input_attention_scores, -jnp.inf)
-    return jnp.mean(jax.nn.softmax(scores, axis=1), axis=-1)
+    logits = jnp.where(side[..., None], outputs.input_attention_logits, -jnp.inf)
+    return jnp.mean(jax.nn.softmax(logits, axis=1), axis=-1)
 
 
 @dataclasses.dataclass(frozen=True)

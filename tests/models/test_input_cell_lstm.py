@@ -37,7 +37,7 @@ def _output_shapes(variant):
     """The outputs a variant returns and their shapes (r = 3)."""
     shapes = {"scores": (B, C)}
     if variant == "input_cell":
-        shapes["input_attention_scores"] = (B, T, 3)
+        shapes["input_attention_logits"] = (B, T, 3)
     if variant == "lstm_self_attention":
         shapes["hop_attention"] = (B, 3, T)
     return shapes
@@ -129,7 +129,7 @@ def test_variant_shapes_numpy_reference_and_padding_invariance(batch, variant):
     np.testing.assert_allclose(longer.scores, outputs.scores, rtol=1e-6, atol=1e-6)
     if variant == "input_cell":
         np.testing.assert_allclose(
-            longer.input_attention_scores[:, :T][mask], outputs.input_attention_scores[mask], rtol=1e-6
+            longer.input_attention_logits[:, :T][mask], outputs.input_attention_logits[mask], rtol=1e-6
         )
     if variant == "lstm_self_attention":
         np.testing.assert_allclose(longer.hop_attention[..., :T], outputs.hop_attention, rtol=1e-6, atol=1e-7)

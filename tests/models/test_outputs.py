@@ -28,7 +28,7 @@ CASES = {
     SMOKE_CONFIGS["icapsnet_long"]: ICAPSNET | {"sentence_attention"},
     SMOKE_CONFIGS["cccapsnet"]: {"embeddings", "features"} | CAPSULES,
     ("cccapsnet_ag_news.py", "smoke,cwc-linear"): {"embeddings", "features"},
-    SMOKE_CONFIGS["input_cell_lstm"]: {"input_attention_scores"},
+    SMOKE_CONFIGS["input_cell_lstm"]: {"input_attention_logits"},
     ("input_cell_boxes.py", "earlier,lstm_self_attention,smoke"): {"hop_attention"},
     ("input_cell_boxes.py", "earlier,lstm,smoke"): set(),
     SMOKE_CONFIGS["dilated_fcn"]: {"embeddings", "position_logits"},
@@ -68,8 +68,8 @@ def _expected_shapes(outputs: ModelOutput, batch: dict, num_classes: int) -> dic
         "head_attention": (B, outputs.head_attention.shape[1], *positions, *positions)
         if outputs.head_attention is not None
         else None,
-        "input_attention_scores": (B, *positions, outputs.input_attention_scores.shape[-1])
-        if outputs.input_attention_scores is not None
+        "input_attention_logits": (B, *positions, outputs.input_attention_logits.shape[-1])
+        if outputs.input_attention_logits is not None
         else None,
         "hop_attention": (B, outputs.hop_attention.shape[1], *positions) if outputs.hop_attention is not None else None,
     }
