@@ -187,10 +187,11 @@ def _predictions(trained, texts, top_k, batch_size, threshold) -> Iterator[dict]
 
     for chunk in _chunks(texts, batch_size):
         encoded = [dataset.encode_text(text) if text.strip() else None for text in chunk]
-        filled = [i for i, tokens in enumerate(encoded) if tokens is not None and tokens.size]
+        present = [(i, tokens) for i, tokens in enumerate(encoded) if tokens is not None and tokens.size]
+        filled = [i for i, _ in present]
         results: list[dict] = [{"empty": True} for _ in chunk]
         if filled:
-            tokens = _pad(dataset, [encoded[i] for i in filled], batch_size)
+            tokens = _pad(dataset, [row_tokens for _, row_tokens in present], batch_size)
             outputs = jax.device_get(run(trained.params, tokens))
             if not generates:
                 refuse_non_finite(trained, outputs, "probabilities")

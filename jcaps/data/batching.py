@@ -93,6 +93,10 @@ class ExampleDataset:
     def pad_batch(self, examples: Sequence[dict], batch_size: int) -> dict:
         raise NotImplementedError
 
+    def save_metadata(self, directory: str) -> None:
+        """Writes into `directory` what encodes new inputs exactly as this dataset does."""
+        raise NotImplementedError
+
     def balanced_class_weights(self, power: float = 1.0) -> np.ndarray:
         """[J] weights (N / (J * N_c)) ** power from the training labels. At power 1 every class
         weighs the same in the loss, as it does in a balanced test set, however skewed the

@@ -204,11 +204,15 @@ def integrated_gradients(
       their sum approximates out_c(x) - out_c(x').
     """
     baseline = _baseline(x, baseline)
-    path = {"n_steps": n_steps, "chunk_size": chunk_size, "output": output}
     if linear_map is None:
-        mean_gradient = mean_path_gradient(score_fn, x, target, baseline=baseline, **path)
+        mean_gradient = mean_path_gradient(
+            score_fn, x, target, baseline=baseline, n_steps=n_steps, chunk_size=chunk_size, output=output
+        )
     else:
-        mean_in_z = mean_path_gradient(score_fn, linear_map(x), target, baseline=linear_map(baseline), **path)
+        mean_in_z = mean_path_gradient(
+            score_fn, linear_map(x), target, baseline=linear_map(baseline), n_steps=n_steps, chunk_size=chunk_size,
+            output=output,
+        )
         _, transpose = jax.vjp(linear_map, x)
         mean_gradient = transpose(mean_in_z)[0]
     attributions = (x - baseline) * mean_gradient

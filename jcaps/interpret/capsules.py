@@ -261,7 +261,8 @@ def _batched(
     def batched(*arrays, **sizes):
         return jax.vmap(functools.partial(per_example, **sizes))(*arrays)
 
-    batched.__name__ = f"batched_{per_example.__name__}"
+    # jit's wrapper has the function's __name__ (functools.wraps), which jax's JitWrapped type omits.
+    batched.__name__ = f"batched_{per_example.__name__}"  # type: ignore[attr-defined]
     batched.__doc__ = (
         f"Batched `{per_example.__name__}`: every array argument and result gains a leading "
         f"batch axis B; {', '.join(static_argnames)} are static (keyword-only)."
@@ -371,7 +372,7 @@ class GlobalInterpretation:
     def __init__(self, num_classes: int, num_capsules: int, *, keep_punctuation: bool = True):
         self.C = np.zeros((num_classes, num_capsules), np.int64)
         self.keep_punctuation = keep_punctuation
-        self._word_counts: dict[tuple[int, int], collections.Counter] = collections.defaultdict(collections.Counter)
+        self._word_counts: dict[tuple[int, ...], collections.Counter] = collections.defaultdict(collections.Counter)
 
     def update(self, predicted: Sequence[int], i_star: Sequence[int], kgram_words: Sequence[Sequence[str]]) -> None:
         """Adds one batch.
@@ -382,12 +383,12 @@ class GlobalInterpretation:
             are skipped.
           kgram_words: B lists, the words of each example's top K-gram.
         """
-        predicted, i_star = np.asarray(predicted), np.asarray(i_star)
-        if not len(predicted) == len(i_star) == len(kgram_words):
+        classes, capsules = np.asarray(predicted), np.asarray(i_star)
+        if not len(classes) == len(capsules) == len(kgram_words):
             raise ValueError(
-                f"batch sizes differ: {len(predicted)} predictions, {len(i_star)} capsules, {len(kgram_words)} K-grams."
+                f"batch sizes differ: {len(classes)} predictions, {len(capsules)} capsules, {len(kgram_words)} K-grams."
             )
-        for j, i, words in zip(predicted.tolist(), i_star.tolist(), kgram_words):
+        for j, i, words in zip(classes.tolist(), capsules.tolist(), kgram_words):
             if i == NOT_SELECTED:
                 continue
             self.C[j, i] += 1

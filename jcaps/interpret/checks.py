@@ -41,6 +41,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+from typing import Any
 
 import jax
 import numpy as np
@@ -263,7 +264,7 @@ def cascade(trained, seed: int) -> list[tuple[str, object]]:
     fresh = trained.model.init({"params": key, "dropout": key}, *inputs, train=False)["params"]
     names = list(fresh)  # creation order (restored parameters come back sorted by name)
     stages = sorted({1, math.ceil(len(names) / 2), len(names)})
-    out = []
+    out: list[tuple[str, object]] = []
     for count in stages:
         replaced = names[len(names) - count:]
         # On the devices of the trained parameters (replicated over the mesh), so that one
@@ -319,7 +320,7 @@ def check_workdir(trained, split: str, methods: tuple[str, ...], *, limit: int, 
     explainer = Explainer(trained, options, seed=seed)
     stages = cascade(trained, seed + 1)
     rng = np.random.default_rng(seed)
-    collected = {m: {"spearman": {label: [] for label, _ in stages}, "sensitivity": [], "entropy": [],
+    collected: dict[str, dict[str, Any]] = {m: {"spearman": {label: [] for label, _ in stages}, "sensitivity": [], "entropy": [],
                      "sparseness": [], "degenerate": [], "pointing_game": [], "top_k_hit": [],
                      "localised_class": []} for m in methods}
     is_text = "tokens" in trained.family.inputs

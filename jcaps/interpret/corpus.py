@@ -92,6 +92,13 @@ def _read_json(path: str) -> dict | None:
         return json.load(f)
 
 
+def _saved_progress(part: _Part) -> dict:
+    """The progress a part saved (each saves it after every batch, and when it is done)."""
+    state = _read_json(part.progress)
+    assert state is not None, part.progress
+    return state
+
+
 def _settings(trained, split: str, methods, limit: int, with_faithfulness: bool, options: Options,
               batch_size: int, seed: int) -> dict:
     """What the explanations depend on: a run resumes only under the same."""
@@ -220,7 +227,7 @@ def _summarise(trained, out: str, methods, *, with_faithfulness: bool, options: 
                report_examples: int, timings: dict, rows_timed: int) -> tuple[dict, dict, list]:
     """(faithfulness summary, the report's examples by explained output, completeness errors),
     read from OUT/attributions.jsonl line by line."""
-    values = {method: {metric: [] for metric in METRICS} for method in methods}
+    values: dict[str, dict[str, list[float]]] = {method: {metric: [] for metric in METRICS} for method in methods}
     errors: list[float] = []
     shown: dict[str, list] = {}
     rows = 0
@@ -318,7 +325,7 @@ def _finish(trained, split: str, out: str, settings: dict, *, methods, with_fait
         merged.flush()
         os.fsync(merged.fileno())
     os.replace(path + ".tmp", path)
-    states = [_read_json(part.progress) for part in parts]
+    states = [_saved_progress(part) for part in parts]
     steady = "" if any(state["rows"] for state in states) else "first_"  # the first batch only when alone
     timings: dict[str, float] = {}
     for state in states:

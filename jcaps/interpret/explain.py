@@ -52,6 +52,7 @@ import functools
 import time
 import zlib
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
@@ -63,9 +64,13 @@ from jcaps.interpret import attribution
 from jcaps.interpret import capsules as capsule_interpretation
 from jcaps.interpret.faithfulness import METRICS, faithfulness
 from jcaps.interpret.methods import METHODS
-from jcaps.train.families import TOKEN_REMOVALS, Explanation, apply_rows, get_family
+from jcaps.train.families import TOKEN_REMOVALS, Explanation, ModelFamily, apply_rows, get_family
 from jcaps.train.mesh import batch_sharded, replicated
 from jcaps.train.workdir import refuse_non_finite
+
+if TYPE_CHECKING:
+    import flax.linen as nn
+    import ml_collections
 
 # What `Options.removal` may name: how a removed token is replaced (a series step becomes zeros).
 REMOVALS = tuple(name for name, _ in TOKEN_REMOVALS)
@@ -174,9 +179,9 @@ class _ExplainedModel:
     x [R, ...] are the explained inputs of the rows (token ids, or a series), side [R, ...] the
     module's second input or None (a series' mask; SGM: the generated label sequence)."""
 
-    model: object
-    family: object
-    model_config: object
+    model: nn.Module
+    family: ModelFamily
+    model_config: ml_collections.ConfigDict
 
     @property
     def explanation(self) -> Explanation:
@@ -235,12 +240,14 @@ class _ExplainedModel:
         outputs = apply_rows(self.model, params, x, side)
         if self.explanation.probabilities is not None:
             return self.explanation.probabilities(outputs, side)
+        assert self.family.probabilities is not None  # a family without them explains with its own
         return self.family.probabilities(outputs)
 
     def native(self, method: str, params, x, side, targets, options: Options) -> jax.Array:
         """[R, P] the model's own explanation (`method`: capsules or attention) of each row's output."""
         outputs = apply_rows(self.model, params, x, side)
         if method == "attention":
+            assert self.explanation.attention is not None  # a model whose native explanation is attention
             return self.explanation.attention(outputs, x, side, targets)
         local = capsule_interpretation.batched_local_interpretation_of(
             outputs, targets, x > 0, k1=options.k1, k2=options.k2, kernel_size=self.model_config.kernel_size
@@ -307,9 +314,10 @@ def _forward(explained_model: _ExplainedModel, params, x, side):
 def _predict(explained_model: _ExplainedModel, params, x, side):
     """The decoded labels (`DecodedLabels`) of a model that generates them, else the class
     probabilities [R, J]."""
-    if explained_model.generates:
+    probabilities = explained_model.family.probabilities
+    if probabilities is None:  # the model generates its labels (`generates`)
         return explained_model.model.apply({"params": params}, x, method="predict")
-    return explained_model.family.probabilities(apply_rows(explained_model.model, params, x, side))
+    return probabilities(apply_rows(explained_model.model, params, x, side))
 
 
 @dataclasses.dataclass
@@ -394,7 +402,8 @@ class Explainer:
         of its row (SGM: the generated sequence), and every batch row's predictions."""
         real = np.flatnonzero(np.asarray(batch["weight"]) > 0)
         predicted = jax.device_get(_predict(self.explained_model, self.params, x, side))
-        rows, sides, predictions = [], [], [[] for _ in range(len(batch["weight"]))]
+        rows, sides = [], []
+        predictions: list[list[str]] = [[] for _ in range(len(batch["weight"]))]
         if self.explained_model.generates:  # predicted: the decoded labels
             sequences, lengths = predicted.sequence, predicted.length
             step_log_probs = _forward(self.explained_model, self.params, x, self._placed(sequences))
@@ -562,7 +571,7 @@ def position_words(trained, split: str, index: int, x_row: np.ndarray) -> list[s
     return [words[p] if p < len(words) else None for p in range(x_row.shape[-1])]
 
 
-def true_labels(trained, batch: dict, b: int):
+def true_labels(trained, batch: dict, b: int | np.integer):
     names = trained.dataset.labels.names
     if "labels" in batch:
         return [names[j] for j in np.flatnonzero(batch["labels"][b] > 0)]

@@ -65,7 +65,7 @@ def faithfulness(
     target: int | jax.Array,
     scores: jax.Array,
     *,
-    replacement: int = 0,
+    replacement: float = 0,
     fractions: tuple[float, ...] = AOPC_FRACTIONS,
     curve_points: int = CURVE_POINTS,
     variant_batch_size: int | None = None,

@@ -14,6 +14,7 @@ position (top-1 by coupling, then top-1 by attention), so it is not computed twi
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, cast
 
 import jax
 import jax.numpy as jnp
@@ -25,6 +26,14 @@ from jcaps.interpret import capsules as capsule_interpretation
 from jcaps.interpret.explain import native_method
 from jcaps.train.workdir import TrainedModel
 from jcaps.viz.figures import plot_capsule_heatmap
+
+if TYPE_CHECKING:
+    from jcaps.data.text import TextDataset
+
+
+def _text_dataset(trained: TrainedModel) -> TextDataset:
+    """The dataset of an iCapsNets workdir, which reads text."""
+    return cast("TextDataset", trained.dataset)
 
 
 def _interpretation_fn(trained: TrainedModel, k1: int, k2: int):
@@ -46,11 +55,12 @@ def _interpretation_fn(trained: TrainedModel, k1: int, k2: int):
 
 def example_record(trained: TrainedModel, text: str, tokens: np.ndarray, label, result: dict) -> dict:
     """One example's local interpretation in words (sentences flattened for Long)."""
-    vocab, names = trained.dataset.vocab, trained.dataset.labels.names
-    rows = tokens if trained.dataset.nested else tokens[None]
+    dataset = _text_dataset(trained)
+    vocab, names = dataset.vocab, dataset.labels.names
+    rows = tokens if dataset.nested else tokens[None]
     sentences = [vocab.decode(row[row > 0]) for row in rows]
-    scores = result["word_scores"] if trained.dataset.nested else result["word_scores"][None]
-    picked_sentences = result["sentences"] if trained.dataset.nested else np.zeros_like(result["capsules"])
+    scores = result["word_scores"] if dataset.nested else result["word_scores"][None]
+    picked_sentences = result["sentences"] if dataset.nested else np.zeros_like(result["capsules"])
     # Two selected capsules may attend to the same position: list each K-gram once, in order.
     places = dict.fromkeys(
         (int(sentence), int(start), int(end))
@@ -97,7 +107,7 @@ def interpret_workdir(
             for b in np.flatnonzero(batch["weight"] > 0):
                 result = {k: v[b] for k, v in results.items()}
                 index = int(batch["index"][b])
-                record = example_record(trained, trained.dataset.text(split, index), batch["tokens"][b],
+                record = example_record(trained, _text_dataset(trained).text(split, index), batch["tokens"][b],
                                          batch.get("label", [None] * len(batch["weight"]))[b], result)
                 local_file.write(strict_json.dumps({"index": index, **record}, ensure_ascii=False) + "\n")
                 predicted.append(int(result["predicted"]))

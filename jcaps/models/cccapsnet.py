@@ -120,6 +120,7 @@ class CapsuleClassifier(nn.Module):
     def __call__(self, capsules: jax.Array) -> tuple[jax.Array, jax.Array]:
         """capsules [B, I, d_in] -> (class capsules [B, J, d_out], coupling [B, I, J])."""
         num_in, in_dim = capsules.shape[-2:]
+        shape: tuple[int, ...]
         if self.shared_transform:
             shape, fans = (self.num_classes, self.class_dim, in_dim), {"in_axis": 1, "out_axis": 0}
             predict = shared_prediction_vectors
@@ -265,7 +266,8 @@ class CCCapsNet(nn.Module):
 
 
 def count_parameters(
-    vocab_size: int, num_classes: int, embedding: str = "cwc", classifier: str = "capsule", **overrides
+    vocab_size: int, num_classes: int, embedding: CCCapsNetEmbedding = "cwc",
+    classifier: CCCapsNetClassifier = "capsule", **overrides
 ) -> int:
     """Leaves of the real parameter tree of `CCCapsNet(...)`, from `jax.eval_shape` of its init
     (nothing is allocated or computed)."""

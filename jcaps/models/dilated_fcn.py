@@ -221,6 +221,7 @@ class DilatedFCN(nn.Module):
             ]
             return dot_product_attention(x, DotProductAttentionParams(*kernels), mask=mask, num_heads=groups)
         size = filters // groups
+        shape: tuple[int, ...]
         if self.attention.startswith("local"):
             op, shape = local_attention, (groups, _LOCAL_WIDTH, size, size)
         else:

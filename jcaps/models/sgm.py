@@ -410,13 +410,17 @@ class SGM(nn.Module):
             logits, state, _ = self._step(params, state, previous_token, previous_probs)
             return logits, state
 
-        sizes = {"num_tokens": self.num_tokens, "max_steps": self.max_steps}
-        ids = {"pad_id": PAD_ID, "bos_id": self.bos_id, "eos_id": self.eos_id, "num_special": self.num_special}
         if self.decoding == "greedy":
-            result = greedy_decode(step_fn, state, **sizes, **ids, eos_threshold=self.eos_threshold)
+            result = greedy_decode(
+                step_fn, state, num_tokens=self.num_tokens, max_steps=self.max_steps, pad_id=PAD_ID,
+                bos_id=self.bos_id, eos_id=self.eos_id, num_special=self.num_special,
+                eos_threshold=self.eos_threshold,
+            )
         else:
             result = beam_search(
-                step_fn, state, **sizes, **ids, beam_size=self.beam_size, length_penalty=self.length_penalty
+                step_fn, state, num_tokens=self.num_tokens, max_steps=self.max_steps, pad_id=PAD_ID,
+                bos_id=self.bos_id, eos_id=self.eos_id, num_special=self.num_special,
+                beam_size=self.beam_size, length_penalty=self.length_penalty,
             )
         return DecodedLabels(
             labels=emitted_to_multi_hot(result.emitted, num_special=self.num_special),

@@ -444,12 +444,12 @@ def upgraded(saved: dict, source: str = "config.json") -> dict:
     (a `ConfigError` naming `source` for a removed key at another value than `KEYS_REMOVED`'s)."""
     model = saved.get("model")
     model_name = model.get("name") if isinstance(model, dict) else None
-    if model_name in MODELS_WITH_REMOVED_KEYS:
-        for (_, key), value in KEYS_REMOVED.items():
-            saved_value = model.pop(key, value)
-            if saved_value != value:
+    if isinstance(model, dict) and model_name in MODELS_WITH_REMOVED_KEYS:
+        for (_, key), kept in KEYS_REMOVED.items():
+            saved_value = model.pop(key, kept)
+            if saved_value != kept:
                 raise ConfigError(f"{source}: model.{key}={saved_value!r} is no longer a setting of {model_name} "
-                                  f"(only {value!r} is): this workdir trained a model jcaps no longer builds")
+                                  f"(only {kept!r} is): this workdir trained a model jcaps no longer builds")
     for (block, old), (new, models) in RENAMED_KEYS.items():
         keys = saved.get(block)
         if isinstance(keys, dict) and model_name in models and old in keys:

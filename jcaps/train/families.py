@@ -46,7 +46,7 @@ def capsule_probabilities(outputs: ModelOutput):
     return lengths / jnp.maximum(jnp.sum(lengths, axis=-1, keepdims=True), 1e-12)
 
 
-_LOSS_TERMS = {
+_LOSS_TERMS: dict[str, Callable[[jax.Array, jax.Array], jax.Array]] = {
     "margin": losses.margin_loss,
     "focal": losses.focal_loss,
     "cross_entropy": losses.cross_entropy,
@@ -88,6 +88,7 @@ def binary_relevance_labels(apply_fn, params, batch, model_config):
 
 def label_sequence_loss(outputs: ModelOutput, batch, model_config):
     del model_config
+    assert outputs.step_logits is not None  # SGM's outputs
     return losses.sequence_cross_entropy(outputs.step_logits, batch["label_sequence"])
 
 
@@ -169,6 +170,7 @@ def label_probabilities(outputs: ModelOutput, side):
 def generated_label_log_probabilities(outputs: ModelOutput, side):
     """[R, S] the log-probability of the label generated at each step, teacher-forced on the
     generated label sequence side [R, S]."""
+    assert outputs.step_logits is not None  # SGM's outputs
     log_probs = jax.nn.log_softmax(outputs.step_logits.astype(jnp.float32), axis=-1)
     return jnp.take_along_axis(log_probs, side[..., None].astype(jnp.int32), axis=-1)[..., 0]
 
@@ -208,6 +210,7 @@ def source_attention_of_step(outputs: ModelOutput, x, side, targets):
     """[R, L] SGM's attention over the source at the step that emitted each row's label
     (`source_attention` [R, S, L]; targets [R] the steps)."""
     del x, side
+    assert outputs.source_attention is not None  # SGM's outputs
     return jnp.take_along_axis(outputs.source_attention, targets[:, None, None], axis=1)[:, 0]
 
 
@@ -227,6 +230,7 @@ def attention_received(outputs: ModelOutput, x, side, targets):
     del side, targets
     weights = outputs.head_attention
     if weights is None:
+        assert outputs.elementwise_attention is not None  # simplified / local attention's weights
         return jnp.mean(outputs.elementwise_attention, axis=-1)
     valid = (x > 0).astype(weights.dtype)
     received = jnp.einsum("rhqk,rq->rk", weights, valid)
@@ -244,6 +248,7 @@ def step_attention(outputs: ModelOutput, x, side, targets):
     or the structured self-attention of the LSTM baseline (`hop_attention` [R, r, T])."""
     del x, targets
     if outputs.input_attention_logits is None:
+        assert outputs.hop_attention is not None  # the self-attention baseline's weights
         return jnp.mean(outputs.hop_attention, axis=1)
     logits = jnp.where(side[..., None], outputs.input_attention_logits, -jnp.inf)
     return jnp.mean(jax.nn.softmax(logits, axis=1), axis=-1)

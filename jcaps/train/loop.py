@@ -216,7 +216,7 @@ def _open_run(config, workdir: str, is_main: bool, log, signals: _Signals) -> _R
         with writing("the vocabulary and labels of the data in", checkpoints.directory):
             os.makedirs(checkpoints.directory, exist_ok=True)
             dataset.save_metadata(checkpoints.directory)
-    final_splits = [s for s in ("validation", "test") if s in dataset.splits and len(dataset.splits[s].source)]
+    final_splits: list[str] = [s for s in ("validation", "test") if s in dataset.splits and len(dataset.splits[s].source)]
     return _Run(config, workdir, dataset, checkpoints, num_steps, steps_per_epoch, final_splits, is_main, log,
                 signals)
 
@@ -540,6 +540,7 @@ def _already_finished(run: _Run, finished: dict) -> dict:
         for split, record in finished.items()
     }
     train, step = run.config.train, run.checkpoints.latest_step()
+    assert step is not None  # `_finished_records` found the run's last checkpoint
     best = None
     if train.select_best:
         try:

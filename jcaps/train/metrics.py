@@ -198,11 +198,13 @@ class MetricWriter:
         record = {"step": int(step), "split": split, **{k: _plain(v) for k, v in metrics.items()}, **extra}
         with writing("the metrics", self._path), open(self._path, "a", encoding="utf-8") as f:
             f.write(strict_json.dumps(record) + "\n")
+        tensorboard = self._tensorboard
+        assert tensorboard is not None  # opened in __init__ when enabled
         with writing("the TensorBoard events in", self._tensorboard_path):
             for name, value in record.items():
                 if isinstance(value, float):
-                    self._tensorboard.add_scalar(f"{split}/{name}", value, step)
-            self._tensorboard.flush()
+                    tensorboard.add_scalar(f"{split}/{name}", value, step)
+            tensorboard.flush()
 
     def close(self) -> None:
         if self._tensorboard is not None:

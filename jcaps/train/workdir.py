@@ -21,6 +21,7 @@ import json
 import os
 import sys
 import time
+from typing import TYPE_CHECKING
 
 import jax
 import numpy as np
@@ -37,12 +38,16 @@ from jcaps.train.families import ModelFamily, get_family
 from jcaps.train.state import all_finite, dummy_inputs, model_for, parameter_shapes
 from jcaps.train.steps import TrainState
 
+if TYPE_CHECKING:
+    import flax.linen as nn
+    import ml_collections
+
 
 @dataclasses.dataclass
 class TrainedModel:
-    config: object
+    config: ml_collections.ConfigDict
     family: ModelFamily
-    model: object
+    model: nn.Module
     params: object
     dataset: ExampleDataset  # splits are empty unless opened with `with_data=True`
     parameters: str = "last"  # "best" (on validation) or "last" (the last checkpoint's)
@@ -199,6 +204,7 @@ def _final_params(checkpoints, abstract_params, select_best: bool, last_step: in
             params, which = checkpoints.restore_best_params(abstract_params, step), "best"
             directory = checkpoints.best_directory
         else:
+            assert last_step is not None  # the workdir has a checkpoint (`load_trained` checked)
             params, which, step = checkpoints.restore_params(abstract_params), "last", int(last_step)
             directory = checkpoints.directory
     except DamagedCheckpoint as damage:
