@@ -18,7 +18,9 @@ def allowed_values(choice_type: Any) -> tuple:
     return get_args(choice_type) or tuple(choice_type)
 
 
-def check_choice(name: str, value: Any, choice_type: Any | Collection[str], error: type[Exception] = ValueError) -> None:
+def check_choice(
+    name: str, value: Any, choice_type: Any | Collection[str], error: type[Exception] = ValueError
+) -> None:
     """Raises `error` ("{name} must be one of a, b, not 'c'") unless `value` is one of those
     `choice_type` allows: a `Literal[...]` type, or a collection of names."""
     allowed = allowed_values(choice_type)

@@ -171,8 +171,12 @@ def print_help(program: str) -> None:
     main_module = sys.modules.get("__main__")
     print((getattr(main_module, "__doc__", None) or f"{program} [FLAGS]").strip(), end="\n\nflags:\n")
     # absl names a module run as a program by its file's path, the others by their dotted names.
-    jcaps_flags = {flag.name: flag for module, module_flags in flags.FLAGS.flags_by_module_dict().items()
-                   if module.startswith("jcaps") or os.sep in module for flag in module_flags}
+    jcaps_flags = {
+        flag.name: flag
+        for module, module_flags in flags.FLAGS.flags_by_module_dict().items()
+        if module.startswith("jcaps") or os.sep in module
+        for flag in module_flags
+    }
     for flag in sorted(jcaps_flags.values(), key=lambda flag: flag.name):
         print(_one_flag_help(flag))
     print("\nthe libraries' own flags (logging, debugging): --helpfull")
@@ -204,8 +208,9 @@ def parse_flags(argv: list[str]) -> list[str]:
         where = _user_code_line(error)
         if where is None:
             raise
-        raise UserError(f"{where}: {type(error).__name__}: {_one_line(error)} (running a --config file)",
-                        hint=hint) from error
+        raise UserError(
+            f"{where}: {type(error).__name__}: {_one_line(error)} (running a --config file)", hint=hint
+        ) from error
     _check_config_files_loaded()
     return remaining
 
@@ -246,9 +251,11 @@ DATA_LOCATION_KEYS = ("dir", "cache_dir")
 def define_data_location_flags() -> None:
     """`--config.data.dir` and `--config.data.cache_dir` for evaluate and interpret."""
     flags.DEFINE_string("config.data.dir", None, "Read the data from this folder instead of the workdir's data.dir.")
-    flags.DEFINE_string("config.data.cache_dir", None,
-                        "Prepared data lives here (default: ~/tensorflow_datasets; never the workdir's "
-                        "data.cache_dir).")
+    flags.DEFINE_string(
+        "config.data.cache_dir",
+        None,
+        "Prepared data lives here (default: ~/tensorflow_datasets; never the workdir's data.cache_dir).",
+    )
 
 
 def data_location_overrides() -> dict[str, str]:
@@ -260,24 +267,35 @@ def data_location_overrides() -> dict[str, str]:
 
 def define_compilation_cache_flag() -> None:
     """`--compilation_cache` for the commands that compile a workdir's model."""
-    flags.DEFINE_string("compilation_cache", "auto",
-                        "Persistent compilation cache: 'auto' ($XDG_CACHE_HOME/jcaps/jax), a directory, or '' (off); "
-                        "never the workdir's train.compilation_cache.")
+    flags.DEFINE_string(
+        "compilation_cache",
+        "auto",
+        "Persistent compilation cache: 'auto' ($XDG_CACHE_HOME/jcaps/jax), a directory, or '' (off); "
+        "never the workdir's train.compilation_cache.",
+    )
 
 
 # The model keys a command that scores a trained workdir may change: they turn the model's scores
 # into a label set (SGM's search, binary relevance's threshold), without touching its parameters,
 # so settings like these can be chosen on validation data after training.
-DECODING_KEYS: dict[str, Callable[..., object]] = {"decoding": flags.DEFINE_string, "beam_size": flags.DEFINE_integer,
-                 "max_steps": flags.DEFINE_integer, "length_penalty": flags.DEFINE_float,
-                 "eos_threshold": flags.DEFINE_float, "threshold": flags.DEFINE_float}
+DECODING_KEYS: dict[str, Callable[..., object]] = {
+    "decoding": flags.DEFINE_string,
+    "beam_size": flags.DEFINE_integer,
+    "max_steps": flags.DEFINE_integer,
+    "length_penalty": flags.DEFINE_float,
+    "eos_threshold": flags.DEFINE_float,
+    "threshold": flags.DEFINE_float,
+}
 
 
 def define_decoding_flags() -> None:
     """`--config.model.KEY` for each of `DECODING_KEYS`, for evaluate."""
     for key, define in DECODING_KEYS.items():
-        define(f"config.model.{key}", None, f"Score with this model.{key} instead of the workdir's "
-                                            "(a decoding setting; the parameters are the same).")
+        define(
+            f"config.model.{key}",
+            None,
+            f"Score with this model.{key} instead of the workdir's (a decoding setting; the parameters are the same).",
+        )
 
 
 def decoding_overrides() -> dict:
@@ -290,12 +308,21 @@ def define_process_flags() -> None:
     """`--num_processes`, `--process_id` and `--coordinator_address` (or the environment variables
     JAX_NUM_PROCESSES, JAX_PROCESS_ID, JAX_COORDINATOR_ADDRESS) for the commands that several
     processes run together (`jax.distributed`)."""
-    flags.DEFINE_string("coordinator_address", os.environ.get("JAX_COORDINATOR_ADDRESS", ""),
-                        "Multi-process runs: HOST:PORT of process 0's coordinator.")
-    flags.DEFINE_integer("num_processes", int(os.environ.get("JAX_NUM_PROCESSES", "1")),
-                         "Multi-process runs: how many processes run together.")
-    flags.DEFINE_integer("process_id", int(os.environ.get("JAX_PROCESS_ID", "0")),
-                         "Multi-process runs: this process's index, 0 .. num_processes - 1.")
+    flags.DEFINE_string(
+        "coordinator_address",
+        os.environ.get("JAX_COORDINATOR_ADDRESS", ""),
+        "Multi-process runs: HOST:PORT of process 0's coordinator.",
+    )
+    flags.DEFINE_integer(
+        "num_processes",
+        int(os.environ.get("JAX_NUM_PROCESSES", "1")),
+        "Multi-process runs: how many processes run together.",
+    )
+    flags.DEFINE_integer(
+        "process_id",
+        int(os.environ.get("JAX_PROCESS_ID", "0")),
+        "Multi-process runs: this process's index, 0 .. num_processes - 1.",
+    )
 
 
 def initialize_processes() -> None:
@@ -312,7 +339,11 @@ def define_parameters_flag() -> None:
     from jcaps.train.config import ParameterChoice  # ml_collections and the standard library only
 
     choices = get_args(ParameterChoice)
-    flags.DEFINE_enum("parameters", choices[0], list(choices),
-                      "final: the parameters training reported as final (the best on validation when it selected "
-                      "them, else the last checkpoint's); last: those of the newest checkpoint that is intact, for a "
-                      "workdir whose final parameters are damaged.")
+    flags.DEFINE_enum(
+        "parameters",
+        choices[0],
+        list(choices),
+        "final: the parameters training reported as final (the best on validation when it selected "
+        "them, else the last checkpoint's); last: those of the newest checkpoint that is intact, for a "
+        "workdir whose final parameters are damaged.",
+    )

@@ -1,10 +1,10 @@
 """The `jcaps` command: `jcaps COMMAND [FLAGS]` runs `python -m MODULE [FLAGS]` of that command.
 
-    jcaps train --config fasttext_ag_news:smoke --workdir W
-    jcaps evaluate --workdir W
-    jcaps predict --workdir W --text "..."
-    jcaps interpret --workdir W --limit 8
-    jcaps params --config cccapsnet_ag_news
+jcaps train --config fasttext_ag_news:smoke --workdir W
+jcaps evaluate --workdir W
+jcaps predict --workdir W --text "..."
+jcaps interpret --workdir W --limit 8
+jcaps params --config cccapsnet_ag_news
 """
 
 from __future__ import annotations
@@ -38,8 +38,10 @@ def main() -> None:
         sys.exit(0 if len(sys.argv) >= 2 else 2)
     command = sys.argv[1]
     if command not in COMMAND_MODULES:
-        print(f"jcaps: unknown command {command!r}; one of {', '.join(COMMAND_MODULES)} (see jcaps --help)",
-              file=sys.stderr)
+        print(
+            f"jcaps: unknown command {command!r}; one of {', '.join(COMMAND_MODULES)} (see jcaps --help)",
+            file=sys.stderr,
+        )
         sys.exit(2)
     sys.argv = [f"jcaps {command}", *sys.argv[2:]]
     runpy.run_module(COMMAND_MODULES[command], run_name="__main__", alter_sys=True)

@@ -34,16 +34,21 @@ class WriteFailed(UserError):
 
 # What to do about a failed write of a training: nothing of the workdir is half-written that a
 # rerun would trust (checkpoints are committed whole, metrics are rewound to the last one).
-RERUN_HINT = ("free some space (or move the workdir to a larger disk) and run the same command again: it resumes "
-              "from the last checkpoint saved")
+RERUN_HINT = (
+    "free some space (or move the workdir to a larger disk) and run the same command again: it resumes "
+    "from the last checkpoint saved"
+)
 
 
 def is_full_disk(error: BaseException) -> bool:
     """ENOSPC (or a disk quota), as an OSError or in the message of a library that reports it
     as another error (tensorstore, array_record)."""
     message = str(error)
-    return (getattr(error, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or "os_error_code='28'" in message
-            or "No space left on device" in message)
+    return (
+        getattr(error, "errno", None) in (errno.ENOSPC, errno.EDQUOT)
+        or "os_error_code='28'" in message
+        or "No space left on device" in message
+    )
 
 
 def failure_reason(error: BaseException) -> str:
@@ -75,8 +80,9 @@ def free_space(path: str) -> str:
 
 def write_failed(what: str, path: str, error: BaseException, hint: str = RERUN_HINT) -> WriteFailed:
     """The one-line `WriteFailed` of `error`: "cannot write WHAT PATH: why (X free there)"."""
-    return WriteFailed(f"cannot write {what} {path}: {failure_reason(error)} ({free_space(path)} free there)",
-                       hint=hint)
+    return WriteFailed(
+        f"cannot write {what} {path}: {failure_reason(error)} ({free_space(path)} free there)", hint=hint
+    )
 
 
 @contextlib.contextmanager

@@ -34,8 +34,13 @@ from jcaps.errors import UserError
 FLAGS = flags.FLAGS
 
 
-def evaluate(workdir: str, split: str = "test", data_overrides: dict | None = None,
-             model_overrides: dict | None = None, parameters: str = "final") -> dict:
+def evaluate(
+    workdir: str,
+    split: str = "test",
+    data_overrides: dict | None = None,
+    model_overrides: dict | None = None,
+    parameters: str = "final",
+) -> dict:
     """`{"split", "selected_step", "parameters", "last_step", **metrics}` of `workdir` on `split`.
     `data_overrides`: `data.*` keys of the workdir's config to change (`cli.DATA_LOCATION_KEYS`);
     `model_overrides`: `model.*` decoding keys to change (`cli.DECODING_KEYS`); `parameters`: which
@@ -47,14 +52,18 @@ def evaluate(workdir: str, split: str = "test", data_overrides: dict | None = No
 
     for key in data_overrides or {}:
         if key not in cli.DATA_LOCATION_KEYS:
-            raise UserError(f"--config.data.{key}: evaluate changes only {', '.join(cli.DATA_LOCATION_KEYS)} "
-                            "of config.data")
+            raise UserError(
+                f"--config.data.{key}: evaluate changes only {', '.join(cli.DATA_LOCATION_KEYS)} of config.data"
+            )
     for key in model_overrides or {}:
         if key not in cli.DECODING_KEYS:
-            raise UserError(f"--config.model.{key}: evaluate changes only the decoding keys "
-                            f"{', '.join(cli.DECODING_KEYS)} of config.model")
-    trained = load_trained(workdir, with_data=True, data_overrides=data_overrides, model_overrides=model_overrides,
-                           parameters=parameters)
+            raise UserError(
+                f"--config.model.{key}: evaluate changes only the decoding keys "
+                f"{', '.join(cli.DECODING_KEYS)} of config.model"
+            )
+    trained = load_trained(
+        workdir, with_data=True, data_overrides=data_overrides, model_overrides=model_overrides, parameters=parameters
+    )
     check_split(trained, split, workdir)
     mesh = mesh_lib.data_mesh()
     _, eval_fn = compile_steps(trained.config, trained.family, trained.dataset.num_classes, mesh)
@@ -62,9 +71,11 @@ def evaluate(workdir: str, split: str = "test", data_overrides: dict | None = No
     metrics = evaluate_split(eval_fn, trained.eval_state(), trained.dataset, split, batch_size, mesh)
     not_finite = [f"{key} {value}" for key, value in metrics.items() if not math.isfinite(value)]
     if not_finite:
-        raise UserError(f"the {trained.parameters} parameters of {workdir} (step {trained.selected_step}) score "
-                        f"{', '.join(not_finite)} on the {split} split: not finite",
-                        hint="--parameters last scores the newest intact checkpoint instead")
+        raise UserError(
+            f"the {trained.parameters} parameters of {workdir} (step {trained.selected_step}) score "
+            f"{', '.join(not_finite)} on the {split} split: not finite",
+            hint="--parameters last scores the newest intact checkpoint instead",
+        )
     overrides = {"model_overrides": dict(model_overrides)} if model_overrides else {}
     return {"split": split, **trained.selection, **overrides, **metrics}
 
@@ -74,8 +85,13 @@ def main(argv):
     from jcaps.train.workdir import use_compilation_cache
 
     use_compilation_cache(FLAGS.compilation_cache)
-    print(strict_json.dumps(evaluate(FLAGS.workdir, FLAGS.split, cli.data_location_overrides(),
-                                     cli.decoding_overrides(), FLAGS.parameters)))
+    print(
+        strict_json.dumps(
+            evaluate(
+                FLAGS.workdir, FLAGS.split, cli.data_location_overrides(), cli.decoding_overrides(), FLAGS.parameters
+            )
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -99,7 +99,9 @@ def read_input(path: str, errors: str = "strict") -> Iterable[tuple[int, str]]:
         with open(path, "rb") as stream:
             return decode_lines(stream, path, errors)
     except FileNotFoundError:
-        raise UserError(f"--input {path}: no such file", hint="pass a file with one text a line, or - for standard input") from None
+        raise UserError(
+            f"--input {path}: no such file", hint="pass a file with one text a line, or - for standard input"
+        ) from None
     except OSError as error:
         raise UserError(f"--input {path}: cannot read it ({error.strerror or error})") from None
 
@@ -266,8 +268,9 @@ def main(argv):
     # answer before writing the next line); a file, `--batch_size` lines a forward pass.
     streaming = FLAGS.input == "-"
     items, texts = itertools.tee(items)
-    predictions = iter_predictions(trained, (text for _, text in texts), FLAGS.top_k,
-                                   1 if streaming else FLAGS.batch_size, FLAGS.threshold)
+    predictions = iter_predictions(
+        trained, (text for _, text in texts), FLAGS.top_k, 1 if streaming else FLAGS.batch_size, FLAGS.threshold
+    )
     start, count = time.perf_counter(), 0
     try:
         for (line, text), prediction in zip(items, predictions):
@@ -281,8 +284,9 @@ def main(argv):
         return
     if FLAGS.input:
         elapsed = max(time.perf_counter() - start, 1e-9)
-        print(f"predicted {count} lines in {elapsed:.2f} s ({count / elapsed:.1f} texts/s)", file=sys.stderr,
-              flush=True)
+        print(
+            f"predicted {count} lines in {elapsed:.2f} s ({count / elapsed:.1f} texts/s)", file=sys.stderr, flush=True
+        )
 
 
 if __name__ == "__main__":
@@ -290,12 +294,22 @@ if __name__ == "__main__":
     flags.DEFINE_string("workdir", None, "A workdir written by train.py.")
     flags.DEFINE_multi_string("text", [], "A text to classify (repeatable).")
     flags.DEFINE_string("input", None, "A UTF-8 file with one text a line, or '-' for standard input.")
-    flags.DEFINE_enum("errors", "strict", list(ERRORS), "--input lines that are not UTF-8: strict (an error naming "
-                      "the line) or replace (their bad bytes read as U+FFFD).")
-    flags.DEFINE_integer("top_k", None, "Print the k most probable labels (k >= 1; default: all); for a sequence "
-                         "model, its first k.")
-    flags.DEFINE_float("threshold", None, "Multi-label models with per-label scores: the probability a label "
-                       "needs to be predicted, in (0, 1) (default: the model's threshold).")
+    flags.DEFINE_enum(
+        "errors",
+        "strict",
+        list(ERRORS),
+        "--input lines that are not UTF-8: strict (an error naming "
+        "the line) or replace (their bad bytes read as U+FFFD).",
+    )
+    flags.DEFINE_integer(
+        "top_k", None, "Print the k most probable labels (k >= 1; default: all); for a sequence model, its first k."
+    )
+    flags.DEFINE_float(
+        "threshold",
+        None,
+        "Multi-label models with per-label scores: the probability a label "
+        "needs to be predicted, in (0, 1) (default: the model's threshold).",
+    )
     flags.DEFINE_integer("batch_size", 64, "Texts per forward pass (>= 1).")
     flags.DEFINE_integer("echo_chars", 200, "Echo at most this many characters of each text (0: do not echo).")
     cli.define_parameters_flag()

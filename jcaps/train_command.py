@@ -20,12 +20,17 @@ from ml_collections import config_flags
 from jcaps import cli
 
 FLAGS = flags.FLAGS
-config_flags.DEFINE_config_file("config", None, "Config: a shipped config's name or a config file, e.g. fasttext_ag_news:smoke.", lock_config=True)
+config_flags.DEFINE_config_file(
+    "config", None, "Config: a shipped config's name or a config file, e.g. fasttext_ag_news:smoke.", lock_config=True
+)
 flags.DEFINE_string("workdir", None, "Directory for checkpoints, metrics and the resolved config.")
 cli.define_process_flags()
-flags.DEFINE_bool("reevaluate", False,
-                  "A finished workdir: evaluate its final model again (replacing its final metrics) "
-                  "instead of saying it is finished.")
+flags.DEFINE_bool(
+    "reevaluate",
+    False,
+    "A finished workdir: evaluate its final model again (replacing its final metrics) "
+    "instead of saying it is finished.",
+)
 flags.mark_flags_as_required(["config", "workdir"])
 
 

@@ -130,8 +130,10 @@ class ExampleDataset:
         `length_window` > 0 groups examples of similar length (`_length_grouped_batches`)."""
         size = len(self.splits["train"].source)
         if size < batch_size:
-            raise ConfigError(f"train.batch_size={batch_size} is more than the {size} examples of the train split",
-                              hint="lower train.batch_size, or use more training data")
+            raise ConfigError(
+                f"train.batch_size={batch_size} is more than the {size} examples of the train split",
+                hint="lower train.batch_size, or use more training data",
+            )
         if length_window < 0:
             raise ValueError(f"data.length_grouping must be >= 0 (batches per sorting window), not {length_window}")
         import grain  # training only: prediction does not pay for its import

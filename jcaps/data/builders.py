@@ -88,23 +88,29 @@ class TextFilesBuilder(tfds.core.GeneratorBasedBuilder):
     ):
         if group_key and not self.GROUPED:
             grouped = ", ".join(name for name, builder in TEXT_BUILDERS.items() if builder.GROUPED)
-            raise ConfigError(f"data.group_key: {self.name} files have no field besides the text and label; "
-                              f"a group is read from {grouped} files (or set data.group_key='')")
+            raise ConfigError(
+                f"data.group_key: {self.name} files have no field besides the text and label; "
+                f"a group is read from {grouped} files (or set data.group_key='')"
+            )
         directory = _source_directory(directory)
         self._files = self.split_files(directory, train_file or "train", test_file or "test")
         for split in self._files.values():
             for path in (split.text, split.labels):
                 if path and not os.path.isfile(path):
-                    expected = ", ".join(sorted(os.path.basename(f) for s in self._files.values()
-                                                for f in (s.text, s.labels) if f))
-                    raise DataError(path, None, f"file not found: {self.name} files in --config.data.dir are {expected}")
+                    expected = ", ".join(
+                        sorted(os.path.basename(f) for s in self._files.values() for f in (s.text, s.labels) if f)
+                    )
+                    raise DataError(
+                        path, None, f"file not found: {self.name} files in --config.data.dir are {expected}"
+                    )
         self._names = self.class_names(directory, self._files)
         self._multi_label = multi_label
         self._drop_bad_rows = drop_bad_rows
         self._group_key = group_key
         self._cache_root = os.path.expanduser(kwargs.get("data_dir") or os.path.join("~", "tensorflow_datasets"))
         config = tfds.core.BuilderConfig(
-            name=f"{Path(directory).name or 'data'}-{_files_fingerprint(self._files)}" + ("-dropbad" if drop_bad_rows else "")
+            name=f"{Path(directory).name or 'data'}-{_files_fingerprint(self._files)}"
+            + ("-dropbad" if drop_bad_rows else "")
             + (f"-group-{group_key}" if group_key else ""),
             description=f"{self.name} files in {directory}",
         )
@@ -160,7 +166,11 @@ class TextFilesBuilder(tfds.core.GeneratorBasedBuilder):
 
     def _info(self):
         label_key = "labels" if self._multi_label else "label"
-        features = {"text": tfds.features.Text(), label_key: self._label_feature(), "line": tfds.features.Scalar(np.int32)}
+        features = {
+            "text": tfds.features.Text(),
+            label_key: self._label_feature(),
+            "line": tfds.features.Scalar(np.int32),
+        }
         if self._group_key:
             features[self._group_key] = tfds.features.Text()
         return tfds.core.DatasetInfo(
@@ -200,13 +210,16 @@ class Jsonl(TextFilesBuilder):
 
     @classmethod
     def split_files(cls, directory, train_stem, test_stem):
-        return {split: SplitFiles(os.path.join(directory, f"{stem}.jsonl"))
-                for split, stem in (("train", train_stem), ("test", test_stem))}
+        return {
+            split: SplitFiles(os.path.join(directory, f"{stem}.jsonl"))
+            for split, stem in (("train", train_stem), ("test", test_stem))
+        }
 
     def _generate_examples(self, files: SplitFiles, dropped: list[DataError] | None):
         label_key = "labels" if self._multi_label else "label"
-        for key, example in jsonl.read_jsonl(files.text, label_key=label_key, group_key=self._group_key,
-                                             dropped=dropped):
+        for key, example in jsonl.read_jsonl(
+            files.text, label_key=label_key, group_key=self._group_key, dropped=dropped
+        ):
             yield key, {**example, "line": int(key)}
 
 
@@ -216,15 +229,19 @@ class TextLabels(TextFilesBuilder):
 
     @classmethod
     def split_files(cls, directory, train_stem, test_stem):
-        return {split: SplitFiles(os.path.join(directory, f"{stem}.text"), os.path.join(directory, f"{stem}.labels"))
-                for split, stem in (("train", train_stem), ("test", test_stem))}
+        return {
+            split: SplitFiles(os.path.join(directory, f"{stem}.text"), os.path.join(directory, f"{stem}.labels"))
+            for split, stem in (("train", train_stem), ("test", test_stem))
+        }
 
     @classmethod
     def class_names(cls, directory, files):
         mappings = sorted(Path(directory).glob(Path(files["train"].text).stem.split("_")[0] + "_mapping.txt"))
         if mappings:
             return text_labels.read_emoji_mapping(str(mappings[0]))
-        num_classes = 1 + max(ex["label"] for _, ex in text_labels.read_text_labels(files["train"].text, files["train"].labels))
+        num_classes = 1 + max(
+            ex["label"] for _, ex in text_labels.read_text_labels(files["train"].text, files["train"].labels)
+        )
         return [str(i) for i in range(num_classes)]
 
     def _generate_examples(self, files: SplitFiles, dropped: list[DataError] | None):
@@ -261,20 +278,26 @@ def _find(directory: str, pattern: str, what: str) -> str:
 def _read_ts_splits(data_config) -> tuple[dict[str, RawSplit], list[str]]:
     directory = _source_directory(data_config.dir)
     paths = {
-        "train": _find(directory, f"{data_config.train_file}.ts" if data_config.train_file else "*_TRAIN.ts", "training"),
+        "train": _find(
+            directory, f"{data_config.train_file}.ts" if data_config.train_file else "*_TRAIN.ts", "training"
+        ),
         "test": _find(directory, f"{data_config.test_file}.ts" if data_config.test_file else "*_TEST.ts", "test"),
     }
     files = {split: ts.read_ts(path) for split, path in paths.items()}
     names = list(files["train"].class_labels)
     if files["test"].num_channels != files["train"].num_channels:
-        raise DataError(paths["test"], None, f"{files['test'].num_channels} channels, but the training file has "
-                                             f"{files['train'].num_channels}")
+        raise DataError(
+            paths["test"],
+            None,
+            f"{files['test'].num_channels} channels, but the training file has {files['train'].num_channels}",
+        )
     labels = LabelMap(tuple(names))
     splits = {}
     for split, ts_file in files.items():
         ids = [labels.encode(name, path=paths[split], line=line) for name, line in zip(ts_file.labels, ts_file.lines)]
-        splits[split] = RawSplit(list(ts_file.series), np.asarray(ids, np.int32), np.asarray(ts_file.lines, np.int32),
-                                 paths[split])
+        splits[split] = RawSplit(
+            list(ts_file.series), np.asarray(ids, np.int32), np.asarray(ts_file.lines, np.int32), paths[split]
+        )
     return splits, names
 
 
@@ -307,8 +330,12 @@ def _generate_box_splits(data_config) -> tuple[dict[str, RawSplit], list[str]]:
             num_features=data_config.box_features,
         )
         n = len(data.labels)
-        splits[split] = RawSplit(list(data.series), data.labels.astype(np.int32), np.arange(1, n + 1, dtype=np.int32),
-                                 f"boxes:{data_config.box}/{split}")
+        splits[split] = RawSplit(
+            list(data.series),
+            data.labels.astype(np.int32),
+            np.arange(1, n + 1, dtype=np.int32),
+            f"boxes:{data_config.box}/{split}",
+        )
     return splits, ["y=-1", "y=+1"]
 
 
@@ -339,7 +366,8 @@ class SeriesBuilder(tfds.core.GeneratorBasedBuilder):
         stem = data_config.box if data_config.format == "boxes" else os.path.basename(os.path.normpath(data_config.dir))
         config = tfds.core.BuilderConfig(
             name=f"{stem or 'data'}-{_series_fingerprint(data_config)}",
-            description=f"{data_config.format} data" + (f" in {os.path.abspath(data_config.dir)}" if data_config.dir else ""),
+            description=f"{data_config.format} data"
+            + (f" in {os.path.abspath(data_config.dir)}" if data_config.dir else ""),
         )
         super().__init__(config=config, file_format="array_record", **kwargs)
 

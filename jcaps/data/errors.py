@@ -1,4 +1,5 @@
 """The error every data reader raises for bad input: it names the file, the line and the problem."""
+
 import os
 
 from jcaps.errors import UserError

@@ -84,12 +84,15 @@ def _catalogue_splits(data_config) -> PreparedSplits:
     cache_dir = default_cache_dir(data_config)
     builder = _prepare_catalogue_dataset(data_config, cache_dir)
     if data_config.group_key and data_config.group_key not in builder.info.features:
-        raise ConfigError(f"data.group_key: {data_config.name} has no feature {data_config.group_key!r} "
-                          f"(its features: {', '.join(builder.info.features)})")
+        raise ConfigError(
+            f"data.group_key: {data_config.name} has no feature {data_config.group_key!r} "
+            f"(its features: {', '.join(builder.info.features)})"
+        )
     splits = {
         name: Split(
-            tfds.data_source(data_config.name, split=name, data_dir=cache_dir,
-                             builder_kwargs={"file_format": "array_record"}),
+            tfds.data_source(
+                data_config.name, split=name, data_dir=cache_dir, builder_kwargs={"file_format": "array_record"}
+            ),
             f"tfds:{data_config.name}/{name}",
         )
         for name in builder.info.splits
@@ -268,7 +271,9 @@ def _prepare_catalogue_dataset(data_config, cache_dir: str):
             hint="see https://www.tensorflow.org/datasets/catalog, or " + _offline_hint(data_config),
         ) from None
     except Exception as error:  # e.g. the extra packages of a community catalogue
-        raise UserError(f"could not open the TFDS dataset {name!r}: {error}", hint=_offline_hint(data_config)) from error
+        raise UserError(
+            f"could not open the TFDS dataset {name!r}: {error}", hint=_offline_hint(data_config)
+        ) from error
     if builder.is_prepared():
         return builder
     # Catalogue datasets download their files; a builder defined elsewhere may not need to.

@@ -59,8 +59,12 @@ class Standardizer:
     def __call__(self, series: np.ndarray, path: str, line: int) -> np.ndarray:
         if self.mean.shape[0] > 1:
             if len(series) > self.mean.shape[0]:
-                raise DataError(path, line, f"series of {len(series)} steps is longer than the {self.mean.shape[0]} "
-                                            "steps the per-step standardisation was fitted on")
+                raise DataError(
+                    path,
+                    line,
+                    f"series of {len(series)} steps is longer than the {self.mean.shape[0]} "
+                    "steps the per-step standardisation was fitted on",
+                )
             return (series - self.mean[: len(series)]) / self.std[: len(series)]
         return (series - self.mean) / self.std
 
@@ -154,8 +158,9 @@ def series_dataset(data_config, prepared: PreparedSplits, seed: int, saved_dir: 
         standardizer = Standardizer.load(os.path.join(saved_dir, STATS_FILE))
     else:
         labels = LabelMap(tuple(prepared.class_names or ()))
-        standardizer = Standardizer.fit([train[i]["series"] for i in range(len(train))],
-                                        data_config.normalize, splits["train"].path)
+        standardizer = Standardizer.fit(
+            [train[i]["series"] for i in range(len(train))], data_config.normalize, splits["train"].path
+        )
     lengths = [len(split.source[i]["series"]) for split in splits.values() for i in range(len(split.source))]
     return make_series_dataset(data_config, splits, labels, int(train[0]["series"].shape[1]), standardizer, lengths)
 

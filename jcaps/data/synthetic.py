@@ -28,7 +28,39 @@ KEYWORDS = {
     "business": ("shares", "profit", "investors", "merger", "quarterly", "market"),
     "science": ("laboratory", "researchers", "genome", "telescope", "software", "physics"),
 }
-FILLER = ["the", "a", "of", "in", "on", "for", "with", "today", "said", "after", "over", "new", "report", "says", "this", "week", "people", "first", "year", "group", "last", "two", "three", "local", "city", "officials", "could", "would", "about", "more", "than"]
+FILLER = [
+    "the",
+    "a",
+    "of",
+    "in",
+    "on",
+    "for",
+    "with",
+    "today",
+    "said",
+    "after",
+    "over",
+    "new",
+    "report",
+    "says",
+    "this",
+    "week",
+    "people",
+    "first",
+    "year",
+    "group",
+    "last",
+    "two",
+    "three",
+    "local",
+    "city",
+    "officials",
+    "could",
+    "would",
+    "about",
+    "more",
+    "than",
+]
 
 
 def _document(rng: np.random.Generator, labels: list[int], decoys: int = 0) -> str:
@@ -65,8 +97,13 @@ def make_multilabel_documents(size: int, seed: int, decoys: int = 0) -> list[dic
     for i in range(size):
         count = int(rng.integers(1, 4))
         labels = sorted(int(i) for i in rng.choice(len(CLASSES), size=count, replace=False, p=weights))
-        documents.append({"text": _document(rng, labels, decoys), "labels": [CLASSES[i] for i in labels],
-                          "source": f"source-{int(np.searchsorted(group_starts, i, side='right'))}"})
+        documents.append(
+            {
+                "text": _document(rng, labels, decoys),
+                "labels": [CLASSES[i] for i in labels],
+                "source": f"source-{int(np.searchsorted(group_starts, i, side='right'))}",
+            }
+        )
     return documents
 
 

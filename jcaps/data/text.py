@@ -246,8 +246,11 @@ def check_labels(
             kept.append(i)
         if problems:
             before = split.dropped or {"file": split.path, "count": 0, "first": []}
-            dropped = {"file": before["file"], "count": before["count"] + len(problems),
-                       "first": (before["first"] + problems)[:5]}
+            dropped = {
+                "file": before["file"],
+                "count": before["count"] + len(problems),
+                "first": (before["first"] + problems)[:5],
+            }
             checked[name] = Split(Subset(source, np.asarray(kept, np.int64)), split.path, dropped)
     return checked
 

@@ -4,6 +4,7 @@
 al. (2015) datasets; `sentences` feeds iCapsNets-Long, which attends within and across
 sentences. Pure Python, deterministic; every function takes one text.
 """
+
 import html
 import re
 from collections.abc import Callable
@@ -67,9 +68,7 @@ def lowercase_chars(text: str, max_len: int | None = None) -> list[str]:
     return chars(text.lower(), max_len)
 
 
-def sentences(
-    text: str, max_sentences: int | None = None, max_words: int | None = None
-) -> list[list[str]]:
+def sentences(text: str, max_sentences: int | None = None, max_words: int | None = None) -> list[list[str]]:
     """Sentences of `zhang` tokens: at most `max_sentences` of at most `max_words` tokens each.
 
     Sentences end at newlines (real or the escaped `\\n`) and after `.`, `!`, `?` (which stay
@@ -103,5 +102,4 @@ def get_tokenizer(name: str) -> Callable[..., list]:
     try:
         return TOKENIZERS[name]
     except KeyError:
-        raise ValueError(f"unknown tokenizer {name!r}; valid names: "
-                         f"{', '.join(sorted(TOKENIZERS))}") from None
+        raise ValueError(f"unknown tokenizer {name!r}; valid names: {', '.join(sorted(TOKENIZERS))}") from None

@@ -3,6 +3,7 @@
 Both are immutable, built from the training split only, and saved as JSON beside the
 checkpoints so that a workdir alone is enough to predict.
 """
+
 import collections
 import dataclasses
 import json
@@ -99,11 +100,9 @@ class Vocabulary(_JsonFile):
     def __post_init__(self):
         object.__setattr__(self, "tokens", tuple(self.tokens))
         if self.tokens[:2] != (PAD_TOKEN, UNK_TOKEN):
-            raise ValueError(f"a vocabulary starts with {PAD_TOKEN!r}, {UNK_TOKEN!r}, "
-                             f"not {self.tokens[:2]}")
+            raise ValueError(f"a vocabulary starts with {PAD_TOKEN!r}, {UNK_TOKEN!r}, not {self.tokens[:2]}")
         if not (isinstance(self.num_reserved, int) and 2 <= self.num_reserved <= len(self.tokens)):
-            raise ValueError(f"num_reserved must lie in 2..{len(self.tokens)}, "
-                             f"not {self.num_reserved!r}")
+            raise ValueError(f"num_reserved must lie in 2..{len(self.tokens)}, not {self.num_reserved!r}")
         object.__setattr__(self, "_ids", _index(self.tokens, "tokens"))
 
     @classmethod
@@ -132,17 +131,17 @@ class Vocabulary(_JsonFile):
         if min_count < 1:
             raise ValueError(f"min_count must be at least 1, not {min_count}")
         if max_size is not None and max_size < len(reserved):
-            raise ValueError(f"max_size {max_size} leaves no room for the {len(reserved)} "
-                             f"reserved tokens")
+            raise ValueError(f"max_size {max_size} leaves no room for the {len(reserved)} reserved tokens")
         counts: collections.Counter[str] = collections.Counter()
         for tokens in token_lists:
             counts.update(tokens)
         for token in reserved:
             counts.pop(token, None)
-        kept = sorted((token for token, count in counts.items() if count >= min_count),
-                      key=lambda token: (-counts[token], token))
+        kept = sorted(
+            (token for token, count in counts.items() if count >= min_count), key=lambda token: (-counts[token], token)
+        )
         if max_size is not None:
-            kept = kept[:max_size - len(reserved)]
+            kept = kept[: max_size - len(reserved)]
         return cls(reserved + tuple(kept), len(reserved))
 
     def __len__(self) -> int:
@@ -197,8 +196,9 @@ class LabelMap(_JsonFile):
         try:
             return self._ids[name]
         except KeyError:
-            raise DataError(path, line, f"unknown label {name!r} (not among the "
-                                        f"{len(self.names)} training labels)") from None
+            raise DataError(
+                path, line, f"unknown label {name!r} (not among the {len(self.names)} training labels)"
+            ) from None
 
     def decode(self, label_id: int) -> str:
         """The name of class `label_id`."""

@@ -40,31 +40,57 @@ DEFAULT_SERIES_FIGURES = 8
 flags.DEFINE_string("workdir", None, "A workdir written by train.py.", required=True)
 flags.DEFINE_string("split", "test", "Split to explain.")
 flags.DEFINE_string("out", None, "Output directory (default WORKDIR/interpretation).")
-flags.DEFINE_integer("limit", None, "Explain the first N examples (default: the whole split; the sanity checks use "
-                     f"the first {DEFAULT_CHECK_LIMIT}, series figures the first {DEFAULT_SERIES_FIGURES}).")
-flags.DEFINE_list("methods", None, "Methods to run (default: all but the sampling methods, and the model's own): "
-                  f"among {', '.join(METHODS)} and the models' own, {', '.join(explain.NATIVE_METHODS)}.")
+flags.DEFINE_integer(
+    "limit",
+    None,
+    "Explain the first N examples (default: the whole split; the sanity checks use "
+    f"the first {DEFAULT_CHECK_LIMIT}, series figures the first {DEFAULT_SERIES_FIGURES}).",
+)
+flags.DEFINE_list(
+    "methods",
+    None,
+    "Methods to run (default: all but the sampling methods, and the model's own): "
+    f"among {', '.join(METHODS)} and the models' own, {', '.join(explain.NATIVE_METHODS)}.",
+)
 flags.DEFINE_bool("faithfulness", False, "Also measure each method's faithfulness (faithfulness.json).")
-flags.DEFINE_bool("checks", False, "Also run the sanity checks of each method (checks.json; jcaps.interpret.checks): "
-                  "parameter randomisation, max-sensitivity, complexity, degenerate rankings, localisation.")
+flags.DEFINE_bool(
+    "checks",
+    False,
+    "Also run the sanity checks of each method (checks.json; jcaps.interpret.checks): "
+    "parameter randomisation, max-sensitivity, complexity, degenerate rankings, localisation.",
+)
 flags.DEFINE_enum("removal", "pad", list(explain.REMOVALS), "Faithfulness: a removed token becomes PAD or UNK.")
 flags.DEFINE_integer("ig_steps", explain.Options.ig_steps, "Integrated gradients: interpolation points.")
 flags.DEFINE_integer("smoothgrad_samples", explain.Options.smoothgrad_samples, "SmoothGrad: noisy copies averaged.")
-flags.DEFINE_integer("ig_chunk", explain.Options.ig_chunk, "Integrated gradients: points evaluated at once "
-                     "(1 is fastest on a CPU; more on an accelerator).")
+flags.DEFINE_integer(
+    "ig_chunk",
+    explain.Options.ig_chunk,
+    "Integrated gradients: points evaluated at once (1 is fastest on a CPU; more on an accelerator).",
+)
 flags.DEFINE_integer("shap_samples", explain.Options.shap_samples, "KernelSHAP: coalitions an example.")
-flags.DEFINE_integer("shapley_permutations", explain.Options.shapley_permutations,
-                     "Permutation sampling: orders an example (half of them the others' reverses).")
+flags.DEFINE_integer(
+    "shapley_permutations",
+    explain.Options.shapley_permutations,
+    "Permutation sampling: orders an example (half of them the others' reverses).",
+)
 flags.DEFINE_integer("lime_samples", explain.Options.lime_samples, "LIME: coalitions an example.")
 flags.DEFINE_integer("batch_size", 32, "Examples per batch.")
 flags.DEFINE_integer("k1", 3, "iCapsNets: capsules selected per example (top by coupling to the prediction).")
 flags.DEFINE_integer("k2", 2, "iCapsNets: positions selected per capsule (top by attention).")
-flags.DEFINE_bool("keep_punctuation", False, "iCapsNets: list punctuation-only tokens among each cell's "
-                  "most frequent K-gram words in global.json (left out by default).")
+flags.DEFINE_bool(
+    "keep_punctuation",
+    False,
+    "iCapsNets: list punctuation-only tokens among each cell's "
+    "most frequent K-gram words in global.json (left out by default).",
+)
 flags.DEFINE_integer("report_examples", 12, "Examples per explained class or label shown in report.html.")
 flags.DEFINE_integer("seed", 0, "Seed of SmoothGrad's noise, the random ranking and the bootstrap.")
-flags.DEFINE_enum("progress", "auto", ["auto", "bar", "lines", "none"],
-                  "The progress line: examples/s and the time left (auto: a bar on a terminal, lines otherwise).")
+flags.DEFINE_enum(
+    "progress",
+    "auto",
+    ["auto", "bar", "lines", "none"],
+    "The progress line: examples/s and the time left (auto: a bar on a terminal, lines otherwise).",
+)
 cli.define_data_location_flags()
 cli.define_parameters_flag()
 cli.define_process_flags()
@@ -73,8 +99,19 @@ FLAGS = flags.FLAGS
 
 def _check_flags(model_config) -> tuple[str, ...]:
     """The methods to run; a one-line user error for anything out of range."""
-    for name in ("limit", "ig_steps", "ig_chunk", "smoothgrad_samples", "shap_samples", "shapley_permutations",
-                 "lime_samples", "batch_size", "k1", "k2", "report_examples"):
+    for name in (
+        "limit",
+        "ig_steps",
+        "ig_chunk",
+        "smoothgrad_samples",
+        "shap_samples",
+        "shapley_permutations",
+        "lime_samples",
+        "batch_size",
+        "k1",
+        "k2",
+        "report_examples",
+    ):
         value = getattr(FLAGS, name)
         if value is not None and value < 1:
             raise UserError(f"--{name} must be at least 1, not {value}")
@@ -85,8 +122,10 @@ def _check_flags(model_config) -> tuple[str, ...]:
         if method not in known:
             raise UserError(f"--methods: unknown method {method!r}", hint=f"methods: {', '.join(sorted(known))}")
         if method not in offered:
-            raise UserError(f"--methods: a {model_config.name} model has no {method!r} explanation",
-                            hint=f"its methods: {', '.join(offered)}")
+            raise UserError(
+                f"--methods: a {model_config.name} model has no {method!r} explanation",
+                hint=f"its methods: {', '.join(offered)}",
+            )
     return methods
 
 
@@ -96,48 +135,80 @@ def main(argv):
     methods = _check_flags(config.model)
     out = FLAGS.out or os.path.join(FLAGS.workdir, "interpretation")
     cli.initialize_processes()
-    trained = load_trained(FLAGS.workdir, with_data=True, data_overrides=cli.data_location_overrides(),
-                           parameters=FLAGS.parameters)
+    trained = load_trained(
+        FLAGS.workdir, with_data=True, data_overrides=cli.data_location_overrides(), parameters=FLAGS.parameters
+    )
     # Each process explains its rows alone: the parameters, restored together, as its own copy.
     trained = dataclasses.replace(trained, params=process_local(trained.params))
     size = check_split(trained, FLAGS.split, FLAGS.workdir)
     explained = min(FLAGS.limit or size, size)
-    options = explain.Options(ig_steps=FLAGS.ig_steps, ig_chunk=FLAGS.ig_chunk,
-                              smoothgrad_samples=FLAGS.smoothgrad_samples, shap_samples=FLAGS.shap_samples,
-                              shapley_permutations=FLAGS.shapley_permutations, lime_samples=FLAGS.lime_samples,
-                              removal=FLAGS.removal, k1=FLAGS.k1, k2=FLAGS.k2)
+    options = explain.Options(
+        ig_steps=FLAGS.ig_steps,
+        ig_chunk=FLAGS.ig_chunk,
+        smoothgrad_samples=FLAGS.smoothgrad_samples,
+        shap_samples=FLAGS.shap_samples,
+        shapley_permutations=FLAGS.shapley_permutations,
+        lime_samples=FLAGS.lime_samples,
+        removal=FLAGS.removal,
+        k1=FLAGS.k1,
+        k2=FLAGS.k2,
+    )
     explain_split = functools.partial(
-        corpus.explain_workdir, trained, FLAGS.split, out, methods=methods, limit=FLAGS.limit or 0,
-        with_faithfulness=FLAGS.faithfulness, options=options, batch_size=FLAGS.batch_size,
-        report_examples=FLAGS.report_examples, seed=FLAGS.seed, progress=FLAGS.progress)
+        corpus.explain_workdir,
+        trained,
+        FLAGS.split,
+        out,
+        methods=methods,
+        limit=FLAGS.limit or 0,
+        with_faithfulness=FLAGS.faithfulness,
+        options=options,
+        batch_size=FLAGS.batch_size,
+        report_examples=FLAGS.report_examples,
+        seed=FLAGS.seed,
+        progress=FLAGS.progress,
+    )
     if corpus.finished_run(out) is not None:
         explain_split()  # refuses other settings than the finished run's
         if jax.process_index() == 0:
-            print(f"{out} holds the finished explanations of these settings ({explained} examples of {FLAGS.split}); "
-                  "nothing to do")
+            print(
+                f"{out} holds the finished explanations of these settings ({explained} examples of {FLAGS.split}); "
+                "nothing to do"
+            )
         return
 
     # The whole-split analyses are one process's: the others only explain their rows.
     is_main = jax.process_index() == 0
     extra_html, closing = "", []
     if is_main and explain.native_method(config.model) == "capsules":
-        summary = interpret_workdir(trained, FLAGS.split, out, FLAGS.limit or 0, FLAGS.k1, FLAGS.k2,
-                                    keep_punctuation=FLAGS.keep_punctuation)
+        summary = interpret_workdir(
+            trained, FLAGS.split, out, FLAGS.limit or 0, FLAGS.k1, FLAGS.k2, keep_punctuation=FLAGS.keep_punctuation
+        )
         extra_html = capsule_global_html(summary, os.path.join(out, "C.png"))
         sparsity = summary["sparsity"]
-        closing.append(f"share of each class's examples in its top {sparsity['top']} capsules: "
-                       f"{sparsity['overall']:.3f}; MI(class; capsule) / H(class): "
-                       f"{information_text(summary['class_capsule_information']['normalized'])}")
+        closing.append(
+            f"share of each class's examples in its top {sparsity['top']} capsules: "
+            f"{sparsity['overall']:.3f}; MI(class; capsule) / H(class): "
+            f"{information_text(summary['class_capsule_information']['normalized'])}"
+        )
     elif is_main and "series" in trained.family.inputs:
         summary = saliency_report(trained, FLAGS.split, out, FLAGS.limit or DEFAULT_SERIES_FIGURES)
         shares = " ".join(f"{s:.2f}" for s in summary["mean_share_by_tenth"])
-        closing.append(f"wrote {len(summary['examples'])} saliency figures; mean share of saliency per tenth of "
-                       f"the series: {shares}")
+        closing.append(
+            f"wrote {len(summary['examples'])} saliency figures; mean share of saliency per tenth of "
+            f"the series: {shares}"
+        )
 
     summary_of_checks = None
     if is_main and FLAGS.checks:
-        summary_of_checks = checks.check_workdir(trained, FLAGS.split, methods, limit=FLAGS.limit or DEFAULT_CHECK_LIMIT,
-                                                 options=options, batch_size=FLAGS.batch_size, seed=FLAGS.seed)
+        summary_of_checks = checks.check_workdir(
+            trained,
+            FLAGS.split,
+            methods,
+            limit=FLAGS.limit or DEFAULT_CHECK_LIMIT,
+            options=options,
+            batch_size=FLAGS.batch_size,
+            seed=FLAGS.seed,
+        )
         extra_html += checks.html_table(summary_of_checks)
     faithfulness = explain_split(extra_html=extra_html)
     if not is_main:
@@ -150,12 +221,17 @@ def main(argv):
                 strict_json.dump({**faithfulness, "checks": summary_of_checks}, f, indent=1)
         closing.append("checks (checks.json):\n" + checks_markdown(summary_of_checks).rstrip())
     for method, values in faithfulness.items():
-        closing.append(f"{method}: comprehensiveness {values['comprehensiveness']:.4f} sufficiency "
-                       f"{values['sufficiency']:.4f} deletion AUC {values['deletion_auc']:.4f} insertion AUC "
-                       f"{values['insertion_auc']:.4f} ({values['seconds_per_100']:.2f} s per 100)")
-    print(f"explained {explained} examples of {FLAGS.split} with "
-          f"{', '.join(methods)}; wrote {out}/attributions.jsonl, report.html"
-          + (", faithfulness.json" if FLAGS.faithfulness else "") + (", checks.json" if FLAGS.checks else ""))
+        closing.append(
+            f"{method}: comprehensiveness {values['comprehensiveness']:.4f} sufficiency "
+            f"{values['sufficiency']:.4f} deletion AUC {values['deletion_auc']:.4f} insertion AUC "
+            f"{values['insertion_auc']:.4f} ({values['seconds_per_100']:.2f} s per 100)"
+        )
+    print(
+        f"explained {explained} examples of {FLAGS.split} with "
+        f"{', '.join(methods)}; wrote {out}/attributions.jsonl, report.html"
+        + (", faithfulness.json" if FLAGS.faithfulness else "")
+        + (", checks.json" if FLAGS.checks else "")
+    )
     for line in closing:
         print(line)
 

@@ -210,7 +210,12 @@ def integrated_gradients(
         )
     else:
         mean_in_z = mean_path_gradient(
-            score_fn, linear_map(x), target, baseline=linear_map(baseline), n_steps=n_steps, chunk_size=chunk_size,
+            score_fn,
+            linear_map(x),
+            target,
+            baseline=linear_map(baseline),
+            n_steps=n_steps,
+            chunk_size=chunk_size,
             output=output,
         )
         _, transpose = jax.vjp(linear_map, x)
@@ -278,7 +283,7 @@ def completeness_error(
     targets = _targets(target, embeddings)
     both = score_fn(jnp.concatenate([embeddings, _baseline(embeddings, baseline)]))
     selected = jnp.take_along_axis(both.astype(jnp.float32), jnp.tile(targets, 2)[:, None], axis=1)[:, 0]
-    change = selected[: embeddings.shape[0]] - selected[embeddings.shape[0]:]
+    change = selected[: embeddings.shape[0]] - selected[embeddings.shape[0] :]
     return jnp.abs(jnp.sum(attributions, axis=-1) - change) / jnp.maximum(jnp.abs(change), 1e-12)
 
 
@@ -440,8 +445,9 @@ def _unrank_subset(rank: jax.Array, size: jax.Array, m: jax.Array, length: int) 
         rank = jnp.where((left > 0) & (player < m) & ~take, rank - with_player, rank)
         return rank, left - take.astype(left.dtype), chosen.at[player].set(take)
 
-    return jax.lax.fori_loop(0, length, choose, (rank.astype(jnp.float32), size.astype(jnp.int32),
-                                                 jnp.zeros(length, bool)))[2]
+    return jax.lax.fori_loop(
+        0, length, choose, (rank.astype(jnp.float32), size.astype(jnp.int32), jnp.zeros(length, bool))
+    )[2]
 
 
 def _kernel_design_row(key: jax.Array, mask: jax.Array, n_samples: int) -> tuple[jax.Array, jax.Array]:
@@ -496,7 +502,9 @@ def _kernel_design_row(key: jax.Array, mask: jax.Array, n_samples: int) -> tuple
         in_subset = jnp.where(in_enumeration, players, member_rank < drawn_size)
         in_subset = in_subset ^ jnp.where(in_enumeration, flip_enumerated, flip_sampled)
         coalition = mask & in_subset[jnp.clip(rank_of_position, 0, length - 1)]
-        enumerated_weight = weight[jnp.minimum(size_index, len(sizes) - 1)] / count[jnp.minimum(size_index, len(sizes) - 1)]
+        enumerated_weight = (
+            weight[jnp.minimum(size_index, len(sizes) - 1)] / count[jnp.minimum(size_index, len(sizes) - 1)]
+        )
         sampled_weight = weight_left / jnp.maximum(n_samples - enumerated_total, 1.0)
         return coalition, jnp.where(in_enumeration, enumerated_weight, sampled_weight)
 
@@ -590,7 +598,7 @@ def constrained_shapley_regression(
     a = a + jnp.eye(mask.shape[1])[None] * ((1.0 - players) + ridge)[:, None, :]
     b = jnp.einsum("nb,nbt,nb->bt", w, z, values - empty_value[None]) / total[:, None]
     both = _solve_symmetric(jnp.concatenate([a, a]), jnp.concatenate([b, players]))
-    a_inv_b, a_inv_u = both[: len(b)], both[len(b):]
+    a_inv_b, a_inv_u = both[: len(b)], both[len(b) :]
     excess = jnp.sum(players * a_inv_b, axis=-1) - (full_value - empty_value)
     phi = a_inv_b - a_inv_u * (excess / jnp.maximum(jnp.sum(players * a_inv_u, axis=-1), 1e-30))[:, None]
     return _masked(phi, mask)
@@ -660,8 +668,9 @@ def shapley_sampling(
     ranks = jnp.concatenate([ranks, jnp.where(mask[None], real - 1 - ranks, ranks)])  # the reversed orders
     steps = jnp.arange(mask.shape[1] + 1)
     coalitions = (ranks[:, None] < steps[None, :, None, None]) & mask[None, None]  # [P, T + 1, B, T]
-    values = coalition_values(score_fn, embeddings, baseline, target, coalitions.reshape((-1,) + mask.shape),
-                              chunk_size).reshape(coalitions.shape[:3])  # [P, T + 1, B]
+    values = coalition_values(
+        score_fn, embeddings, baseline, target, coalitions.reshape((-1,) + mask.shape), chunk_size
+    ).reshape(coalitions.shape[:3])  # [P, T + 1, B]
     by_order = jnp.moveaxis(values, 1, -1)  # [P, B, T + 1]
     joined = jnp.take_along_axis(by_order, ranks + 1, axis=-1) - jnp.take_along_axis(by_order, ranks, axis=-1)
     return _masked(jnp.mean(joined, axis=0), mask)
@@ -686,8 +695,9 @@ def lime_weights(coalitions: jax.Array, mask: jax.Array, kernel_width: float = 0
     return jnp.sqrt(jnp.exp(-jnp.square(distance) / kernel_width**2))
 
 
-def weighted_ridge(values: jax.Array, coalitions: jax.Array, weights: jax.Array, mask: jax.Array,
-                   alpha: float = 1.0) -> jax.Array:
+def weighted_ridge(
+    values: jax.Array, coalitions: jax.Array, weights: jax.Array, mask: jax.Array, alpha: float = 1.0
+) -> jax.Array:
     """The coefficients beta [B, T] of ridge regression with an intercept, min sum_n w_n (v_n - c
     - z_n^T beta)^2 + alpha |beta|^2, per example (scikit-learn's `Ridge(alpha)` with
     `sample_weight`): solved on the weighted-centred data. Padding's coefficients are 0."""

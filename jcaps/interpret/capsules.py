@@ -283,9 +283,7 @@ def batched_local_interpretation_of(
     alpha, the capsule selection and, for Long, the sentence attention rho) for the classes
     `targets` [B], mask [B, N] (Long: [B, M, N]) True at real words; `sizes`: k1, k2, kernel_size."""
     if outputs.sentence_attention is None:  # Short
-        return batched_local_interpretation(
-            outputs.word_attention, outputs.capsule_selection, targets, mask, **sizes
-        )
+        return batched_local_interpretation(outputs.word_attention, outputs.capsule_selection, targets, mask, **sizes)
     return batched_local_interpretation_long(
         outputs.word_attention, outputs.sentence_attention, outputs.capsule_selection, targets, mask, **sizes
     )

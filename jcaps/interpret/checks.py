@@ -266,12 +266,15 @@ def cascade(trained, seed: int) -> list[tuple[str, object]]:
     stages = sorted({1, math.ceil(len(names) / 2), len(names)})
     out: list[tuple[str, object]] = []
     for count in stages:
-        replaced = names[len(names) - count:]
+        replaced = names[len(names) - count :]
         # On the devices of the trained parameters (replicated over the mesh), so that one
         # computation does not mix arrays of one device with arrays of several.
-        params = {name: jax.tree.map(lambda new, old: jax.device_put(new, old.sharding), fresh[name],
-                                     trained.params[name]) if name in replaced else trained.params[name]
-                  for name in names}
+        params = {
+            name: jax.tree.map(lambda new, old: jax.device_put(new, old.sharding), fresh[name], trained.params[name])
+            if name in replaced
+            else trained.params[name]
+            for name in names
+        }
         label = "all" if count == len(names) else f"last {count} of {len(names)} ({', '.join(replaced)})"
         out.append((label, params))
     return out
@@ -294,7 +297,7 @@ def evidence_positions(trained, rows, explainer_words, true_names) -> np.ndarray
             marked = np.zeros(len(words), bool)
             for keyword in keywords:
                 for match in re.finditer(rf"\b{re.escape(keyword)}\b", text):
-                    marked[match.start():match.end()] = True
+                    marked[match.start() : match.end()] = True
             per_position.append(marked)
         else:
             per_position.append(np.array([w is not None and w.lower() in keywords for w in words]))
@@ -313,24 +316,48 @@ def _row_true_names(trained, batch: dict, rows, r: int) -> list:
     return label if isinstance(label, list) else [label]
 
 
-def check_workdir(trained, split: str, methods: tuple[str, ...], *, limit: int, options: Options = Options(),
-                  batch_size: int = 32, seed: int = 0, radius: float = 0.05, samples: int = 4) -> dict:
+def check_workdir(
+    trained,
+    split: str,
+    methods: tuple[str, ...],
+    *,
+    limit: int,
+    options: Options = Options(),
+    batch_size: int = 32,
+    seed: int = 0,
+    radius: float = 0.05,
+    samples: int = 4,
+) -> dict:
     """Every check of `methods` on the first `limit` examples of `split` (module docstring):
     {method: {check: mean, ...}, "settings": {...}}."""
     explainer = Explainer(trained, options, seed=seed)
     stages = cascade(trained, seed + 1)
     rng = np.random.default_rng(seed)
-    collected: dict[str, dict[str, Any]] = {m: {"spearman": {label: [] for label, _ in stages}, "sensitivity": [], "entropy": [],
-                     "sparseness": [], "degenerate": [], "pointing_game": [], "top_k_hit": [],
-                     "localised_class": []} for m in methods}
+    collected: dict[str, dict[str, Any]] = {
+        m: {
+            "spearman": {label: [] for label, _ in stages},
+            "sensitivity": [],
+            "entropy": [],
+            "sparseness": [],
+            "degenerate": [],
+            "pointing_game": [],
+            "top_k_hit": [],
+            "localised_class": [],
+        }
+        for m in methods
+    }
     is_text = "tokens" in trained.family.inputs
     for batch in trained.dataset.eval_batches(split, batch_size, limit=limit):
         rows = explainer.rows(batch)
         if rows is None:
             continue
         inputs = batch["tokens"] if is_text else batch["series"]
-        evidence = evidence_positions(trained, rows, functools.partial(_row_words, trained, split, batch, rows, inputs),
-                                      functools.partial(_row_true_names, trained, batch, rows))
+        evidence = evidence_positions(
+            trained,
+            rows,
+            functools.partial(_row_words, trained, split, batch, rows, inputs),
+            functools.partial(_row_true_names, trained, batch, rows),
+        )
         vectors = explainer.vectors(rows)
         spread = np.std(vectors.reshape(len(vectors), -1), axis=-1)[:, None, None]
         shifts = [rng.uniform(-1.0, 1.0, vectors.shape).astype(np.float32) * radius * spread for _ in range(samples)]
@@ -338,8 +365,9 @@ def check_workdir(trained, split: str, methods: tuple[str, ...], *, limit: int, 
             base = explainer.rows_scores(rows, method)
             record = collected[method]
             for label, params in stages:
-                record["spearman"][label].append(spearman(base, explainer.rows_scores(rows, method, params=params),
-                                                          rows.mask))
+                record["spearman"][label].append(
+                    spearman(base, explainer.rows_scores(rows, method, params=params), rows.mask)
+                )
             if method not in _NOT_OF_VECTORS:
                 perturbed = [explainer.rows_scores(rows, method, shift=shift) for shift in shifts]
                 record["sensitivity"].append(max_sensitivity(base, perturbed, rows.mask))
@@ -350,8 +378,9 @@ def check_workdir(trained, split: str, methods: tuple[str, ...], *, limit: int, 
                 for key, values in localisation(base, rows.mask, evidence).items():
                     record[key].append(values)
                 # The explained class of each localised row (those with evidence, in order).
-                record["localised_class"].append(np.array(
-                    [rows.target_name[r] for r in range(len(base)) if evidence[r][rows.mask[r]].any()], object))
+                record["localised_class"].append(
+                    np.array([rows.target_name[r] for r in range(len(base)) if evidence[r][rows.mask[r]].any()], object)
+                )
     return _summarise(collected, stages, radius, samples, limit)
 
 
@@ -390,8 +419,13 @@ def _summarise(collected: dict, stages: list, radius: float, samples: int, limit
             # other classes' keywords): a per-class pointing game shows it where the mean hides it.
             "pointing_game_per_class": pointing_per_class(record["pointing_game"], record["localised_class"]),
         }
-    summary["settings"] = {"randomisation_flag": RANDOMISATION_FLAG, "degenerate_flag": DEGENERATE_FLAG,
-                           "sensitivity_radius": radius, "sensitivity_samples": samples, "limit": limit}
+    summary["settings"] = {
+        "randomisation_flag": RANDOMISATION_FLAG,
+        "degenerate_flag": DEGENERATE_FLAG,
+        "sensitivity_radius": radius,
+        "sensitivity_samples": samples,
+        "limit": limit,
+    }
     return summary
 
 
@@ -402,9 +436,17 @@ def html_table(summary: dict) -> str:
     rows = checks_markdown(summary).splitlines()
     header = [c.strip() for c in rows[0].strip("|").split("|")]
     body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(c.strip()).replace('**', '')}</td>" for c in row.strip("|").split("|"))
-        + "</tr>" for row in rows[2:])
-    return (f"<h2>Sanity checks</h2><p>⚑: the randomisation correlation is at least {RANDOMISATION_FLAG} (the "
-            f"attributions barely change when every parameter is re-initialised), or at least {DEGENERATE_FLAG:.0%} "
-            "of the predictions get the same score at every position (an arbitrary ranking).</p><table><tr>"
-            + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>" + body + "</table>")
+        "<tr>"
+        + "".join(f"<td>{html.escape(c.strip()).replace('**', '')}</td>" for c in row.strip("|").split("|"))
+        + "</tr>"
+        for row in rows[2:]
+    )
+    return (
+        f"<h2>Sanity checks</h2><p>⚑: the randomisation correlation is at least {RANDOMISATION_FLAG} (the "
+        f"attributions barely change when every parameter is re-initialised), or at least {DEGENERATE_FLAG:.0%} "
+        "of the predictions get the same score at every position (an arbitrary ranking).</p><table><tr>"
+        + "".join(f"<th>{html.escape(h)}</th>" for h in header)
+        + "</tr>"
+        + body
+        + "</table>"
+    )

@@ -99,13 +99,21 @@ def _saved_progress(part: _Part) -> dict:
     return state
 
 
-def _settings(trained, split: str, methods, limit: int, with_faithfulness: bool, options: Options,
-              batch_size: int, seed: int) -> dict:
+def _settings(
+    trained, split: str, methods, limit: int, with_faithfulness: bool, options: Options, batch_size: int, seed: int
+) -> dict:
     """What the explanations depend on: a run resumes only under the same."""
-    return {"split": split, "methods": list(methods), "limit": limit, "faithfulness": with_faithfulness,
-            "options": dataclasses.asdict(options), "batch_size": batch_size, "seed": seed,
-            "parameters": {"which": trained.parameters, "step": int(trained.selected_step)},
-            "processes": jax.process_count()}
+    return {
+        "split": split,
+        "methods": list(methods),
+        "limit": limit,
+        "faithfulness": with_faithfulness,
+        "options": dataclasses.asdict(options),
+        "batch_size": batch_size,
+        "seed": seed,
+        "parameters": {"which": trained.parameters, "step": int(trained.selected_step)},
+        "processes": jax.process_count(),
+    }
 
 
 def _check_settings(out: str, settings: dict) -> dict | None:
@@ -114,12 +122,15 @@ def _check_settings(out: str, settings: dict) -> dict | None:
     saved = _read_json(os.path.join(out, RUN_FILE))
     if saved is None:
         return None
-    differing = sorted(k for k in settings.keys() | saved["settings"].keys()
-                       if settings.get(k) != saved["settings"].get(k))
+    differing = sorted(
+        k for k in settings.keys() | saved["settings"].keys() if settings.get(k) != saved["settings"].get(k)
+    )
     if differing:
         changes = "; ".join(f"{k}: {saved['settings'].get(k)!r} -> {settings.get(k)!r}" for k in differing)
-        raise UserError(f"{out} holds explanations made with other settings ({changes})",
-                        hint="pass the same flags to resume, or another --out")
+        raise UserError(
+            f"{out} holds explanations made with other settings ({changes})",
+            hint="pass the same flags to resume, or another --out",
+        )
     return saved
 
 
@@ -143,14 +154,17 @@ def _records(trained, split: str, batch: dict, explained, methods, with_faithful
             entry = {
                 "target": explained.target_name[r],
                 "probability": round(float(explained.probability[r]), 6),
-                "scores": {method: np.round(explained.scores[method][r][real], SCORE_DECIMALS).tolist()
-                           for method in methods},
+                "scores": {
+                    method: np.round(explained.scores[method][r][real], SCORE_DECIMALS).tolist() for method in methods
+                },
             }
             if explained.completeness_error is not None:
                 entry["completeness_error"] = round(float(explained.completeness_error[r]), 6)
             if with_faithfulness:
-                entry["faithfulness"] = {method: {metric: round(float(values[metric][r]), 6) for metric in METRICS}
-                                         for method, values in explained.faithfulness.items()}
+                entry["faithfulness"] = {
+                    method: {metric: round(float(values[metric][r]), 6) for metric in METRICS}
+                    for method, values in explained.faithfulness.items()
+                }
             record["explanations"].append(entry)
         yield record
 
@@ -163,11 +177,29 @@ def _local_mesh(batch_rows: int) -> Mesh:
     return Mesh(np.asarray(devices[:count]), ("data",))
 
 
-def _explain_part(trained, split: str, part: _Part, *, methods, limit: int, with_faithfulness: bool,
-                  options: Options, batch_size: int, seed: int, progress: str) -> None:
+def _explain_part(
+    trained,
+    split: str,
+    part: _Part,
+    *,
+    methods,
+    limit: int,
+    with_faithfulness: bool,
+    options: Options,
+    batch_size: int,
+    seed: int,
+    progress: str,
+) -> None:
     """Explains this process's rows of every batch not yet final, appending their lines."""
-    state = _read_json(part.progress) or {"batches": 0, "bytes": 0, "done": False, "seconds": {}, "rows": 0,
-                                          "first_seconds": {}, "first_rows": 0}
+    state = _read_json(part.progress) or {
+        "batches": 0,
+        "bytes": 0,
+        "done": False,
+        "seconds": {},
+        "rows": 0,
+        "first_seconds": {},
+        "first_rows": 0,
+    }
     if state["done"]:
         return
     first = state["batches"]  # the first batch this run explains
@@ -190,8 +222,10 @@ def _explain_part(trained, split: str, part: _Part, *, methods, limit: int, with
                 continue
             mine = {k: v[rows] for k, v in batch.items()}
             explained = explainer.explain(mine, tuple(methods), with_faithfulness, keyed_by_example=True)
-            text = "".join(strict_json.dumps(record, ensure_ascii=False) + "\n"
-                           for record in _records(trained, split, mine, explained, methods, with_faithfulness))
+            text = "".join(
+                strict_json.dumps(record, ensure_ascii=False) + "\n"
+                for record in _records(trained, split, mine, explained, methods, with_faithfulness)
+            )
             with writing("the explanations", part.lines):
                 lines.write(text.encode("utf-8"))
                 lines.flush()
@@ -214,6 +248,7 @@ def _explain_part(trained, split: str, part: _Part, *, methods, limit: int, with
 
 def _merged_lines(parts: list[_Part]) -> Iterator[str]:
     """Every part's lines, in the order of their examples (each part is in that order already)."""
+
     def keyed(path):
         with open(path, encoding="utf-8") as f:
             for line in f:
@@ -223,8 +258,18 @@ def _merged_lines(parts: list[_Part]) -> Iterator[str]:
         yield line
 
 
-def _summarise(trained, out: str, methods, *, with_faithfulness: bool, options: Options, seed: int,
-               report_examples: int, timings: dict, rows_timed: int) -> tuple[dict, dict, list]:
+def _summarise(
+    trained,
+    out: str,
+    methods,
+    *,
+    with_faithfulness: bool,
+    options: Options,
+    seed: int,
+    report_examples: int,
+    timings: dict,
+    rows_timed: int,
+) -> tuple[dict, dict, list]:
     """(faithfulness summary, the report's examples by explained output, completeness errors),
     read from OUT/attributions.jsonl line by line."""
     values: dict[str, dict[str, list[float]]] = {method: {metric: [] for metric in METRICS} for method in methods}
@@ -243,9 +288,15 @@ def _summarise(trained, out: str, methods, *, with_faithfulness: bool, options: 
                         values[method][metric].append(metrics[metric])
                 group = shown.setdefault(entry["target"], [])
                 if len(group) < report_examples:
-                    group.append({**{k: v for k, v in entry.items() if k != "faithfulness"}, "index": record["index"],
-                                  "tokens": record["tokens"], "label": record["label"],
-                                  "prediction": record["prediction"]})
+                    group.append(
+                        {
+                            **{k: v for k, v in entry.items() if k != "faithfulness"},
+                            "index": record["index"],
+                            "tokens": record["tokens"],
+                            "label": record["label"],
+                            "prediction": record["prediction"],
+                        }
+                    )
     summary = {}
     if with_faithfulness:
         for method in methods:
@@ -259,7 +310,8 @@ def _summarise(trained, out: str, methods, *, with_faithfulness: bool, options: 
             }
         if errors and "integrated_gradients" in summary:
             summary["integrated_gradients"]["completeness_error"] = {
-                "median": float(np.median(errors)), "p95": float(np.percentile(errors, 95)),
+                "median": float(np.median(errors)),
+                "p95": float(np.percentile(errors, 95)),
             }
     return summary, shown, errors
 
@@ -294,28 +346,63 @@ def explain_workdir(
     os.makedirs(out, exist_ok=True)
     part = _Part(out, jax.process_index(), processes)
     settings = _settings(trained, split, methods, limit, with_faithfulness, options, batch_size, seed)
-    with exclusive(out, run="an explanation run", advice="wait for it or stop it (it resumes where it stopped), "
-                   "or pass another --out", name=".lock" if part.index == 0 else f".lock-{part.index}"):
+    with exclusive(
+        out,
+        run="an explanation run",
+        advice="wait for it or stop it (it resumes where it stopped), or pass another --out",
+        name=".lock" if part.index == 0 else f".lock-{part.index}",
+    ):
         saved = _check_settings(out, settings)
         if saved is not None and saved.get("finished"):
             return saved["summary"]
         if saved is None and part.index == 0:
             _write_whole(os.path.join(out, RUN_FILE), json.dumps({"settings": settings, "finished": False}, indent=1))
-        _explain_part(trained, split, part, methods=methods, limit=limit, with_faithfulness=with_faithfulness,
-                      options=options, batch_size=batch_size, seed=seed, progress=progress)
+        _explain_part(
+            trained,
+            split,
+            part,
+            methods=methods,
+            limit=limit,
+            with_faithfulness=with_faithfulness,
+            options=options,
+            batch_size=batch_size,
+            seed=seed,
+            progress=progress,
+        )
     if processes > 1:
         multihost_utils.sync_global_devices("jcaps.interpret: every part explained")
     summary = {}
     if part.index == 0:
-        summary = _finish(trained, split, out, settings, methods=methods, with_faithfulness=with_faithfulness,
-                          options=options, seed=seed, report_examples=report_examples, extra_html=extra_html)
+        summary = _finish(
+            trained,
+            split,
+            out,
+            settings,
+            methods=methods,
+            with_faithfulness=with_faithfulness,
+            options=options,
+            seed=seed,
+            report_examples=report_examples,
+            extra_html=extra_html,
+        )
     if processes > 1:
         multihost_utils.sync_global_devices("jcaps.interpret: merged")
     return summary
 
 
-def _finish(trained, split: str, out: str, settings: dict, *, methods, with_faithfulness: bool, options: Options,
-            seed: int, report_examples: int, extra_html: str) -> dict:
+def _finish(
+    trained,
+    split: str,
+    out: str,
+    settings: dict,
+    *,
+    methods,
+    with_faithfulness: bool,
+    options: Options,
+    seed: int,
+    report_examples: int,
+    extra_html: str,
+) -> dict:
     """Merges the parts into attributions.jsonl, summarises it into faithfulness.json and
     report.html, marks the run finished and removes the parts."""
     parts = [_Part(out, index, settings["processes"]) for index in range(settings["processes"])]
@@ -331,9 +418,17 @@ def _finish(trained, split: str, out: str, settings: dict, *, methods, with_fait
     for state in states:
         for method, spent in state[steady + "seconds"].items():
             timings[method] = timings.get(method, 0.0) + spent
-    summary, shown, errors = _summarise(trained, out, methods, with_faithfulness=with_faithfulness, options=options,
-                                        seed=seed, report_examples=report_examples, timings=timings,
-                                        rows_timed=sum(state[steady + "rows"] for state in states))
+    summary, shown, errors = _summarise(
+        trained,
+        out,
+        methods,
+        with_faithfulness=with_faithfulness,
+        options=options,
+        seed=seed,
+        report_examples=report_examples,
+        timings=timings,
+        rows_timed=sum(state[steady + "rows"] for state in states),
+    )
     if with_faithfulness:
         path = os.path.join(out, "faithfulness.json")
         with writing("the faithfulness summary", path), open(path, "w", encoding="utf-8") as f:
@@ -350,8 +445,10 @@ def _finish(trained, split: str, out: str, settings: dict, *, methods, with_fait
         extra_html=extra_html,
         note=native_note(trained.config.model, methods=methods),
     )
-    _write_whole(os.path.join(out, RUN_FILE), strict_json.dumps(
-        {"settings": settings, "finished": True, "summary": summary}, indent=1))
+    _write_whole(
+        os.path.join(out, RUN_FILE),
+        strict_json.dumps({"settings": settings, "finished": True, "summary": summary}, indent=1),
+    )
     for part in parts:
         for leftover in (part.lines, part.progress):
             if os.path.exists(leftover):

@@ -112,9 +112,11 @@ def native_note(model_config, *, methods: Sequence[str]) -> str:
         return NATIVE_NOTES[native]
     reason = get_family(model_config.name).explanation.no_native_reason
     explaining = [method.replace("_", " ") for method in methods if method != "random"]
-    return (f"A {model_config.name} model has no position-level explanation of its own"
-            + (f": {reason}." if reason else ".")
-            + (f" Its tokens are explained here by {', '.join(explaining)}." if explaining else ""))
+    return (
+        f"A {model_config.name} model has no position-level explanation of its own"
+        + (f": {reason}." if reason else ".")
+        + (f" Its tokens are explained here by {', '.join(explaining)}." if explaining else "")
+    )
 
 
 def model_methods(model_config) -> tuple[str, ...]:
@@ -427,11 +429,14 @@ class Explainer:
     def _check_methods(self, methods: tuple[str, ...]) -> None:
         unknown = [m for m in methods if m not in self.methods]
         if unknown:
-            raise ValueError(f"{self.trained.config.model.name} has no method {', '.join(unknown)}; "
-                             f"its methods: {', '.join(self.methods)}")
+            raise ValueError(
+                f"{self.trained.config.model.name} has no method {', '.join(unknown)}; "
+                f"its methods: {', '.join(self.methods)}"
+            )
 
-    def explain(self, batch: dict, methods: tuple[str, ...], with_faithfulness: bool = False, *,
-                keyed_by_example: bool = False) -> ExplainedBatch:
+    def explain(
+        self, batch: dict, methods: tuple[str, ...], with_faithfulness: bool = False, *, keyed_by_example: bool = False
+    ) -> ExplainedBatch:
         """Scores of `methods` for every prediction of `batch` (an `eval_batches` batch). With
         `keyed_by_example`, a prediction's random draws come from a key of the seed, the method,
         the example's index and the output explained (`example_keys`), so its scores do not
@@ -450,15 +455,17 @@ class Explainer:
             else:
                 self._key, key = jax.random.split(self._key)
             start = time.perf_counter()
-            values, error = _scores(self.explained_model, method, self.params, row_x, row_side, targets, key,
-                                    self.options)
+            values, error = _scores(
+                self.explained_model, method, self.params, row_x, row_side, targets, key, self.options
+            )
             scores[method] = np.asarray(values)[:count]
             seconds[method] = time.perf_counter() - start
             if error is not None:
                 completeness = np.asarray(error)[:count]
             if with_faithfulness:
-                metrics = _faithfulness(self.explained_model, self.params, row_x, row_side, targets, values,
-                                        self.options)
+                metrics = _faithfulness(
+                    self.explained_model, self.params, row_x, row_side, targets, values, self.options
+                )
                 faithful[method] = {k: np.asarray(v)[:count] for k, v in metrics.items()}
         return ExplainedBatch(
             example=take[:count],
@@ -483,8 +490,9 @@ class Explainer:
         if not rows:
             return None
         take, row_x, row_side, targets = self._row_inputs(batch, x, side, rows, sides)
-        return ExplainedRows(take[: len(rows)], [r[2] for r in rows], row_x, row_side, targets,
-                             self._mask(row_x, row_side)[: len(rows)])
+        return ExplainedRows(
+            take[: len(rows)], [r[2] for r in rows], row_x, row_side, targets, self._mask(row_x, row_side)[: len(rows)]
+        )
 
     def vectors(self, rows: ExplainedRows) -> np.ndarray:
         """[R, P, D] the input vectors the methods explain, of every (padded) row."""
@@ -496,8 +504,17 @@ class Explainer:
         self._check_methods((method,))
         self._key, key = jax.random.split(self._key)
         params = self.params if params is None else params
-        values, _ = _scores(self.explained_model, method, params, rows.x, rows.side, rows.targets, key, self.options,
-                            None if shift is None else jnp.asarray(shift))
+        values, _ = _scores(
+            self.explained_model,
+            method,
+            params,
+            rows.x,
+            rows.side,
+            rows.targets,
+            key,
+            self.options,
+            None if shift is None else jnp.asarray(shift),
+        )
         return np.asarray(values)[: len(rows.example)]
 
     def _row_inputs(self, batch, x, side, rows, sides):
@@ -526,8 +543,9 @@ class Explainer:
         if method is None:
             run = functools.partial(_forward, self.explained_model, self.params, row_x, row_side)
         else:
-            run = functools.partial(_scores, self.explained_model, method, self.params, row_x, row_side,
-                                    targets, self._key, self.options)
+            run = functools.partial(
+                _scores, self.explained_model, method, self.params, row_x, row_side, targets, self._key, self.options
+            )
         jax.block_until_ready(run())
         times = []
         for _ in range(repeats):
@@ -548,7 +566,8 @@ class Explainer:
             scores={method: np.zeros((0, positions), np.float32) for method in methods},
             completeness_error=empty if "integrated_gradients" in methods else None,
             faithfulness={method: {metric: empty for metric in METRICS + ("probability",)} for method in methods}
-            if with_faithfulness else {},
+            if with_faithfulness
+            else {},
             predictions=predictions,
             seconds={method: 0.0 for method in methods},
         )

@@ -93,10 +93,12 @@ def faithfulness(
     rank = ranks(scores, mask)
     aopc = jnp.asarray(fractions, jnp.float32)
     curve = jnp.linspace(0.0, 1.0, curve_points)
-    top = jnp.concatenate([
-        jax.vmap(lambda f: top_fraction(rank, mask, f, at_least_one=True))(aopc),
-        jax.vmap(lambda f: top_fraction(rank, mask, f, at_least_one=False))(curve),
-    ])  # [V, B, T]
+    top = jnp.concatenate(
+        [
+            jax.vmap(lambda f: top_fraction(rank, mask, f, at_least_one=True))(aopc),
+            jax.vmap(lambda f: top_fraction(rank, mask, f, at_least_one=False))(curve),
+        ]
+    )  # [V, B, T]
     trailing = (1,) * (inputs.ndim - 2)
     removed = jnp.where(top.reshape(top.shape + trailing), replacement, inputs[None]).astype(inputs.dtype)
     dropped = (mask[None] & ~top).reshape(top.shape + trailing)

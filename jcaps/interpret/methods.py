@@ -116,8 +116,10 @@ def _shape(value) -> tuple:
 def _static_count(name: str, value, minimum: int = 1) -> int:
     """A positive (or >= minimum) Python int option; a traced or non-integer value is refused."""
     if isinstance(value, jax.core.Tracer):
-        raise TypeError(f"{name}: a Python int fixed before tracing, not a traced value; under jax.jit bind it with "
-                        f"functools.partial")
+        raise TypeError(
+            f"{name}: a Python int fixed before tracing, not a traced value; under jax.jit bind it with "
+            f"functools.partial"
+        )
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
         raise ValueError(f"{name}: expected an int >= {minimum}, got {value!r}")
     return int(value)
@@ -131,23 +133,32 @@ def _game(f, x, target, mask, args, baseline) -> _Game:
     """Checks the arguments (one-line errors naming the argument and the shape expected) and
     flattens them into one batch of K * B rows."""
     if not callable(f):
-        raise TypeError(f"f: expected the model, a function f(x, *args) -> [B, C], got {type(f).__name__} "
-                        "(the arguments are f, x, target)")
+        raise TypeError(
+            f"f: expected the model, a function f(x, *args) -> [B, C], got {type(f).__name__} "
+            "(the arguments are f, x, target)"
+        )
     x = jnp.asarray(x)
     if x.ndim < 2 or not jnp.issubdtype(x.dtype, jnp.floating):
         raise ValueError(f"x: expected float inputs [B, T, ...] (T positions), got {x.dtype} of shape {x.shape}")
     batch, length = x.shape[:2]
     target = jnp.asarray(target)
-    if not jnp.issubdtype(target.dtype, jnp.integer) or target.ndim > 2 or (
-            target.ndim >= 1 and target.shape[0] != batch):
-        raise ValueError(f"target: expected an int, or int [B] or [B, K] with B = {batch} (x's batch), got "
-                         f"{target.dtype} of shape {target.shape}")
+    if (
+        not jnp.issubdtype(target.dtype, jnp.integer)
+        or target.ndim > 2
+        or (target.ndim >= 1 and target.shape[0] != batch)
+    ):
+        raise ValueError(
+            f"target: expected an int, or int [B] or [B, K] with B = {batch} (x's batch), got "
+            f"{target.dtype} of shape {target.shape}"
+        )
     if mask is None:
         mask = jnp.ones((batch, length), bool)
     mask = jnp.asarray(mask)
     if mask.shape != (batch, length) or mask.dtype != jnp.bool_:
-        raise ValueError(f"mask: expected bool [B, T] = [{batch}, {length}] (x's first two axes), got {mask.dtype} of "
-                         f"shape {mask.shape}")
+        raise ValueError(
+            f"mask: expected bool [B, T] = [{batch}, {length}] (x's first two axes), got {mask.dtype} of "
+            f"shape {mask.shape}"
+        )
     if not isinstance(args, (tuple, list)):
         raise TypeError(f"args: expected a tuple of f's per-example inputs, got {type(args).__name__}")
     args = tuple(jnp.asarray(a) for a in args)
@@ -190,14 +201,25 @@ def _require_key(name: str, key, game: _Game) -> jax.Array:
     if key.ndim == single:
         return key
     if key.ndim != single + 1 or key.shape[0] != game.batch:
-        raise ValueError(f"key: expected one PRNG key or B = {game.batch} of them (one an example), got keys of "
-                         f"shape {key.shape}")
+        raise ValueError(
+            f"key: expected one PRNG key or B = {game.batch} of them (one an example), got keys of shape {key.shape}"
+        )
     return key if game.num_targets is None else key[jnp.tile(jnp.arange(game.batch), game.num_targets)]
 
 
-def integrated_gradients(f, x, target, *, mask=None, args=(), key=None, baseline=None, n_steps: int = 50,
-                         affine_prefix: tuple[Callable, Callable] | None = None,
-                         max_rows: int = DEFAULT_MAX_ROWS) -> jax.Array:
+def integrated_gradients(
+    f,
+    x,
+    target,
+    *,
+    mask=None,
+    args=(),
+    key=None,
+    baseline=None,
+    n_steps: int = 50,
+    affine_prefix: tuple[Callable, Callable] | None = None,
+    max_rows: int = DEFAULT_MAX_ROWS,
+) -> jax.Array:
     """Integrated gradients (Sundararajan et al. 2017), midpoint rule with `n_steps` points,
     summed over each position's values (module docstring).
 
@@ -217,13 +239,15 @@ def integrated_gradients(f, x, target, *, mask=None, args=(), key=None, baseline
         def linear_map(values):
             return linear(values, *game.args)
 
-    attributions = attribution.integrated_gradients(score_fn, game.x, game.targets, baseline=game.baseline,
-                                                    n_steps=steps, chunk_size=chunk, linear_map=linear_map)
+    attributions = attribution.integrated_gradients(
+        score_fn, game.x, game.targets, baseline=game.baseline, n_steps=steps, chunk_size=chunk, linear_map=linear_map
+    )
     return game.unflatten(_position_scores(attributions, game.mask, "sum"))
 
 
-def gradient(f, x, target, *, mask=None, args=(), key=None, baseline=None,
-             max_rows: int = DEFAULT_MAX_ROWS) -> jax.Array:
+def gradient(
+    f, x, target, *, mask=None, args=(), key=None, baseline=None, max_rows: int = DEFAULT_MAX_ROWS
+) -> jax.Array:
     """||d f / d x_t||_2 of each position."""
     del key, baseline
     _static_count("max_rows", max_rows)
@@ -232,8 +256,9 @@ def gradient(f, x, target, *, mask=None, args=(), key=None, baseline=None,
     return game.unflatten(_position_scores(grads, game.mask, "norm"))
 
 
-def gradient_x_input(f, x, target, *, mask=None, args=(), key=None, baseline=None,
-                     max_rows: int = DEFAULT_MAX_ROWS) -> jax.Array:
+def gradient_x_input(
+    f, x, target, *, mask=None, args=(), key=None, baseline=None, max_rows: int = DEFAULT_MAX_ROWS
+) -> jax.Array:
     """sum over each position's values of x * d f / d x (Shrikumar et al. 2016)."""
     del key, baseline
     _static_count("max_rows", max_rows)
@@ -242,25 +267,45 @@ def gradient_x_input(f, x, target, *, mask=None, args=(), key=None, baseline=Non
     return game.unflatten(_position_scores(game.x * grads, game.mask, "sum"))
 
 
-def smoothgrad(f, x, target, *, mask=None, args=(), key=None, baseline=None, n_samples: int = 25,
-               stddev: float = 0.15, max_rows: int = DEFAULT_MAX_ROWS) -> jax.Array:
+def smoothgrad(
+    f,
+    x,
+    target,
+    *,
+    mask=None,
+    args=(),
+    key=None,
+    baseline=None,
+    n_samples: int = 25,
+    stddev: float = 0.15,
+    max_rows: int = DEFAULT_MAX_ROWS,
+) -> jax.Array:
     """SmoothGrad (Smilkov et al. 2017) of the raw output, the L2 norm of each position's values."""
     del baseline
     _static_count("max_rows", max_rows)
     game = _game(f, x, target, mask, args, None)
-    maps = attribution.smoothgrad(game.score_fn, game.x, game.targets, _require_key("smoothgrad", key, game),
-                                  n_samples=_static_count("n_samples", n_samples), stddev=stddev, output="logit")
+    maps = attribution.smoothgrad(
+        game.score_fn,
+        game.x,
+        game.targets,
+        _require_key("smoothgrad", key, game),
+        n_samples=_static_count("n_samples", n_samples),
+        stddev=stddev,
+        output="logit",
+    )
     return game.unflatten(_position_scores(maps, game.mask, "norm"))
 
 
-def occlusion(f, x, target, *, mask=None, args=(), key=None, baseline=None,
-              max_rows: int = DEFAULT_MAX_ROWS) -> jax.Array:
+def occlusion(
+    f, x, target, *, mask=None, args=(), key=None, baseline=None, max_rows: int = DEFAULT_MAX_ROWS
+) -> jax.Array:
     """f(x) - f(x with position t at the baseline), for every real position t."""
     del key
     game = _game(f, x, target, mask, args, baseline)
     chunk = game.rows_per_call(_static_count("max_rows", max_rows))
-    scores = attribution.occlusion(game.score_fn, game.x, game.targets, game.mask, baseline=game.baseline,
-                                   chunk_size=chunk)
+    scores = attribution.occlusion(
+        game.score_fn, game.x, game.targets, game.mask, baseline=game.baseline, chunk_size=chunk
+    )
     return game.unflatten(scores)
 
 
@@ -268,35 +313,68 @@ def _sampling_estimate(estimate, name: str, f, x, target, mask, args, key, basel
     """A sampling method of `attribution` (`estimate`) on the game of these arguments."""
     game = _game(f, x, target, mask, args, baseline)
     budget = {option: _static_count(option, value) for option, value in budget.items()}
-    return game.unflatten(estimate(
-        game.score_fn, game.x, game.targets, game.mask, _require_key(name, key, game), baseline=game.baseline,
-        chunk_size=game.rows_per_call(_static_count("max_rows", max_rows)), **budget))
+    return game.unflatten(
+        estimate(
+            game.score_fn,
+            game.x,
+            game.targets,
+            game.mask,
+            _require_key(name, key, game),
+            baseline=game.baseline,
+            chunk_size=game.rows_per_call(_static_count("max_rows", max_rows)),
+            **budget,
+        )
+    )
 
 
-def kernel_shap(f, x, target, *, mask=None, args=(), key=None, baseline=None, n_samples: int = 256,
-                max_rows: int = DEFAULT_MAX_ROWS) -> jax.Array:
+def kernel_shap(
+    f, x, target, *, mask=None, args=(), key=None, baseline=None, n_samples: int = 256, max_rows: int = DEFAULT_MAX_ROWS
+) -> jax.Array:
     """Shapley values by KernelSHAP (`attribution.shapley_kernel_design`), `n_samples`
     coalitions an example; they sum to f(x) - f(x')."""
-    return _sampling_estimate(attribution.kernel_shap, "kernel_shap", f, x, target, mask, args, key, baseline,
-                              max_rows, n_samples=n_samples)
+    return _sampling_estimate(
+        attribution.kernel_shap, "kernel_shap", f, x, target, mask, args, key, baseline, max_rows, n_samples=n_samples
+    )
 
 
-def shapley_sampling(f, x, target, *, mask=None, args=(), key=None, baseline=None, n_permutations: int = 8,
-                     max_rows: int = DEFAULT_MAX_ROWS) -> jax.Array:
+def shapley_sampling(
+    f,
+    x,
+    target,
+    *,
+    mask=None,
+    args=(),
+    key=None,
+    baseline=None,
+    n_permutations: int = 8,
+    max_rows: int = DEFAULT_MAX_ROWS,
+) -> jax.Array:
     """Shapley values from `n_permutations` antithetic orders; they sum to f(x) - f(x')."""
-    return _sampling_estimate(attribution.shapley_sampling, "shapley_sampling", f, x, target, mask, args, key,
-                              baseline, max_rows, n_permutations=n_permutations)
+    return _sampling_estimate(
+        attribution.shapley_sampling,
+        "shapley_sampling",
+        f,
+        x,
+        target,
+        mask,
+        args,
+        key,
+        baseline,
+        max_rows,
+        n_permutations=n_permutations,
+    )
 
 
-def lime(f, x, target, *, mask=None, args=(), key=None, baseline=None, n_samples: int = 256,
-         max_rows: int = DEFAULT_MAX_ROWS) -> jax.Array:
+def lime(
+    f, x, target, *, mask=None, args=(), key=None, baseline=None, n_samples: int = 256, max_rows: int = DEFAULT_MAX_ROWS
+) -> jax.Array:
     """LIME's local linear surrogate over `n_samples` coalitions (Ribeiro et al. 2016)."""
-    return _sampling_estimate(attribution.lime, "lime", f, x, target, mask, args, key, baseline, max_rows,
-                              n_samples=n_samples)
+    return _sampling_estimate(
+        attribution.lime, "lime", f, x, target, mask, args, key, baseline, max_rows, n_samples=n_samples
+    )
 
 
-def random(f, x, target, *, mask=None, args=(), key=None, baseline=None,
-           max_rows: int = DEFAULT_MAX_ROWS) -> jax.Array:
+def random(f, x, target, *, mask=None, args=(), key=None, baseline=None, max_rows: int = DEFAULT_MAX_ROWS) -> jax.Array:
     """Uniform random scores at the real positions: the ranking every faithfulness score is
     compared with."""
     del baseline
@@ -308,16 +386,26 @@ def random(f, x, target, *, mask=None, args=(), key=None, baseline=None,
 def _options(function: Callable) -> dict[str, Any]:
     """The method-specific keyword options of `function` and their defaults."""
     common = {"mask", "args", "key", "baseline"}
-    return {name: p.default for name, p in inspect.signature(function).parameters.items()
-            if p.kind is p.KEYWORD_ONLY and name not in common}
+    return {
+        name: p.default
+        for name, p in inspect.signature(function).parameters.items()
+        if p.kind is p.KEYWORD_ONLY and name not in common
+    }
 
 
 # The one table of methods: the command line, the workdir explainer and the reports read it.
 METHODS: dict[str, Method] = {
     function.__name__: Method(function, _options(function), needs_key)
     for function, needs_key in (
-        (gradient, False), (gradient_x_input, False), (integrated_gradients, False), (smoothgrad, True),
-        (occlusion, False), (kernel_shap, True), (shapley_sampling, True), (lime, True), (random, True),
+        (gradient, False),
+        (gradient_x_input, False),
+        (integrated_gradients, False),
+        (smoothgrad, True),
+        (occlusion, False),
+        (kernel_shap, True),
+        (shapley_sampling, True),
+        (lime, True),
+        (random, True),
     )
 }
 
@@ -336,11 +424,9 @@ def aggregate(scores: jax.Array, word_ids: jax.Array, *, num_words: int | None =
     """
     scores, word_ids = jnp.asarray(scores), jnp.asarray(word_ids)
     if scores.shape != word_ids.shape or not jnp.issubdtype(word_ids.dtype, jnp.integer):
-        raise ValueError(f"word_ids: expected int of scores' shape {scores.shape}, got {word_ids.dtype} of shape "
-                         f"{word_ids.shape}")
+        raise ValueError(
+            f"word_ids: expected int of scores' shape {scores.shape}, got {word_ids.dtype} of shape {word_ids.shape}"
+        )
     words = scores.shape[-1] if num_words is None else _static_count("num_words", num_words)
     one_hot = jax.nn.one_hot(word_ids, words, dtype=jnp.float32)  # -1 -> all zeros
     return jnp.einsum("...t,...tw->...w", scores.astype(jnp.float32), one_hot)
-
-
-

@@ -83,7 +83,12 @@ def example_record(trained: TrainedModel, text: str, tokens: np.ndarray, label, 
 
 
 def interpret_workdir(
-    trained: TrainedModel, split: str, out: str, limit: int = 0, k1: int = 3, k2: int = 2,
+    trained: TrainedModel,
+    split: str,
+    out: str,
+    limit: int = 0,
+    k1: int = 3,
+    k2: int = 2,
     keep_punctuation: bool = False,
 ) -> dict:
     """Writes the three interpretation files of a trained iCapsNets model (`load_trained(...,
@@ -107,8 +112,13 @@ def interpret_workdir(
             for b in np.flatnonzero(batch["weight"] > 0):
                 result = {k: v[b] for k, v in results.items()}
                 index = int(batch["index"][b])
-                record = example_record(trained, _text_dataset(trained).text(split, index), batch["tokens"][b],
-                                         batch.get("label", [None] * len(batch["weight"]))[b], result)
+                record = example_record(
+                    trained,
+                    _text_dataset(trained).text(split, index),
+                    batch["tokens"][b],
+                    batch.get("label", [None] * len(batch["weight"]))[b],
+                    result,
+                )
                 local_file.write(strict_json.dumps({"index": index, **record}, ensure_ascii=False) + "\n")
                 predicted.append(int(result["predicted"]))
                 i_star.append(int(result["capsules"][0]))
@@ -118,5 +128,7 @@ def interpret_workdir(
     with open(os.path.join(out, "global.json"), "w", encoding="utf-8") as f:
         strict_json.dump(summary, f, indent=1, ensure_ascii=False)
     heatmap = os.path.join(out, "C.png")
-    plot_capsule_heatmap(accumulator.C, list(names), heatmap, title=f"C on {split}: predicted class × most-coupled capsule")
+    plot_capsule_heatmap(
+        accumulator.C, list(names), heatmap, title=f"C on {split}: predicted class × most-coupled capsule"
+    )
     return summary

@@ -50,8 +50,17 @@ def attribution_maps(trained: TrainedModel, batch: dict, method: str = "saliency
     method of `METHODS` (or an alias of `ALIASES`) with each cell of the series a position."""
     check_choice("--methods: method", method, [*ALIASES, *METHODS], UserError)
     name = ALIASES.get(method, method)
-    return np.asarray(_maps(trained.model, trained.params, jnp.asarray(batch["series"]), jnp.asarray(batch["mask"]),
-                            jnp.asarray(batch["label"]), jax.random.key(seed), name))
+    return np.asarray(
+        _maps(
+            trained.model,
+            trained.params,
+            jnp.asarray(batch["series"]),
+            jnp.asarray(batch["mask"]),
+            jnp.asarray(batch["label"]),
+            jax.random.key(seed),
+            name,
+        )
+    )
 
 
 def predictions(trained: TrainedModel, batch: dict) -> np.ndarray:
@@ -69,8 +78,13 @@ def saliency_by_time(maps: np.ndarray, mask: np.ndarray, bins: int = 10) -> np.n
     return shares
 
 
-def saliency_report(trained: TrainedModel, split: str, out: str, limit: int = 8,
-                    methods: tuple[str, ...] = ("saliency", "integrated_gradients")) -> dict:
+def saliency_report(
+    trained: TrainedModel,
+    split: str,
+    out: str,
+    limit: int = 8,
+    methods: tuple[str, ...] = ("saliency", "integrated_gradients"),
+) -> dict:
     """Figures and `saliency.json` of a trained series model (`load_trained(..., with_data=True)`)
     for the first `limit` examples of `split`, in `out`; returns the summary."""
     if "series" not in trained.family.inputs:
@@ -93,8 +107,15 @@ def saliency_report(trained: TrainedModel, split: str, out: str, limit: int = 8,
                 os.path.join(out, f"{split}_{index}.png"),
                 title=f"{split} example {index}: class {true}, predicted {guess}",
             )
-            records.append({"index": index, "label": true, "predicted": guess, "figure": os.path.basename(figure),
-                            "saliency_share_by_tenth": shares[b].round(4).tolist()})
+            records.append(
+                {
+                    "index": index,
+                    "label": true,
+                    "predicted": guess,
+                    "figure": os.path.basename(figure),
+                    "saliency_share_by_tenth": shares[b].round(4).tolist(),
+                }
+            )
     summary = {
         "split": split,
         "methods": list(methods),

@@ -205,9 +205,7 @@ class CCCapsNet(nn.Module):
         super().__post_init__()
 
     @nn.compact
-    def __call__(
-        self, tokens: jax.Array, *, train: bool = False, embeddings: jax.Array | None = None
-    ) -> ModelOutput:
+    def __call__(self, tokens: jax.Array, *, train: bool = False, embeddings: jax.Array | None = None) -> ModelOutput:
         """tokens [B, T] int32, 0 = PAD; embeddings [B, T, D]: word vectors (the composed CWC /
         CC vectors) to read instead of composing them from `tokens` (gradients with respect to
         each word; `tokens` still give the mask).
@@ -266,8 +264,11 @@ class CCCapsNet(nn.Module):
 
 
 def count_parameters(
-    vocab_size: int, num_classes: int, embedding: CCCapsNetEmbedding = "cwc",
-    classifier: CCCapsNetClassifier = "capsule", **overrides
+    vocab_size: int,
+    num_classes: int,
+    embedding: CCCapsNetEmbedding = "cwc",
+    classifier: CCCapsNetClassifier = "capsule",
+    **overrides,
 ) -> int:
     """Leaves of the real parameter tree of `CCCapsNet(...)`, from `jax.eval_shape` of its init
     (nothing is allocated or computed)."""

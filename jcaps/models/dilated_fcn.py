@@ -145,9 +145,7 @@ class DilatedFCN(nn.Module):
         return tuple(2**layer for layer in range(self.num_layers))
 
     @nn.compact
-    def __call__(
-        self, tokens: jax.Array, *, train: bool = False, embeddings: jax.Array | None = None
-    ) -> ModelOutput:
+    def __call__(self, tokens: jax.Array, *, train: bool = False, embeddings: jax.Array | None = None) -> ModelOutput:
         """tokens [B, L] int, 0 = PAD, right-padded; embeddings [B, L, E] character vectors to
         read instead of looking `tokens` up (gradients with respect to each character; `tokens`
         still give the mask).

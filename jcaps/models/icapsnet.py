@@ -245,8 +245,9 @@ class _ICapsNet(nn.Module):
         iterations = iterations or self.routing_iterations
         if self.routing == "dynamic":
             similarity = "dot" if self.routing_similarity == "paper" else self.routing_similarity
-            return dynamic_routing(u_hat, num_iterations=iterations, mask=mask, similarity=similarity,
-                                   coupling=coupling)
+            return dynamic_routing(
+                u_hat, num_iterations=iterations, mask=mask, similarity=similarity, coupling=coupling
+            )
         if coupling is not jax.nn.softmax:
             raise ValueError(f"a coupling function is dynamic routing's, but routing is {self.routing!r}")
         similarity = "cosine" if self.routing_similarity == "paper" else self.routing_similarity

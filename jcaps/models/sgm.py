@@ -248,9 +248,7 @@ class SGM(nn.Module):
         # U_a h_i + b_a (the only attention bias that matters, see `additive_attention`).
         params["attention_key_kernel"], params["attention_key_bias"] = linear("attention_key", keys_dim, attention_dim)
         params["attention_query_kernel"] = linear("attention_query", decoder_dim, attention_dim, bias=False)
-        params["attention_vector"] = self.param(
-            "attention_vector", uniform(attention_dim**-0.5), (attention_dim,)
-        )
+        params["attention_vector"] = self.param("attention_vector", uniform(attention_dim**-0.5), (attention_dim,))
         params["readout_state_kernel"], params["readout_bias"] = linear("readout_state", decoder_dim, decoder_dim)
         params["readout_context_kernel"] = linear("readout_context", keys_dim, decoder_dim, bias=False)
         params["output_kernel"], params["output_bias"] = linear("output", decoder_dim, self.num_tokens)
@@ -412,15 +410,28 @@ class SGM(nn.Module):
 
         if self.decoding == "greedy":
             result = greedy_decode(
-                step_fn, state, num_tokens=self.num_tokens, max_steps=self.max_steps, pad_id=PAD_ID,
-                bos_id=self.bos_id, eos_id=self.eos_id, num_special=self.num_special,
+                step_fn,
+                state,
+                num_tokens=self.num_tokens,
+                max_steps=self.max_steps,
+                pad_id=PAD_ID,
+                bos_id=self.bos_id,
+                eos_id=self.eos_id,
+                num_special=self.num_special,
                 eos_threshold=self.eos_threshold,
             )
         else:
             result = beam_search(
-                step_fn, state, num_tokens=self.num_tokens, max_steps=self.max_steps, pad_id=PAD_ID,
-                bos_id=self.bos_id, eos_id=self.eos_id, num_special=self.num_special,
-                beam_size=self.beam_size, length_penalty=self.length_penalty,
+                step_fn,
+                state,
+                num_tokens=self.num_tokens,
+                max_steps=self.max_steps,
+                pad_id=PAD_ID,
+                bos_id=self.bos_id,
+                eos_id=self.eos_id,
+                num_special=self.num_special,
+                beam_size=self.beam_size,
+                length_penalty=self.length_penalty,
             )
         return DecodedLabels(
             labels=emitted_to_multi_hot(result.emitted, num_special=self.num_special),
@@ -462,9 +473,7 @@ class BinaryRelevance(nn.Module):
         super().__post_init__()
 
     @nn.compact
-    def __call__(
-        self, tokens: jax.Array, *, train: bool = False, embeddings: jax.Array | None = None
-    ) -> ModelOutput:
+    def __call__(self, tokens: jax.Array, *, train: bool = False, embeddings: jax.Array | None = None) -> ModelOutput:
         """tokens [B, L] int (0 = padding) -> scores [B, J] logits, embeddings: the word vectors
         read [B, L, D]. `embeddings` [B, L, D], when given, are read instead of the
         looked-up vectors (`tokens` still give the mask)."""

@@ -13,6 +13,7 @@ References:
     Ren, Lu. Compositional Coding Capsule Network with K-Means Routing for Text Classification.
     Pattern Recognition Letters 2022 (Algorithm 1).
 """
+
 from collections.abc import Callable
 from typing import Literal
 
@@ -85,9 +86,7 @@ def capsule_length(v: jax.Array) -> jax.Array:
     return jnp.where(positive, jnp.sqrt(jnp.where(positive, squared, 1)), 0).astype(v.dtype)
 
 
-def shared_prediction_vectors(
-    u: jax.Array, weight: jax.Array, *, bias: jax.Array | None = None
-) -> jax.Array:
+def shared_prediction_vectors(u: jax.Array, weight: jax.Array, *, bias: jax.Array | None = None) -> jax.Array:
     """Prediction vectors with one transform per output capsule, shared over inputs.
 
         u_hat[i, j] = W[j] @ u[i] + b[j]
@@ -110,9 +109,7 @@ def shared_prediction_vectors(
     return add_bias(jnp.einsum("...id,jed->...ije", u, weight), bias)
 
 
-def unshared_prediction_vectors(
-    u: jax.Array, weight: jax.Array, *, bias: jax.Array | None = None
-) -> jax.Array:
+def unshared_prediction_vectors(u: jax.Array, weight: jax.Array, *, bias: jax.Array | None = None) -> jax.Array:
     """Prediction vectors with one transform per (input, output) pair (Sabour et al., eq. 2).
 
         u_hat[i, j] = W[i, j] @ u[i] + b[i, j]
@@ -135,9 +132,7 @@ def unshared_prediction_vectors(
     return add_bias(jnp.einsum("...id,ijed->...ije", u, weight), bias)
 
 
-def _output_major(
-    u_hat: jax.Array, mask: jax.Array | None
-) -> tuple[jax.Array, jax.Array | None]:
+def _output_major(u_hat: jax.Array, mask: jax.Array | None) -> tuple[jax.Array, jax.Array | None]:
     """Moves u_hat to [..., out_caps, in_caps, dim] and zeroes padded input capsules.
 
     In this layout both routing contractions are batched matrix-vector products over leading
@@ -255,7 +250,11 @@ def dynamic_routing(
     start_logits = jnp.zeros(u_t.shape[:-1], u_t.dtype)
     # The softmax of the zero start logits is 1/J, written out so that XLA does not
     # constant-fold a softmax as large as c when compiling.
-    c_t = jnp.full_like(start_logits, 1.0 / u_t.shape[-3]) if coupling is jax.nn.softmax else coupling(start_logits, axis=-2)
+    c_t = (
+        jnp.full_like(start_logits, 1.0 / u_t.shape[-3])
+        if coupling is jax.nn.softmax
+        else coupling(start_logits, axis=-2)
+    )
     _, c_t, v = jax.lax.fori_loop(0, num_iterations - 1, iterate, (start_logits, c_t, route(c_t)), unroll=True)
     return v.astype(u_hat.dtype), _input_major_coupling(c_t, valid).astype(u_hat.dtype)
 

@@ -175,7 +175,8 @@ def residual_layer(
 def _layer_arrays(layer) -> tuple[jax.Array, jax.Array | None, jax.Array, jax.Array | None]:
     """A layer given as a mapping (keys `LAYER_KEYS`) or as a tuple in that order."""
     conv_kernel, conv_bias, projection_kernel, projection_bias = (
-        (layer[key] for key in LAYER_KEYS) if isinstance(layer, Mapping) else layer)
+        (layer[key] for key in LAYER_KEYS) if isinstance(layer, Mapping) else layer
+    )
     return conv_kernel, conv_bias, projection_kernel, projection_bias
 
 

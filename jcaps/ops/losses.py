@@ -12,6 +12,7 @@ References:
     Ren, Lu. Compositional Coding Capsule Network with K-Means Routing for Text Classification.
     Pattern Recognition Letters 2022 (margin + focal loss on capsule lengths).
 """
+
 import jax
 import jax.numpy as jnp
 
@@ -63,9 +64,7 @@ def margin_loss(
     return jnp.sum(present + absent, axis=-1)
 
 
-def focal_loss(
-    scores: jax.Array, labels: jax.Array, *, alpha: float = 0.25, gamma: float = 2.0
-) -> jax.Array:
+def focal_loss(scores: jax.Array, labels: jax.Array, *, alpha: float = 0.25, gamma: float = 2.0) -> jax.Array:
     """Softmax focal loss (Lin et al. 2017, eq. 5), as CCCapsNet applies it to capsule lengths.
 
         p = softmax(scores)[y],  L = -alpha (1 - p)^gamma log p

@@ -235,7 +235,9 @@ class Checkpoints:
             items["data"] = ocp.args.JsonRestore()
         restored = self._read(self._manager, self.directory, step, ocp.args.Composite(**items))
         saved = restored["state"]
-        state = state.replace(step=saved["step"], params=saved["params"], opt_state=saved["opt_state"], rng=saved["rng"])
+        state = state.replace(
+            step=saved["step"], params=saved["params"], opt_state=saved["opt_state"], rng=saved["rng"]
+        )
         return state, (restored["data"] if with_data else None)
 
     def restore_newest_intact(self, state, warn) -> tuple:
@@ -385,8 +387,11 @@ class Checkpoints:
                 warn(f"warning: checkpoint step {bad_step} is damaged ({problem}){where}; {verb} step {step}")
             return step, result
         found = "; ".join(f"step {step}: {damage}" for step, damage in damaged) or "none saved"
-        raise DamagedCheckpoint(self.directory, f"no checkpoint is intact ({found})",
-                                hint=f"move {self.directory} aside, or pass another --workdir, to train from the start")
+        raise DamagedCheckpoint(
+            self.directory,
+            f"no checkpoint is intact ({found})",
+            hint=f"move {self.directory} aside, or pass another --workdir, to train from the start",
+        )
 
     def _move_aside(self, manager: ocp.CheckpointManager, directory: str, step: int) -> str:
         """Renames step directory STEP to STEP.damaged (STEP.damaged.2, ... if taken): orbax lists

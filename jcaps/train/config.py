@@ -162,7 +162,7 @@ def class_weight_power(setting: str) -> float | None:
     prefix = "balanced:"
     if setting.startswith(prefix):
         try:
-            power = float(setting[len(prefix):])
+            power = float(setting[len(prefix) :])
         except ValueError:
             power = 0.0
         if 0 < power < math.inf:  # also false for nan
@@ -307,8 +307,10 @@ def validate(config: ml_collections.ConfigDict, models: Collection[str] | None =
     is_series = "normalize" in data
     _one_of("data.source", data.source, choices.Source)
     _one_of("data.format", data.format, choices.SeriesFormat if is_series else choices.TextFormat)
-    if not isinstance(data.text_keys, (tuple, list)) or not data.text_keys or not all(
-        isinstance(k, str) and k for k in data.text_keys
+    if (
+        not isinstance(data.text_keys, (tuple, list))
+        or not data.text_keys
+        or not all(isinstance(k, str) and k for k in data.text_keys)
     ):
         _refuse("data.text_keys", data.text_keys, "a non-empty list of feature names")
     if not isinstance(data.label_key, str) or not data.label_key:
@@ -363,8 +365,9 @@ def validate(config: ml_collections.ConfigDict, models: Collection[str] | None =
     _number("train.grad_clip_norm", train.grad_clip_norm, 0.0)
     class_weight_power(train.class_weights)
     _integer("train.eval_every_steps", train.eval_every_steps, 0, "an integer >= 0 (0: at the end of each epoch)")
-    _integer("train.checkpoint_every_steps", train.checkpoint_every_steps, 0,
-             "an integer >= 0 (0: at the end of each epoch)")
+    _integer(
+        "train.checkpoint_every_steps", train.checkpoint_every_steps, 0, "an integer >= 0 (0: at the end of each epoch)"
+    )
     _integer("train.keep_checkpoints", train.keep_checkpoints, 1)
     _integer("train.log_every_steps", train.log_every_steps, 1)
     _one_of("train.progress", train.progress, ProgressMode)
@@ -397,11 +400,7 @@ def to_json(config: ml_collections.ConfigDict) -> str:
 def incompatible_keys(saved: dict, config: ml_collections.ConfigDict) -> list[str]:
     """Keys whose values differ between a workdir's saved config and `config`."""
     old, new = flatten(saved), flatten(json.loads(config.to_json()))
-    return sorted(
-        key
-        for key in old.keys() | new.keys()
-        if key not in RESUMABLE_KEYS and old.get(key) != new.get(key)
-    )
+    return sorted(key for key in old.keys() | new.keys() if key not in RESUMABLE_KEYS and old.get(key) != new.get(key))
 
 
 # Keys added after workdirs were first written, with the value that gives the old behaviour: a
@@ -448,8 +447,10 @@ def upgraded(saved: dict, source: str = "config.json") -> dict:
         for (_, key), kept in KEYS_REMOVED.items():
             saved_value = model.pop(key, kept)
             if saved_value != kept:
-                raise ConfigError(f"{source}: model.{key}={saved_value!r} is no longer a setting of {model_name} "
-                                  f"(only {kept!r} is): this workdir trained a model jcaps no longer builds")
+                raise ConfigError(
+                    f"{source}: model.{key}={saved_value!r} is no longer a setting of {model_name} "
+                    f"(only {kept!r} is): this workdir trained a model jcaps no longer builds"
+                )
     for (block, old), (new, models) in RENAMED_KEYS.items():
         keys = saved.get(block)
         if isinstance(keys, dict) and model_name in models and old in keys:

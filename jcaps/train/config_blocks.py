@@ -43,12 +43,15 @@ def parse_argument(arg: str, *choices: Collection[str], repeatable: Collection[s
         accepted = [repr(SMOKE)] + [f"at most one of ({', '.join(c)})" for c in choices]
         if repeatable:
             accepted.append(f"any of ({', '.join(repeatable)})")
-        raise ValueError(f"unknown config argument {arg!r}; expected '' or comma-separated names: {', '.join(accepted)}")
+        raise ValueError(
+            f"unknown config argument {arg!r}; expected '' or comma-separated names: {', '.join(accepted)}"
+        )
     return ConfigArgument(smoke=SMOKE in arg.split(","), names=names)
 
 
-def text_smoke(config: ml_collections.ConfigDict, *, max_len: int = 64, num_epochs: int = 3,
-               learning_rate: float = 1e-2) -> None:
+def text_smoke(
+    config: ml_collections.ConfigDict, *, max_len: int = 64, num_epochs: int = 3, learning_rate: float = 1e-2
+) -> None:
     """The smoke run of a text config: generated data, batches of 16, a few epochs; the config
     then shrinks its model."""
     config.data.source = "synthetic"
@@ -170,8 +173,9 @@ def debian_tags_config(model_name: str, *, num_epochs: int, smoke: bool) -> ml_c
     return label_set_config(model_name, data_keys, num_epochs=num_epochs, smoke=smoke)
 
 
-def input_cell_lstm_config(arg: str, *, data_format: str, num_epochs: int, validation_fraction: float,
-                           batch_size: int = 50) -> ml_collections.ConfigDict:
+def input_cell_lstm_config(
+    arg: str, *, data_format: str, num_epochs: int, validation_fraction: float, batch_size: int = 50
+) -> ml_collections.ConfigDict:
     """The input-cell attention LSTM on recorded series (UEA `.ts` files, MNIST rows): the shared
     recipe of `input_cell_basicmotions.py`, `input_cell_japanese_vowels.py` and
     `input_cell_mnist.py`. `arg`: a variant (`lstm`, `bilstm`, ...) and/or `smoke` (a tiny

@@ -60,7 +60,9 @@ def summed_loss(outputs: ModelOutput, batch, model_config):
     terms = model_config.loss.split("+")
     unknown = [t for t in terms if t not in _LOSS_TERMS]
     if unknown:
-        raise ValueError(f"model.loss terms must be among {', '.join(_LOSS_TERMS)}, not {', '.join(map(repr, unknown))}")
+        raise ValueError(
+            f"model.loss terms must be among {', '.join(_LOSS_TERMS)}, not {', '.join(map(repr, unknown))}"
+        )
     return sum(_LOSS_TERMS[t](outputs.scores, batch["label"]) for t in terms)
 
 
@@ -316,7 +318,9 @@ ICAPSNET_EXPLANATION = Explanation(native="capsules", affine_prefix=region_convo
 
 MODELS: dict[str, ModelFamily] = {
     "fasttext": ModelFamily(
-        FastText, softmax_cross_entropy, softmax_probabilities,
+        FastText,
+        softmax_cross_entropy,
+        softmax_probabilities,
         explanation=Explanation(no_native_reason="it averages its words"),
     ),
     "icapsnet_short": ModelFamily(
@@ -326,18 +330,31 @@ MODELS: dict[str, ModelFamily] = {
         ICapsNetLong, summed_loss, capsule_probabilities, loss_keys=("loss",), explanation=ICAPSNET_EXPLANATION
     ),
     "cccapsnet": ModelFamily(
-        CCCapsNet, summed_loss, cccapsnet_probabilities, loss_keys=("loss",),
+        CCCapsNet,
+        summed_loss,
+        cccapsnet_probabilities,
+        loss_keys=("loss",),
         explanation=Explanation(no_native_reason="its capsules route pooled BiGRU features, not positions"),
     ),
     "input_cell_lstm": ModelFamily(
-        InputCellLSTM, softmax_cross_entropy, softmax_probabilities, inputs=("series", "mask"),
+        InputCellLSTM,
+        softmax_cross_entropy,
+        softmax_probabilities,
+        inputs=("series", "mask"),
         explanation=Explanation(
-            vectors=series_values, apply_to_vectors=apply_to_series_values, positions=series_positions,
-            removals=SERIES_REMOVALS, native="attention", has_native=attends_over_steps, attention=step_attention,
+            vectors=series_values,
+            apply_to_vectors=apply_to_series_values,
+            positions=series_positions,
+            removals=SERIES_REMOVALS,
+            native="attention",
+            has_native=attends_over_steps,
+            attention=step_attention,
         ),
     ),
     "dilated_fcn": ModelFamily(
-        DilatedFCN, softmax_cross_entropy, softmax_probabilities,
+        DilatedFCN,
+        softmax_cross_entropy,
+        softmax_probabilities,
         explanation=Explanation(native="attention", has_native=attends_over_positions, attention=attention_received),
     ),
     "br": ModelFamily(
@@ -349,10 +366,16 @@ MODELS: dict[str, ModelFamily] = {
         explanation=Explanation(explained_outputs=label_probabilities, chosen_outputs=labels_at_threshold),
     ),
     "sgm": ModelFamily(
-        SGM, label_sequence_loss, None, inputs=("tokens", "label_sequence"), predict_labels=decoded_labels,
+        SGM,
+        label_sequence_loss,
+        None,
+        inputs=("tokens", "label_sequence"),
+        predict_labels=decoded_labels,
         explanation=Explanation(
-            explained_outputs=generated_label_log_probabilities, probabilities=generated_label_probabilities,
-            native="attention", attention=source_attention_of_step,
+            explained_outputs=generated_label_log_probabilities,
+            probabilities=generated_label_probabilities,
+            native="attention",
+            attention=source_attention_of_step,
         ),
     ),
 }

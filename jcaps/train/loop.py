@@ -87,8 +87,11 @@ def exclusive_workdir(workdir: str, is_main: bool):
     if not is_main:
         yield
         return
-    with folder_lock.exclusive(workdir, run="a training run", advice="wait for it or stop it (it resumes from its "
-                               "last checkpoint), or pass another --workdir"):
+    with folder_lock.exclusive(
+        workdir,
+        run="a training run",
+        advice="wait for it or stop it (it resumes from its last checkpoint), or pass another --workdir",
+    ):
         yield
 
 
@@ -216,9 +219,10 @@ def _open_run(config, workdir: str, is_main: bool, log, signals: _Signals) -> _R
         with writing("the vocabulary and labels of the data in", checkpoints.directory):
             os.makedirs(checkpoints.directory, exist_ok=True)
             dataset.save_metadata(checkpoints.directory)
-    final_splits: list[str] = [s for s in ("validation", "test") if s in dataset.splits and len(dataset.splits[s].source)]
-    return _Run(config, workdir, dataset, checkpoints, num_steps, steps_per_epoch, final_splits, is_main, log,
-                signals)
+    final_splits: list[str] = [
+        s for s in ("validation", "test") if s in dataset.splits and len(dataset.splits[s].source)
+    ]
+    return _Run(config, workdir, dataset, checkpoints, num_steps, steps_per_epoch, final_splits, is_main, log, signals)
 
 
 def _finished_records(run: _Run, reevaluate: bool) -> dict | None:
@@ -283,8 +287,10 @@ def _best_record(run: _Run, restarts_at: int) -> dict | None:
         return run.checkpoints.best_record()
     except DamagedCheckpoint as damage:
         aside = run.checkpoints.discard_best()
-        run.warn(f"warning: the best parameters are damaged ({damage}); moved them to {aside}; model "
-                 f"selection starts again from step {restarts_at}")
+        run.warn(
+            f"warning: the best parameters are damaged ({damage}); moved them to {aside}; model "
+            f"selection starts again from step {restarts_at}"
+        )
         return None
 
 
@@ -325,8 +331,11 @@ class _Signals:
     def _handle(self, signum, frame):
         del frame
         if not self._deferring:
-            raise TrainingInterrupted(signum, "outside the training steps; the checkpoints saved are intact: the "
-                                              "same command goes on from the last one")
+            raise TrainingInterrupted(
+                signum,
+                "outside the training steps; the checkpoints saved are intact: the "
+                "same command goes on from the last one",
+            )
         self.signum = self.signum or signum
 
     @contextlib.contextmanager
@@ -409,12 +418,19 @@ def _train_then_evaluate(run: _Run, compiled: _Compiled, position: _Position, st
         trained = _train(run, compiled, position, writer, profiler, progress)
         progress.close()
         final = _evaluate_final(run, compiled, position, writer)
-        run.log(run_summary(
-            workdir=run.workdir, step=position.step, final=final, selected=position.best,
-            select_best=train.select_best, trained=trained if trained[0] else None,
-            wall_seconds=None if started is None else time.perf_counter() - started,
-            checkpoint_step=run.checkpoints.latest_step(), best_step=position.best["step"] if position.best else None,
-        ))
+        run.log(
+            run_summary(
+                workdir=run.workdir,
+                step=position.step,
+                final=final,
+                selected=position.best,
+                select_best=train.select_best,
+                trained=trained if trained[0] else None,
+                wall_seconds=None if started is None else time.perf_counter() - started,
+                checkpoint_step=run.checkpoints.latest_step(),
+                best_step=position.best["step"] if position.best else None,
+            )
+        )
         return final
     finally:
         profiler.close()
@@ -474,8 +490,9 @@ def _log_window(run: _Run, position: _Position, writer, progress) -> None:
     progress.update(position.step, summary)
 
 
-def _evaluate_and_keep_best(run: _Run, compiled: _Compiled, position: _Position, writer, progress,
-                            compiles: bool) -> None:
+def _evaluate_and_keep_best(
+    run: _Run, compiled: _Compiled, position: _Position, writer, progress, compiles: bool
+) -> None:
     """Evaluates on validation, logs the metrics, and keeps the parameters if they are the best
     so far. `compiles`: the first evaluation compiles the eval step, so its time stays out of
     the ETA."""
@@ -546,15 +563,28 @@ def _already_finished(run: _Run, finished: dict) -> dict:
         try:
             best = run.checkpoints.best_record()
         except DamagedCheckpoint as damage:
-            run.warn(f"warning: the best parameters are damaged ({damage}): evaluate, predict and interpret "
-                     "refuse them (--parameters last uses the last checkpoint)")
-    run.log(f"already finished at step {step}: the final metrics are the \"final\": true lines of "
-            f"{os.path.join(run.workdir, metrics_lib.METRICS_FILE)} (--reevaluate evaluates again; more "
-            "train.num_epochs or train.num_steps trains on)")
-    run.log(run_summary(
-        workdir=run.workdir, step=step, final=final, selected=best, select_best=train.select_best,
-        trained=None, wall_seconds=None, checkpoint_step=step, best_step=best["step"] if best else None,
-    ))
+            run.warn(
+                f"warning: the best parameters are damaged ({damage}): evaluate, predict and interpret "
+                "refuse them (--parameters last uses the last checkpoint)"
+            )
+    run.log(
+        f'already finished at step {step}: the final metrics are the "final": true lines of '
+        f"{os.path.join(run.workdir, metrics_lib.METRICS_FILE)} (--reevaluate evaluates again; more "
+        "train.num_epochs or train.num_steps trains on)"
+    )
+    run.log(
+        run_summary(
+            workdir=run.workdir,
+            step=step,
+            final=final,
+            selected=best,
+            select_best=train.select_best,
+            trained=None,
+            wall_seconds=None,
+            checkpoint_step=step,
+            best_step=best["step"] if best else None,
+        )
+    )
     return final
 
 

@@ -63,8 +63,9 @@ def process_local(tree):
     """The tree's arrays as this process holds them: a global array (restored by several processes
     together, replicated) becomes its copy on one of this process's devices, which work of this
     process alone can use."""
-    return jax.tree.map(lambda a: a.addressable_data(0) if isinstance(a, jax.Array) and not a.is_fully_addressable
-                        else a, tree)
+    return jax.tree.map(
+        lambda a: a.addressable_data(0) if isinstance(a, jax.Array) and not a.is_fully_addressable else a, tree
+    )
 
 
 def initialize_distributed(coordinator_address: str, num_processes: int, process_id: int) -> None:
@@ -74,5 +75,6 @@ def initialize_distributed(coordinator_address: str, num_processes: int, process
     if num_processes <= 1:
         return
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    jax.distributed.initialize(coordinator_address=coordinator_address, num_processes=num_processes,
-                               process_id=process_id)
+    jax.distributed.initialize(
+        coordinator_address=coordinator_address, num_processes=num_processes, process_id=process_id
+    )

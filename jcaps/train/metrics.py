@@ -94,20 +94,22 @@ def multilabel_metrics(sums: dict) -> dict:
     present = (tp + fp + fn) > 0
     metrics = {"loss": float(sums["loss_sum"]) / count} if "loss_sum" in sums else {}
     macro = (lambda v: float(v[present].mean())) if present.any() else (lambda v: 0.0)
-    metrics.update({
-        "hamming_loss": float((fp.sum() + fn.sum()) / (count * len(tp))),
-        "micro_f1": float(_ratio(2 * tp.sum(), 2 * tp.sum() + fp.sum() + fn.sum())),
-        "micro_precision": micro_p,
-        "micro_recall": micro_r,
-        "macro_f1": macro(per_label_f1),
-        "macro_precision": macro(per_label_p),
-        "macro_recall": macro(per_label_r),
-        "example_f1": float(sums["example_f1_sum"]) / count,
-        "subset_accuracy": float(sums["exact_match_sum"]) / count,
-        "labels_per_example": float(sums["predicted_labels_sum"]) / count,
-        "true_labels_per_example": float(tp.sum() + fn.sum()) / count,
-        "count": round(float(sums["count"])),
-    })
+    metrics.update(
+        {
+            "hamming_loss": float((fp.sum() + fn.sum()) / (count * len(tp))),
+            "micro_f1": float(_ratio(2 * tp.sum(), 2 * tp.sum() + fp.sum() + fn.sum())),
+            "micro_precision": micro_p,
+            "micro_recall": micro_r,
+            "macro_f1": macro(per_label_f1),
+            "macro_precision": macro(per_label_p),
+            "macro_recall": macro(per_label_r),
+            "example_f1": float(sums["example_f1_sum"]) / count,
+            "subset_accuracy": float(sums["exact_match_sum"]) / count,
+            "labels_per_example": float(sums["predicted_labels_sum"]) / count,
+            "true_labels_per_example": float(tp.sum() + fn.sum()) / count,
+            "count": round(float(sums["count"])),
+        }
+    )
     return metrics
 
 

@@ -44,8 +44,15 @@ class Progress:
     (`time.perf_counter`; tests pass a fake one). `unit`: what is counted, "step" (training) or
     "example" (an explanation run)."""
 
-    def __init__(self, mode: str, total: int, initial: int = 0, enabled: bool = True,
-                 clock: Callable[[], float] = time.perf_counter, unit: str = "step"):
+    def __init__(
+        self,
+        mode: str,
+        total: int,
+        initial: int = 0,
+        enabled: bool = True,
+        clock: Callable[[], float] = time.perf_counter,
+        unit: str = "step",
+    ):
         self._mode = _mode(mode) if enabled else "none"
         if self._mode not in ("bar", "lines", "none"):
             raise ConfigError(f"train.progress must be auto, bar, lines or none, not {mode!r}")
@@ -92,10 +99,14 @@ class Progress:
         elif self._mode == "lines":
             rate = self.steps_per_second(step)
             unit = self._unit + "s"
-            speed = f"{rate:.1f} {unit}/s | ETA {duration((self._total - step) / rate)}" if rate else f"? {unit}/s | ETA ?"
+            speed = (
+                f"{rate:.1f} {unit}/s | ETA {duration((self._total - step) / rate)}" if rate else f"? {unit}/s | ETA ?"
+            )
             values = "".join(f"{k} {v:.4f} | " for k, v in shown.items())
-            print(f"{self._unit} {step}/{self._total} ({100 * step / max(self._total, 1):.0f}%) | {values}{speed}",
-                  flush=True)
+            print(
+                f"{self._unit} {step}/{self._total} ({100 * step / max(self._total, 1):.0f}%) | {values}{speed}",
+                flush=True,
+            )
 
     def message(self, text: str) -> None:
         if self._bar is not None:
@@ -113,9 +124,18 @@ def format_metrics(metrics: dict) -> str:
     return " ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in metrics.items())
 
 
-def run_summary(*, workdir: str, step: int, final: dict[str, dict], selected: dict | None, select_best: bool,
-            trained: tuple[int, float, float | None] | None, wall_seconds: float | None,
-            checkpoint_step: int | None, best_step: int | None) -> str:
+def run_summary(
+    *,
+    workdir: str,
+    step: int,
+    final: dict[str, dict],
+    selected: dict | None,
+    select_best: bool,
+    trained: tuple[int, float, float | None] | None,
+    wall_seconds: float | None,
+    checkpoint_step: int | None,
+    best_step: int | None,
+) -> str:
     """The end-of-run summary: what was trained, which parameters were evaluated, the final
     metrics, and where everything is.
 
@@ -128,14 +148,22 @@ def run_summary(*, workdir: str, step: int, final: dict[str, dict], selected: di
         timing = f"{steps} steps in {duration(seconds)}"
         if first is not None and steps > 1:
             rate = (steps - 1) / max(seconds - first, 1e-9)
-            timing += f" (the first, with compiling, {first:.1f} s; then {rate:.1f} steps/s with evaluations and checkpoints)"
-        lines.append(f"trained to step {step}: {timing}" + (f"; wall time {duration(wall_seconds)}" if wall_seconds else ""))
+            timing += (
+                f" (the first, with compiling, {first:.1f} s; then {rate:.1f} steps/s with evaluations and checkpoints)"
+            )
+        lines.append(
+            f"trained to step {step}: {timing}" + (f"; wall time {duration(wall_seconds)}" if wall_seconds else "")
+        )
     if selected is not None and selected["step"] != step:
-        lines.append(f"final model: step {selected['step']}, the best validation {selected['metric']} "
-                     f"({selected['value']:.4f}); the last step was {step}")
+        lines.append(
+            f"final model: step {selected['step']}, the best validation {selected['metric']} "
+            f"({selected['value']:.4f}); the last step was {step}"
+        )
     elif selected is not None:
-        lines.append(f"final model: step {step}, the last, also the best validation {selected['metric']} "
-                     f"({selected['value']:.4f})")
+        lines.append(
+            f"final model: step {step}, the last, also the best validation {selected['metric']} "
+            f"({selected['value']:.4f})"
+        )
     else:
         why = "" if not select_best else " (no validation evaluation to select on)"
         lines.append(f"final model: the last step, {step}{why}")
@@ -143,7 +171,11 @@ def run_summary(*, workdir: str, step: int, final: dict[str, dict], selected: di
         lines.append(f"final {split}: " + format_metrics(metrics))
     where = [
         ("workdir", workdir),
-        ("checkpoints", os.path.join(workdir, "checkpoints") + (f" (latest step {checkpoint_step})" if checkpoint_step is not None else "")),
+        (
+            "checkpoints",
+            os.path.join(workdir, "checkpoints")
+            + (f" (latest step {checkpoint_step})" if checkpoint_step is not None else ""),
+        ),
     ]
     if best_step is not None:
         where.append(("best", os.path.join(workdir, "best") + f" (step {best_step})"))

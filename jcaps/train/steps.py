@@ -64,7 +64,9 @@ def eval_step(state: TrainState, batch: dict, *, family, model_config, num_class
     sums = {"loss_sum": jnp.sum(per_example * weight), "count": jnp.sum(weight)}
     if family.predict_labels is None:
         predicted = jnp.argmax(outputs.scores, axis=-1)
-        pairs = jax.nn.one_hot(batch["label"], num_classes)[:, :, None] * jax.nn.one_hot(predicted, num_classes)[:, None, :]
+        pairs = (
+            jax.nn.one_hot(batch["label"], num_classes)[:, :, None] * jax.nn.one_hot(predicted, num_classes)[:, None, :]
+        )
         sums["confusion"] = jnp.einsum("bij,b->ij", pairs, weight)
     else:
         predicted = family.predict_labels(state.apply_fn, state.params, batch, model_config)

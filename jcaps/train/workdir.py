@@ -78,8 +78,11 @@ def refuse_non_finite(trained: TrainedModel, outputs, what: str) -> None:
     (the model's WHAT, e.g. "probabilities", on real inputs) hold NaN or infinity: finite
     parameters can still overflow, and such numbers are never served."""
     if not np.isfinite(np.asarray(outputs)).all():
-        raise UserError(f"the {trained.parameters} parameters of step {trained.selected_step} give {what} that are "
-                        "not finite (NaN or infinity)", hint="--parameters last uses the newest intact checkpoint instead")
+        raise UserError(
+            f"the {trained.parameters} parameters of step {trained.selected_step} give {what} that are "
+            "not finite (NaN or infinity)",
+            hint="--parameters last uses the newest intact checkpoint instead",
+        )
 
 
 def read_config(workdir: str):
@@ -87,8 +90,12 @@ def read_config(workdir: str):
     path = os.path.join(workdir, "config.json")
     if not os.path.isfile(path):
         if not os.path.isdir(workdir):
-            raise UserError(f"{workdir} does not exist: not a jcaps workdir", hint="pass the --workdir of a train.py run")
-        raise UserError(f"{workdir} has no config.json: not a jcaps workdir", hint="pass the --workdir of a train.py run")
+            raise UserError(
+                f"{workdir} does not exist: not a jcaps workdir", hint="pass the --workdir of a train.py run"
+            )
+        raise UserError(
+            f"{workdir} has no config.json: not a jcaps workdir", hint="pass the --workdir of a train.py run"
+        )
     try:
         with open(path, encoding="utf-8") as f:
             return config_lib.from_json(f.read(), source=path)
@@ -96,10 +103,14 @@ def read_config(workdir: str):
         raise UserError(f"{path} cannot be read: {error}", hint="the workdir is damaged; train it again") from error
 
 
-
-
-def load_trained(workdir: str, *, with_data: bool = False, data_overrides: dict | None = None,
-                 model_overrides: dict | None = None, parameters: str = "final") -> TrainedModel:
+def load_trained(
+    workdir: str,
+    *,
+    with_data: bool = False,
+    data_overrides: dict | None = None,
+    model_overrides: dict | None = None,
+    parameters: str = "final",
+) -> TrainedModel:
     """The model of `workdir` with the parameters training reported as final (see module doc),
     or with `parameters="last"` those of the newest intact checkpoint (a warning on stderr names
     each newer, damaged one).
@@ -174,8 +185,12 @@ def _read_params_once(workdir: str, abstract_params, parameters: str, select_bes
 
 def _saved_steps(workdir: str) -> tuple:
     """The step directories of WORKDIR/checkpoints and WORKDIR/best, as they stand."""
-    return tuple(sorted(name for name in os.listdir(os.path.join(workdir, folder)) if name.isdigit())
-                 if os.path.isdir(os.path.join(workdir, folder)) else () for folder in ("checkpoints", "best"))
+    return tuple(
+        sorted(name for name in os.listdir(os.path.join(workdir, folder)) if name.isdigit())
+        if os.path.isdir(os.path.join(workdir, folder))
+        else ()
+        for folder in ("checkpoints", "best")
+    )
 
 
 def check_split(trained: TrainedModel, split: str, workdir: str) -> int:
@@ -195,8 +210,10 @@ def _final_params(checkpoints, abstract_params, select_best: bool, last_step: in
     the newest checkpoint whose parameters are finite."""
     from jcaps.train.checkpoints import NOT_FINITE, DamagedCheckpoint
 
-    hint = ("--parameters last loads the newest checkpoint that is intact instead (the last parameters "
-            "trained, not those selected on validation)")
+    hint = (
+        "--parameters last loads the newest checkpoint that is intact instead (the last parameters "
+        "trained, not those selected on validation)"
+    )
     try:
         record = checkpoints.best_record() if select_best else None
         if record is not None:

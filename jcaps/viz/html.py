@@ -70,18 +70,30 @@ def capsule_global_html(global_summary: Mapping, heatmap_png_path: str | os.Path
             encoded = base64.b64encode(png.read()).decode("ascii")
         heatmap_html = f'<img alt="class by capsule counts C" src="data:image/png;base64,{encoded}">'
     information = global_summary.get("class_capsule_information")
-    information_html = "" if information is None else (
-        f"<p>Normalised mutual information between predicted class and selected capsule, "
-        f"MI / H(class): {information_text(information['normalized'])} (0: the capsule says nothing about the "
-        "class; 1: it determines it).</p>"
+    information_html = (
+        ""
+        if information is None
+        else (
+            f"<p>Normalised mutual information between predicted class and selected capsule, "
+            f"MI / H(class): {information_text(information['normalized'])} (0: the capsule says nothing about the "
+            "class; 1: it determines it).</p>"
+        )
     )
     shared = global_summary.get("shared_capsules")
-    shared_html = "" if shared is None else (
-        "<p><strong>Shared capsules:</strong> "
-        + "; ".join(f"capsule {_escape(entry['capsule'])} is the most selected of "
-                    + ", ".join(_escape(name) for name in entry["classes"]) for entry in shared)
-        + " (the capsule does not tell these classes apart).</p>"
-        if shared else "<p>Shared capsules: none (every class has a most-selected capsule of its own).</p>"
+    shared_html = (
+        ""
+        if shared is None
+        else (
+            "<p><strong>Shared capsules:</strong> "
+            + "; ".join(
+                f"capsule {_escape(entry['capsule'])} is the most selected of "
+                + ", ".join(_escape(name) for name in entry["classes"])
+                for entry in shared
+            )
+            + " (the capsule does not tell these classes apart).</p>"
+            if shared
+            else "<p>Shared capsules: none (every class has a most-selected capsule of its own).</p>"
+        )
     )
     return (
         "<h2>Global: which capsules explain which classes</h2>"
@@ -142,22 +154,26 @@ def _faithfulness_table(faithfulness: Mapping, completeness: float | None) -> st
     for method, values in faithfulness.items():
         cells = "".join(
             f'<td class="number">{values[c]:.4f}<br><small>[{values["ci95"][c][0]:.4f}, '
-            f'{values["ci95"][c][1]:.4f}]</small></td>'
+            f"{values['ci95'][c][1]:.4f}]</small></td>"
             for c in columns
         )
         if random is None or method == "random":
             above_random = "–"
         else:
             low, high = random["ci95"]["comprehensiveness"]
-            above_random = (f"{values['comprehensiveness'] - random['comprehensiveness']:+.4f}"
-                            f"<br><small>random [{low:.4f}, {high:.4f}]</small>")
+            above_random = (
+                f"{values['comprehensiveness'] - random['comprehensiveness']:+.4f}"
+                f"<br><small>random [{low:.4f}, {high:.4f}]</small>"
+            )
         rows.append(
-            f"<tr><td>{_escape(method)}</td>{cells}<td class=\"number\">{above_random}</td>"
-            f"<td class=\"number\">{values['seconds_per_100']:.3f}</td><td class=\"number\">{values['rows']}</td></tr>"
+            f'<tr><td>{_escape(method)}</td>{cells}<td class="number">{above_random}</td>'
+            f'<td class="number">{values["seconds_per_100"]:.3f}</td><td class="number">{values["rows"]}</td></tr>'
         )
     completeness_html = (
         f"<p>Integrated gradients' median completeness error |Σ attributions − (f(x) − f(x′))| / "
-        f"|f(x) − f(x′)|: {completeness:.4f}.</p>" if completeness is not None else ""
+        f"|f(x) − f(x′)|: {completeness:.4f}.</p>"
+        if completeness is not None
+        else ""
     )
     return (
         '<table class="faithfulness"><tr><th>method</th>'
@@ -173,9 +189,7 @@ def _faithfulness_table(faithfulness: Mapping, completeness: float | None) -> st
 def _explained_example_html(entry: Mapping, methods: Sequence[str], joiner: str) -> str:
     tokens = list(entry["tokens"])
     shown = min(len(tokens), MAX_SHOWN_TOKENS)
-    note = (
-        f'<p class="note">showing the first {shown} of {len(tokens)} tokens</p>' if shown < len(tokens) else ""
-    )
+    note = f'<p class="note">showing the first {shown} of {len(tokens)} tokens</p>' if shown < len(tokens) else ""
     lines = "".join(
         f'<p class="scores s-{_method_id(method)}">'
         f"{signed_heatmap_html(tokens[:shown], entry['scores'][method][:shown], joiner)}</p>"
@@ -231,8 +245,7 @@ def write_explanation_report(
     # The page opens on integrated gradients where it ran (the axiomatic reference), else the first.
     opened = "integrated_gradients" if "integrated_gradients" in methods else methods[0]
     radios = "".join(
-        f'<input type="radio" name="method" id="{_method_id(m)}"{" checked" if m == opened else ""}>'
-        for m in methods
+        f'<input type="radio" name="method" id="{_method_id(m)}"{" checked" if m == opened else ""}>' for m in methods
     )
     labels = "".join(f'<label for="{_method_id(m)}">{_escape(m)}</label>' for m in methods)
     sections = "".join(
@@ -259,8 +272,13 @@ def write_explanation_report(
 def checks_markdown(summary: Mapping) -> str:
     """The sanity checks of `jcaps.interpret.checks` (its summary: {method: {check: value},
     "settings": ...}) as a Markdown table, a row per method; ⚑ marks a flagged check."""
-    lines = [("| method | randomisation ρ (all re-initialised) | max-sensitivity | entropy | sparseness | "
-              "degenerate | pointing game | top-k hit |"), "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        (
+            "| method | randomisation ρ (all re-initialised) | max-sensitivity | entropy | sparseness | "
+            "degenerate | pointing game | top-k hit |"
+        ),
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
 
     def cell(value, flagged=False):
         text = "–" if value is None else f"{value:.3f}"
@@ -270,7 +288,9 @@ def checks_markdown(summary: Mapping) -> str:
         if method == "settings":
             continue
         full = list(r["randomisation_spearman"].values())[-1]
-        lines.append(f"| {method} | {cell(full, r['randomisation_flagged'])} | {cell(r['max_sensitivity'])} | "
-                     f"{cell(r['entropy'])} | {cell(r['sparseness'])} | {cell(r['degenerate'], r['degenerate_flagged'])} "
-                     f"| {cell(r['pointing_game'])} | {cell(r['top_k_hit'])} |")
+        lines.append(
+            f"| {method} | {cell(full, r['randomisation_flagged'])} | {cell(r['max_sensitivity'])} | "
+            f"{cell(r['entropy'])} | {cell(r['sparseness'])} | {cell(r['degenerate'], r['degenerate_flagged'])} "
+            f"| {cell(r['pointing_game'])} | {cell(r['top_k_hit'])} |"
+        )
     return "\n".join(lines) + "\n"

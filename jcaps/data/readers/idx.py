@@ -1,4 +1,5 @@
 """`idx`: MNIST's `train-images-idx3-ubyte[.gz]`, `train-labels-idx1-ubyte[.gz]`, ..."""
+
 import gzip
 import os
 import zlib
@@ -56,8 +57,11 @@ def read_idx(path: FilePath) -> np.ndarray:
         raise DataError(path, None, "idx file without dimensions")
     header_size = 4 + 4 * num_dimensions
     if len(data) < header_size:
-        raise DataError(path, None, f"truncated header: {num_dimensions} dimension sizes need {header_size} bytes, "
-                                    f"the file has {len(data)}")
+        raise DataError(
+            path,
+            None,
+            f"truncated header: {num_dimensions} dimension sizes need {header_size} bytes, the file has {len(data)}",
+        )
     shape = tuple(int(size) for size in np.frombuffer(data, ">i4", num_dimensions, offset=4))
     if min(shape) < 0:
         raise DataError(path, None, f"negative dimension size in {shape}")
@@ -65,8 +69,12 @@ def read_idx(path: FilePath) -> np.ndarray:
     expected_size = int(np.prod(shape)) * dtype.itemsize
     payload_size = len(data) - header_size
     if payload_size != expected_size:
-        raise DataError(path, None, f"the header promises {shape} values of type {dtype.newbyteorder('=')} "
-                                    f"({expected_size} bytes), but the payload has {payload_size} bytes")
+        raise DataError(
+            path,
+            None,
+            f"the header promises {shape} values of type {dtype.newbyteorder('=')} "
+            f"({expected_size} bytes), but the payload has {payload_size} bytes",
+        )
     return np.frombuffer(data, dtype, offset=header_size).reshape(shape).astype(dtype.newbyteorder("="))
 
 
@@ -86,12 +94,18 @@ def read_idx_images_as_sequences(images_path: FilePath, labels_path: FilePath) -
             of images and labels.
     """
     images, labels = read_idx(images_path), read_idx(labels_path)
-    for path, array, magic, what in ((images_path, images, _IDX_IMAGES_MAGIC, "images [n, rows, cols]"),
-                                     (labels_path, labels, _IDX_LABELS_MAGIC, "labels [n]")):
+    for path, array, magic, what in (
+        (images_path, images, _IDX_IMAGES_MAGIC, "images [n, rows, cols]"),
+        (labels_path, labels, _IDX_LABELS_MAGIC, "labels [n]"),
+    ):
         if array.dtype != np.uint8 or array.ndim != magic & 0xFF:
-            raise DataError(path, None, f"expected uint8 {what} (magic 0x{magic:08x}), found {array.dtype} "
-                                        f"of {array.ndim} dimension(s)")
+            raise DataError(
+                path,
+                None,
+                f"expected uint8 {what} (magic 0x{magic:08x}), found {array.dtype} of {array.ndim} dimension(s)",
+            )
     if len(images) != len(labels):
-        raise DataError(images_path, None, f"has {len(images)} images but {os.fspath(labels_path)} has "
-                                           f"{len(labels)} labels")
+        raise DataError(
+            images_path, None, f"has {len(images)} images but {os.fspath(labels_path)} has {len(labels)} labels"
+        )
     return images.astype(np.float32) / 255.0, labels.astype(np.int32)

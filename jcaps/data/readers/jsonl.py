@@ -1,6 +1,7 @@
 """`jsonl`: `{"text": ..., "label": ...}` or `{"text": ..., "labels": [...]}` a line, with an
 optional group field (such as the `source` package of a Debian package description) by which
 validation is carved (`data.group_key`)."""
+
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -13,8 +14,7 @@ def _name(path: FilePath, line: int, value: Any, what: str) -> str:
     """A label or group given as a string or an integer, as a non-empty string."""
     # bool is an int subclass, but `true` is no class name.
     if isinstance(value, bool) or not isinstance(value, str | int):
-        raise DataError(path, line, f"{what} must be a string or an integer, not "
-                                    f"{type(value).__name__}")
+        raise DataError(path, line, f"{what} must be a string or an integer, not {type(value).__name__}")
     name = str(value)
     if not name.strip():
         raise DataError(path, line, f"empty {what}")

@@ -1,5 +1,6 @@
 """What every reader shares: numbered lines of a UTF-8 file, the checks of a label and a text,
 and the keying of parsed examples by their line (with bad rows raised or dropped)."""
+
 import logging
 import os
 import re
@@ -84,5 +85,4 @@ def keyed_examples(
     if num_records == 0:
         raise DataError(path, None, "no examples")
     if num_dropped:
-        _logger.warning("%s: dropped %d of %d examples as bad input", os.fspath(path),
-                        num_dropped, num_records)
+        _logger.warning("%s: dropped %d of %d examples as bad input", os.fspath(path), num_dropped, num_records)

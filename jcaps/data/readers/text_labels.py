@@ -1,5 +1,6 @@
 """`text_labels`: parallel `NAME.text` / `NAME.labels` files, one example a line with a 0-based
 class index (SemEval-2018 emoji prediction), and the emoji mapping that names the classes."""
+
 import os
 from collections.abc import Iterator
 
@@ -45,16 +46,16 @@ def read_text_labels(
     """
     num_texts, num_labels = _count_lines(text_path), _count_lines(labels_path)
     if num_texts != num_labels:
-        raise DataError(text_path, None, f"has {num_texts} lines but {os.fspath(labels_path)} "
-                                         f"has {num_labels}")
+        raise DataError(text_path, None, f"has {num_texts} lines but {os.fspath(labels_path)} has {num_labels}")
     high = None if num_classes is None else num_classes - 1
-    records = ((line, (text, label))
-               for (line, text), (_, label) in zip(numbered_lines(text_path), numbered_lines(labels_path)))
+    records = (
+        (line, (text, label))
+        for (line, text), (_, label) in zip(numbered_lines(text_path), numbered_lines(labels_path))
+    )
 
     def parse(line: int, record: tuple[str, str]) -> Example:
         text, label = map(without_newline, record)
-        return {"text": check_text(text_path, line, text),
-                "label": parse_label(labels_path, line, label, 0, high)}
+        return {"text": check_text(text_path, line, text), "label": parse_label(labels_path, line, label, 0, high)}
 
     return keyed_examples(text_path, records, parse, dropped)
 
@@ -72,8 +73,7 @@ def read_emoji_mapping(path: FilePath) -> list[str]:
         while fields and not fields[-1]:  # the files end each line with a tab
             fields.pop()
         if len(fields) != 3:
-            raise DataError(path, line, f"expected 3 tab-separated fields (index, emoji, name), "
-                                        f"found {len(fields)}")
+            raise DataError(path, line, f"expected 3 tab-separated fields (index, emoji, name), found {len(fields)}")
         index, _, name = fields
         if index != str(len(names)):
             raise DataError(path, line, f"index {index!r} where {len(names)} was expected")

@@ -1,4 +1,5 @@
 """`ts`: the UEA/UCR time series classification archive (`NAME_TRAIN.ts`, `NAME_TEST.ts`)."""
+
 import dataclasses
 import re
 from collections.abc import Iterator
@@ -206,8 +207,11 @@ def read_ts(path: FilePath) -> TsFile:
         values = [_parse_ts_channel(path, number, index, channel) for index, channel in enumerate(channels, start=1)]
         for index, channel_values in enumerate(values[1:], start=2):
             if len(channel_values) != len(values[0]):
-                raise DataError(path, number, f"channel {index} has {len(channel_values)} values, but channel 1 "
-                                              f"has {len(values[0])}")
+                raise DataError(
+                    path,
+                    number,
+                    f"channel {index} has {len(channel_values)} values, but channel 1 has {len(values[0])}",
+                )
         length = len(values[0])
         if expected_length is None and equal_length:
             expected_length = length, f"the first example (line {number}) has"

@@ -1,5 +1,6 @@
 """`zhang_csv`: `train.csv` / `test.csv` with the class index 1..J first, optional `classes.txt`
 (the format of Zhang et al., 2015)."""
+
 import csv
 import os
 from collections.abc import Iterator
@@ -49,13 +50,11 @@ def read_zhang_csv(
     def parse(line: int, fields: list[str]) -> Example:
         nonlocal num_columns
         if len(fields) < 2:
-            raise DataError(path, line, f"found {len(fields)} column(s), expected a label "
-                                        f"and at least one text column")
+            raise DataError(path, line, f"found {len(fields)} column(s), expected a label and at least one text column")
         if num_columns is None:
             num_columns = len(fields)
         elif len(fields) != num_columns:
-            raise DataError(path, line, f"found {len(fields)} columns, but the first row has "
-                                        f"{num_columns}")
+            raise DataError(path, line, f"found {len(fields)} columns, but the first row has {num_columns}")
         label = parse_label(path, line, fields[0], 1, num_classes)
         text = check_text(path, line, " ".join(fields[1:]))
         return {"text": text, "label": label - 1}
