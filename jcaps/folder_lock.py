@@ -20,11 +20,12 @@ class FolderInUse(UserError, RuntimeError):
 
 
 @contextlib.contextmanager
-def exclusive(folder: str, *, run: str, advice: str, name: str = ".lock") -> Iterator[None]:
+def exclusive(folder: str, *, called: str, run: str, advice: str, name: str = ".lock") -> Iterator[None]:
     """Holds FOLDER/NAME; a second run on the folder stops at once with `FolderInUse`: "FOLDER is
-    in use by RUN (pid P on HOST); ADVICE"."""
+    in use by RUN (pid P on HOST); ADVICE". `called` is what a failed write calls the folder
+    ("the workdir")."""
     path = os.path.join(folder, name)
-    with writing(f"the lock of {folder}", path):
+    with writing(f"the lock of {called}", path):
         # Opened under `writing` (so a full disk is named), then held by the `with` below.
         lock = open(path, "a+", encoding="utf-8")  # noqa: SIM115
     with lock:
@@ -34,7 +35,7 @@ def exclusive(folder: str, *, run: str, advice: str, name: str = ".lock") -> Ite
             lock.seek(0)
             holder = lock.read().strip() or "another process"
             raise FolderInUse(f"{folder} is in use by {run} ({holder}); {advice}") from None
-        with writing(f"the lock of {folder}", path):
+        with writing(f"the lock of {called}", path):
             # Unbuffered: a write that fails leaves nothing for the file's close to fail on again.
             os.ftruncate(lock.fileno(), 0)
             os.pwrite(lock.fileno(), f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)

@@ -167,8 +167,10 @@ def main(argv):
         seed=FLAGS.seed,
         progress=FLAGS.progress,
     )
-    if corpus.finished_run(out) is not None:
-        explain_split()  # refuses other settings than the finished run's
+    settings = corpus.run_settings(
+        trained, FLAGS.split, methods, FLAGS.limit or 0, FLAGS.faithfulness, options, FLAGS.batch_size, FLAGS.seed
+    )
+    if corpus.finished_run(out, settings) is not None:
         if jax.process_index() == 0:
             print(
                 f"{out} holds the finished explanations of these settings ({explained} examples of {FLAGS.split}); "

@@ -99,11 +99,11 @@ def _saved_progress(part: _Part) -> dict:
     return state
 
 
-def _settings(
+def run_settings(
     trained, split: str, methods, limit: int, with_faithfulness: bool, options: Options, batch_size: int, seed: int
 ) -> dict:
-    """What the explanations depend on: a run resumes only under the same."""
-    return {
+    """What the explanations depend on: a run resumes only under the same (run.json)."""
+    settings = {
         "split": split,
         "methods": list(methods),
         "limit": limit,
@@ -114,11 +114,13 @@ def _settings(
         "parameters": {"which": trained.parameters, "step": int(trained.selected_step)},
         "processes": jax.process_count(),
     }
+    return json.loads(json.dumps(settings))  # as run.json holds them
 
 
 def _check_settings(out: str, settings: dict) -> dict | None:
-    """The saved run of OUT when it has the same settings (None: none saved); a one-line
-    `UserError` when they differ."""
+    """The saved run of OUT when it has the same settings; None when there is none, or when a
+    finished run of other settings is there (it is replaced); a one-line `UserError` when an
+    unfinished run of other settings is (its work would be lost)."""
     saved = _read_json(os.path.join(out, RUN_FILE))
     if saved is None:
         return None
@@ -127,6 +129,10 @@ def _check_settings(out: str, settings: dict) -> dict | None:
     )
     if differing:
         changes = "; ".join(f"{k}: {saved['settings'].get(k)!r} -> {settings.get(k)!r}" for k in differing)
+        if saved.get("finished"):
+            if jax.process_index() == 0:
+                print(f"{out}: replacing the finished explanations of other settings ({changes})", flush=True)
+            return None
         raise UserError(
             f"{out} holds explanations made with other settings ({changes})",
             hint="pass the same flags to resume, or another --out",
@@ -316,10 +322,10 @@ def _summarise(
     return summary, shown, errors
 
 
-def finished_run(out: str) -> dict | None:
-    """The run.json of OUT when its run finished (its summary included), else None."""
+def finished_run(out: str, settings: dict) -> dict | None:
+    """The run.json of OUT when its run finished with `settings` (its summary included), else None."""
     saved = _read_json(os.path.join(out, RUN_FILE))
-    return saved if saved is not None and saved.get("finished") else None
+    return saved if saved is not None and saved.get("finished") and saved["settings"] == settings else None
 
 
 def explain_workdir(
@@ -345,9 +351,10 @@ def explain_workdir(
         raise UserError(f"--batch_size={batch_size} must be a multiple of the number of processes ({processes})")
     os.makedirs(out, exist_ok=True)
     part = _Part(out, jax.process_index(), processes)
-    settings = _settings(trained, split, methods, limit, with_faithfulness, options, batch_size, seed)
+    settings = run_settings(trained, split, methods, limit, with_faithfulness, options, batch_size, seed)
     with exclusive(
         out,
+        called="the output folder",
         run="an explanation run",
         advice="wait for it or stop it (it resumes where it stopped), or pass another --out",
         name=".lock" if part.index == 0 else f".lock-{part.index}",
@@ -355,7 +362,7 @@ def explain_workdir(
         saved = _check_settings(out, settings)
         if saved is not None and saved.get("finished"):
             return saved["summary"]
-        if saved is None and part.index == 0:
+        if saved is None and part.index == 0:  # a new run, or one replacing a finished run's files
             _write_whole(os.path.join(out, RUN_FILE), json.dumps({"settings": settings, "finished": False}, indent=1))
         _explain_part(
             trained,

@@ -89,6 +89,7 @@ def exclusive_workdir(workdir: str, is_main: bool):
         return
     with folder_lock.exclusive(
         workdir,
+        called="the workdir",
         run="a training run",
         advice="wait for it or stop it (it resumes from its last checkpoint), or pass another --workdir",
     ):

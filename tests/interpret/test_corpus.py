@@ -74,6 +74,9 @@ def test_a_run_that_crashed_resumes_to_the_file_of_an_uninterrupted_run(trained,
         run(trained, out)
     monkeypatch.setattr(corpus, "_write_whole", write_whole)
     assert not (out / "attributions.jsonl").exists()
+    # Unfinished work of other settings is not thrown away: refused in one line naming them.
+    with pytest.raises(UserError, match=r"^.* holds explanations made with other settings \(seed: 0 -> 1\)$"):
+        run(trained, out, seed=1)
     resumed = run(trained, out)
     assert lines(out) == expected
     assert without_timing(resumed) == without_timing(reference)
@@ -87,9 +90,10 @@ def test_a_run_that_crashed_resumes_to_the_file_of_an_uninterrupted_run(trained,
     assert run(trained, out) == resumed
     assert written() == before
 
-    # Other settings than the run's are refused in one line naming them.
-    with pytest.raises(UserError, match=r"^.* holds explanations made with other settings \(seed: 0 -> 1\)$"):
-        run(trained, out, seed=1)
+    # A finished run of other settings is replaced by the new one.
+    run(trained, out, seed=1)
+    assert json.loads((out / "run.json").read_text())["settings"]["seed"] == 1
+    assert lines(out) != expected and len(lines(out)) == 40  # random and KernelSHAP drew anew
 
 
 def test_a_second_run_on_the_same_output_is_refused_with_the_locks_message(trained, tmp_path):
