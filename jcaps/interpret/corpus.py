@@ -11,7 +11,8 @@
     explained once, with the scores an uninterrupted run gives (a prediction's random draws come
     from the seed, the method, the example's index and the output explained, not from the order
     of work: `explain.example_keys`). A finished run says so and does nothing; a second run on
-    the same output stops at once with the lock's message; a rerun with other settings is refused.
+    the same output stops at once with the lock's message; a rerun with other settings replaces
+    a finished run and is refused beside an unfinished one.
   * Sharded. Each batch is split over the local devices (the 'data' mesh training uses) and over
     processes (`jax.distributed`): process p of P explains rows [p B/P, (p + 1) B/P) of every
     global batch of B rows, padded as the whole batch is, so each device sees the rows it would
