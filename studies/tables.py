@@ -360,6 +360,23 @@ def startup(results: dict) -> str:
             "its compilation cache filled by an earlier call.")
 
 
+@table("corpus_explain", "benchmarks/results/corpus_explain/results.json")
+def corpus_explain(results: dict) -> str:
+    runs = sorted(results["runs"].items(), key=lambda item: int(item[0]) or float("inf"))
+    methods = list(runs[0][1]["examples_per_second"])
+    body = [[f"{run['examples']:,}", f"{run['peak_rss_mib']:,.0f}", f"{run['examples'] / run['wall_seconds']:.2f}",
+             *(f"{run['examples_per_second'][m]:.1f}" for m in methods), str(run["invocations"])]
+            for _, run in runs]
+    kills = results.get("kills")
+    killed = (f" Killed with SIGKILL {kills['count']} times over {kills['examples']:,} examples and resumed each "
+              f"time, the run wrote {'the very file' if kills['identical'] else 'another file than'} of the "
+              f"uninterrupted one ({'every example once' if kills['each_once'] else 'examples repeated'}).") if kills else ""
+    return (rows(["examples", "peak RSS MiB", "examples/s, all", *(f"{m} examples/s" for m in methods), "runs"], body)
+            + f"\n\nPeak resident memory of the largest run / the smallest: {results['rss_ratio']:.3f}. \"examples/s, "
+            "all\": every method with faithfulness and the files, over the summed wall time; a method's own: its "
+            "scores alone, compiling left out." + killed)
+
+
 @table("saliency_boxes_quick", "studies/saliency_boxes/results/quick/results.json")
 def saliency_boxes_quick(results: dict) -> str:
     boxes = [box for box in results if not box.startswith("_") and isinstance(results[box], dict)]
