@@ -13,8 +13,9 @@ summed time. Examples a second of a method come from the run's own timing (faith
 `seconds_per_100`: that method's scores, compiling left out); the wall time covers everything
 (every method, faithfulness, the files).
 
-`--kills K`: first, the smallest limit is explained again into DIR/killed, killed with SIGKILL
-at K random moments (after 5 to 40 s of work each, once the run has begun explaining) and
+`--kills K`: then the smallest limit is explained again into DIR/killed, killed with SIGKILL
+at K random moments (once the run has begun explaining, after 5 to 40 s of work each, or for a
+run that short, between a ninth and a half of the uninterrupted run's wall time) and
 restarted each time, then run to the end; the file must equal the uninterrupted run's, every
 example once.
 
@@ -112,13 +113,16 @@ def run_summary(out: str, invocations: list[dict]) -> dict:
     }
 
 
-def killed_runs(args, reference: str, limit: int, kills: int, seed: int = 0) -> dict:
-    """The run of `reference` again, killed `kills` times and resumed: is its file the same?"""
+def killed_runs(args, reference: str, limit: int, kills: int, wall_seconds: float, seed: int = 0) -> dict:
+    """The run of `reference` (`wall_seconds` long) again, killed `kills` times and resumed: is
+    its file the same?"""
     out = os.path.join(args.out, "killed")
     shutil.rmtree(out, ignore_errors=True)
     draw, killed = random.Random(seed), 0
+    latest = min(40.0, wall_seconds / 2)
     for _ in range(kills):
-        record = invoke(interpret_command(args, out, limit), out + ".log", kill_after=draw.uniform(5, 40))
+        moment = draw.uniform(min(5.0, latest / 4.5), latest)
+        record = invoke(interpret_command(args, out, limit), out + ".log", kill_after=moment)
         if record["status"] == 0:  # it finished before its moment came
             break
         killed += record["status"] == -signal.SIGKILL
@@ -161,7 +165,8 @@ def main():
     results["rss_ratio"] = round(runs[-1]["peak_rss_mib"] / runs[0]["peak_rss_mib"], 3)
     if args.kills:
         smallest = min(limits, key=lambda n: n or float("inf"))
-        results["kills"] = killed_runs(args, os.path.join(args.out, f"explained-{smallest}"), smallest, args.kills)
+        results["kills"] = killed_runs(args, os.path.join(args.out, f"explained-{smallest}"), smallest, args.kills,
+                                       results["runs"][str(smallest)]["wall_seconds"])
     write_results(args.out, results)
     print(json.dumps({k: v for k, v in results.items() if k != "_run"}, indent=1))
 
