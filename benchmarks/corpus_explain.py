@@ -62,6 +62,7 @@ def invoke(command: list[str], log: str, kill_after: float | None = None) -> dic
     """Runs `command` (its output appended to `log`), killed with SIGKILL `kill_after` seconds
     after it starts explaining when given; its exit status, wall seconds and peak RSS (MiB)."""
     start = time.perf_counter()
+    written_before = os.path.getsize(log) if os.path.exists(log) else 0  # earlier invocations' lines
     with open(log, "a", encoding="utf-8") as output:
         process = subprocess.Popen(command, cwd=ROOT, stdout=output, stderr=subprocess.STDOUT)
     explaining = None
@@ -71,7 +72,8 @@ def invoke(command: list[str], log: str, kill_after: float | None = None) -> dic
             break
         time.sleep(0.5)
         with open(log, encoding="utf-8") as f:
-            begun = "example " in f.read()[-4000:]
+            f.seek(written_before)
+            begun = "example " in f.read()
         if begun and explaining is None:
             explaining = time.perf_counter()
         if explaining is not None and time.perf_counter() - explaining >= kill_after:
@@ -90,6 +92,9 @@ def explain_to_the_end(args, out: str, limit: int) -> list[dict]:
     """Runs (or resumes) the command into `out` until it finishes; every invocation's record."""
     path = out + ".invocations.json"
     invocations = json.load(open(path, encoding="utf-8")) if os.path.isfile(path) else []  # noqa: SIM115
+    run = os.path.join(out, "run.json")
+    if invocations and os.path.isfile(run) and json.load(open(run, encoding="utf-8")).get("finished"):  # noqa: SIM115
+        return invocations
     record = invoke(interpret_command(args, out, limit), out + ".log")
     if record["status"] != 0:
         raise SystemExit(f"the command failed (exit {record['status']}); see {out}.log")
