@@ -14,10 +14,10 @@ summed time. Examples a second of a method come from the run's own timing (faith
 (every method, faithfulness, the files).
 
 `--kills K`: then the smallest limit is explained again into DIR/killed, killed with SIGKILL
-at K random moments (once the run has begun explaining, after 5 to 40 s of work each, or for a
-run that short, between a ninth and a half of the uninterrupted run's wall time) and
-restarted each time, then run to the end; the file must equal the uninterrupted run's, every
-example once.
+at K random moments and restarted each time, then run to the end; the file must equal the
+uninterrupted run's, every example once. Each moment is drawn after its invocation has begun
+explaining, between a fifth and all of 1/(K+1) of the uninterrupted run's explaining time, so
+that the K kills land within the work however short the run is.
 
 Writes DIR/results.json: {"runs": {LIMIT: {"examples", "peak_rss_mib", "wall_seconds",
 "invocations", "examples_per_second": {method: ...}, "faithfulness": {method: comprehensiveness,
@@ -60,14 +60,15 @@ def interpret_command(args, out: str, limit: int) -> list[str]:
 
 def invoke(command: list[str], log: str, kill_after: float | None = None) -> dict:
     """Runs `command` (its output appended to `log`), killed with SIGKILL `kill_after` seconds
-    after it starts explaining when given; its exit status, wall seconds and peak RSS (MiB)."""
+    after it starts explaining when given; its exit status, wall seconds, seconds from its first
+    progress line to its end, and peak RSS (MiB)."""
     start = time.perf_counter()
     written_before = os.path.getsize(log) if os.path.exists(log) else 0  # earlier invocations' lines
     with open(log, "a", encoding="utf-8") as output:
         process = subprocess.Popen(command, cwd=ROOT, stdout=output, stderr=subprocess.STDOUT)
     explaining = None
     while True:  # os.wait4, not Popen.poll: the rusage of the child is wanted, and poll reaps it
-        pid, status, usage = os.wait4(process.pid, 0 if kill_after is None else os.WNOHANG)
+        pid, status, usage = os.wait4(process.pid, os.WNOHANG)
         if pid:
             break
         time.sleep(0.5)
@@ -76,10 +77,12 @@ def invoke(command: list[str], log: str, kill_after: float | None = None) -> dic
             begun = "example " in f.read()
         if begun and explaining is None:
             explaining = time.perf_counter()
-        if explaining is not None and time.perf_counter() - explaining >= kill_after:
-            process.send_signal(signal.SIGKILL)
+        if explaining is not None and kill_after is not None and time.perf_counter() - explaining >= kill_after:
+            os.kill(process.pid, signal.SIGKILL)  # not Popen.send_signal: it polls, which would reap an exited child
             kill_after = None  # then wait for it
-    return {"status": os.waitstatus_to_exitcode(status), "seconds": round(time.perf_counter() - start, 2),
+    end = time.perf_counter()
+    return {"status": os.waitstatus_to_exitcode(status), "seconds": round(end - start, 2),
+            "explaining_seconds": round(end - explaining, 2) if explaining is not None else 0.0,
             "peak_rss_mib": round(usage.ru_maxrss / 1024, 1)}
 
 
@@ -111,6 +114,7 @@ def run_summary(out: str, invocations: list[dict]) -> dict:
         "examples": len(explained_lines(out)),
         "peak_rss_mib": max(r["peak_rss_mib"] for r in invocations),
         "wall_seconds": round(sum(r["seconds"] for r in invocations), 1),
+        "explaining_seconds": round(sum(r["explaining_seconds"] for r in invocations), 1),
         "invocations": len(invocations),
         "examples_per_second": {method: round(100 / values["seconds_per_100"], 2) if values["seconds_per_100"] else None
                                 for method, values in faithfulness.items()},
@@ -118,15 +122,15 @@ def run_summary(out: str, invocations: list[dict]) -> dict:
     }
 
 
-def killed_runs(args, reference: str, limit: int, kills: int, wall_seconds: float, seed: int = 0) -> dict:
-    """The run of `reference` (`wall_seconds` long) again, killed `kills` times and resumed: is
-    its file the same?"""
+def killed_runs(args, reference: str, limit: int, kills: int, explaining_seconds: float, seed: int = 0) -> dict:
+    """The run of `reference` (`explaining_seconds` of explaining) again, killed `kills` times
+    and resumed: is its file the same?"""
     out = os.path.join(args.out, "killed")
     shutil.rmtree(out, ignore_errors=True)
     draw, killed = random.Random(seed), 0
-    latest = min(40.0, wall_seconds / 2)
+    share = explaining_seconds / (kills + 1)  # at most this much work per killed invocation leaves work for the next
     for _ in range(kills):
-        moment = draw.uniform(min(5.0, latest / 4.5), latest)
+        moment = draw.uniform(share / 5, share)
         record = invoke(interpret_command(args, out, limit), out + ".log", kill_after=moment)
         if record["status"] == 0:  # it finished before its moment came
             break
@@ -171,7 +175,7 @@ def main():
     if args.kills:
         smallest = min(limits, key=lambda n: n or float("inf"))
         results["kills"] = killed_runs(args, os.path.join(args.out, f"explained-{smallest}"), smallest, args.kills,
-                                       results["runs"][str(smallest)]["wall_seconds"])
+                                       results["runs"][str(smallest)]["explaining_seconds"])
     write_results(args.out, results)
     print(json.dumps({k: v for k, v in results.items() if k != "_run"}, indent=1))
 
