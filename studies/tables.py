@@ -371,10 +371,14 @@ def corpus_explain(results: dict) -> str:
     killed = (f" Killed with SIGKILL {kills['count']} times over {kills['examples']:,} examples and resumed each "
               f"time, the run wrote {'the very file' if kills['identical'] else 'another file than'} of the "
               f"uninterrupted one ({'every example once' if kills['each_once'] else 'examples repeated'}).") if kills else ""
+    ratio = (f"Peak resident memory of the largest run / the smallest: {results['rss_ratio']:.3f}. "
+             if len(runs) > 1 else "")
     return (rows(["examples", "peak RSS MiB", "examples/s, all", *(f"{m} examples/s" for m in methods), "runs"], body)
-            + f"\n\nPeak resident memory of the largest run / the smallest: {results['rss_ratio']:.3f}. \"examples/s, "
-            "all\": every method with faithfulness and the files, over the summed wall time; a method's own: its "
+            + f"\n\n{ratio}\"examples/s, all\": every method with faithfulness and the files, over the summed wall time; a method's own: its "
             "scores alone, compiling left out." + killed)
+
+
+table("corpus_explain_smoke", "benchmarks/results/corpus_explain_smoke/results.json")(corpus_explain)
 
 
 @table("saliency_boxes_quick", "studies/saliency_boxes/results/quick/results.json")
