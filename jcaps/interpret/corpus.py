@@ -52,6 +52,7 @@ from jcaps.interpret.explain import (
     removal,
     true_labels,
 )
+from jcaps.interpret.explanations import explanation_of
 from jcaps.interpret.faithfulness import METRICS, bootstrap_interval
 from jcaps.train.progress import Progress
 from jcaps.viz.html import write_explanation_report
@@ -313,7 +314,7 @@ def _summarise(
                 "ci95": {metric: bootstrap_interval(v, seed=seed) for metric, v in arrays.items()},
                 "seconds_per_100": round(100 * timings.get(method, 0.0) / max(rows_timed, 1), 4),
                 "rows": rows,
-                "removal": removal(trained.family.explanation, options)[0],
+                "removal": removal(explanation_of(trained.config.model.name), options)[0],
             }
         if errors and "integrated_gradients" in summary:
             summary["integrated_gradients"]["completeness_error"] = {

@@ -6,8 +6,8 @@ predicted class (single-label models), each predicted label (binary relevance: i
 each generated label (SGM: the log-probability of that label at the step that emitted it,
 teacher-forced on the generated sequence). Positions are an example's tokens (iCapsNets Long:
 its M x N words, sentence by sentence) or a series' time steps. What a row is, which vectors
-stand at its positions and what the model's own explanation is are its family's `Explanation`
-(`jcaps.train.families`): this module reads them, and knows no model by name.
+stand at its positions and what the model's own explanation is are its `Explanation`
+(`jcaps.interpret.explanations`): this module reads them, and knows no model by name.
 
 Methods (the names used by `python -m jcaps.interpret --methods` and as keys everywhere):
   every method of `jcaps.interpret.METHODS` (gradient, gradient_x_input, integrated_gradients,
@@ -62,9 +62,10 @@ from jax.sharding import Mesh
 from jcaps.data.vocab import NUM_SPECIAL
 from jcaps.interpret import attribution
 from jcaps.interpret import capsules as capsule_interpretation
+from jcaps.interpret.explanations import TOKEN_REMOVALS, Explanation, apply_rows, explanation_of
 from jcaps.interpret.faithfulness import METRICS, faithfulness
 from jcaps.interpret.methods import METHODS
-from jcaps.train.families import TOKEN_REMOVALS, Explanation, ModelFamily, apply_rows, get_family
+from jcaps.train.families import ModelFamily
 from jcaps.train.mesh import batch_sharded, replicated
 from jcaps.train.workdir import refuse_non_finite
 
@@ -98,7 +99,7 @@ SCORE_DECIMALS = 5
 
 def native_method(model_config) -> str | None:
     """The model's own position-level explanation ('capsules', 'attention') or None."""
-    explanation = get_family(model_config.name).explanation
+    explanation = explanation_of(model_config.name)
     if explanation.has_native is not None and not explanation.has_native(model_config):
         return None
     return explanation.native
@@ -110,7 +111,7 @@ def native_note(model_config, *, methods: Sequence[str]) -> str:
     native = native_method(model_config)
     if native:
         return NATIVE_NOTES[native]
-    reason = get_family(model_config.name).explanation.no_native_reason
+    reason = explanation_of(model_config.name).no_native_reason
     explaining = [method.replace("_", " ") for method in methods if method != "random"]
     return (
         f"A {model_config.name} model has no position-level explanation of its own"
@@ -175,7 +176,7 @@ def removal(explanation: Explanation, options: Options) -> tuple[str, float]:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class _ExplainedModel:
-    """A trained model's pure functions over rows, from its family's `Explanation`; hashed by
+    """A trained model's pure functions over rows, from its `Explanation`; hashed by
     identity, so jit treats it as static.
 
     x [R, ...] are the explained inputs of the rows (token ids, or a series), side [R, ...] the
@@ -187,7 +188,7 @@ class _ExplainedModel:
 
     @property
     def explanation(self) -> Explanation:
-        return self.family.explanation
+        return explanation_of(self.model_config.name)
 
     @property
     def generates(self) -> bool:

@@ -19,6 +19,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from jcaps.interpret import explanations
 from jcaps.models.icapsnet import ICapsNetShort
 from jcaps.train import families
 
@@ -100,6 +101,7 @@ class StudyICapsNetShort(ICapsNetShort):
 
 @functools.cache
 def register() -> None:
-    """Adds `icapsnet_short_study` to the model table (once), with iCapsNets Short's loss,
-    probabilities and explanation."""
+    """Adds `icapsnet_short_study` to the model table (once), with iCapsNets Short's loss and
+    probabilities, and to the explained models with iCapsNets Short's explanation."""
     families.MODELS[MODEL_NAME] = dataclasses.replace(families.MODELS["icapsnet_short"], module=StudyICapsNetShort)
+    explanations.EXPLANATIONS[MODEL_NAME] = explanations.EXPLANATIONS["icapsnet_short"]
