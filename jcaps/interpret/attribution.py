@@ -408,14 +408,20 @@ def coalition_values(
     return jax.lax.map(values, padded.reshape((-1, chunk) + coalitions.shape[1:])).reshape(-1, batch)[:n]
 
 
-def row_keys(key: jax.Array, rows: int) -> jax.Array:
-    """[rows] PRNG keys, one a row: `key` split, or `key` itself when it holds one key a row."""
+def key_count(key: jax.Array, rows: int) -> int | None:
+    """None when `key` is one PRNG key, `rows` when it holds one key a row ([rows] typed keys, or
+    raw uint32 [rows, 2]); any other shape is refused."""
     single = 0 if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key) else 1  # raw keys are uint32 [2]
     if key.ndim == single:
-        return jax.random.split(key, rows)
+        return None
     if key.ndim == single + 1 and key.shape[0] == rows:
-        return key
-    raise ValueError(f"key: expected one PRNG key or one a row ({rows}), got keys of shape {key.shape}")
+        return rows
+    raise ValueError(f"key: expected one PRNG key or {rows} of them (one a row), got keys of shape {key.shape}")
+
+
+def row_keys(key: jax.Array, rows: int) -> jax.Array:
+    """[rows] PRNG keys, one a row: `key` split, or `key` itself when it holds one key a row."""
+    return jax.random.split(key, rows) if key_count(key, rows) is None else key
 
 
 def _random_ranks(key: jax.Array, mask: jax.Array, shape: tuple) -> jax.Array:

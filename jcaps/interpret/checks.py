@@ -30,7 +30,9 @@ Per method, over the explained predictions:
     1 when S = 0) and the ROC-AUC of S as a score for R (the Mann-Whitney U statistic, ties
     counted as 1/2); `box_metrics` averages them over a batch.
 
-The array functions are NumPy; `check_workdir` runs them on a trained workdir.
+The array functions are NumPy; `sanity_checks` runs them on any model (the `f`, `x`, `args` and
+`mask` of `jcaps.interpret.METHODS`), `check_workdir` on a trained workdir; both return the
+summary `html_table` and the reports show.
 
 Reference (box data and metrics): Ismail, Gunady, Pessoa, Corrada Bravo, Feizi. Input-Cell
 Attention Reduces Vanishing Saliency of Recurrent Neural Networks. NeurIPS 2019, Sec. 5.
@@ -41,12 +43,16 @@ from __future__ import annotations
 import functools
 import math
 import re
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
+from jcaps.interpret import arguments
 from jcaps.interpret.explain import Explainer, Options, position_words, true_labels
+from jcaps.interpret.methods import METHODS
 from jcaps.viz.html import checks_markdown
 
 RANDOMISATION_FLAG = 0.5
@@ -249,6 +255,95 @@ def max_sensitivity(base: np.ndarray, perturbed: list[np.ndarray], mask: np.ndar
 
 
 # ---------------------------------------------------------------------------------------------
+# On any model.
+# ---------------------------------------------------------------------------------------------
+
+
+def sanity_checks(
+    f: Callable[..., jax.Array],
+    x,
+    target,
+    *,
+    methods: Sequence[str],
+    mask=None,
+    args=(),
+    key=None,
+    baseline=None,
+    randomised: Sequence[tuple[str, Callable[..., jax.Array]]] = (),
+    evidence=None,
+    radius: float = 0.05,
+    samples: int = 4,
+    seed: int = 0,
+    method_options: Mapping[str, Mapping] | None = None,
+) -> dict:
+    """Every check of `methods` (names in `jcaps.interpret.METHODS`) on the batch x [B, T, ...]
+    of the model f(x, *args) -> [B, C], explaining `target` ([B] ints, or one).
+
+    `randomised`: ((label, f_randomised), ...), the model with its parameters re-initialised
+    from the output down, the last with all of them (the randomisation check; none: skipped).
+    `evidence`: [B, T] bool, the positions known to carry the evidence of each example's target
+    (the localisation check; None: skipped). Max-sensitivity draws `samples` uniform shifts of
+    `radius` times each example's standard deviation (NumPy, from `seed`). `key`, `baseline` and
+    `method_options` ({method: options}) are passed to the methods. Returns
+    {method: {check: mean, ...}, "settings": {...}}, as `check_workdir` does."""
+    arguments.checked_model(f)
+    x = jnp.asarray(x)
+    if x.ndim < 2:
+        raise ValueError(f"x: expected inputs [B, T, ...] (T positions), got shape {x.shape}")
+    batch, length = x.shape[:2]
+    target = jnp.broadcast_to(arguments.checked_target(target, batch, several=False), (batch,))
+    mask = arguments.checked_mask(mask, batch, length)
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown or not methods:
+        raise ValueError(f"methods: expected names in interpret.METHODS ({', '.join(METHODS)}), got {list(methods)}")
+    for label, model in randomised:
+        if not callable(model):
+            raise TypeError(f"randomised: expected (label, model) pairs, got {label!r} with {type(model).__name__}")
+    if evidence is not None:
+        evidence = np.asarray(evidence)
+        if evidence.shape != (batch, length) or evidence.dtype != bool:
+            raise ValueError(
+                f"evidence: expected bool [B, T] = [{batch}, {length}], got {evidence.dtype} {evidence.shape}"
+            )
+    options = dict(method_options or {})
+
+    def scores(method: str, model, inputs) -> np.ndarray:
+        run = METHODS[method].function
+        return np.asarray(
+            run(model, inputs, target, mask=mask, args=args, key=key, baseline=baseline, **options.get(method, {}))
+        )
+
+    rng = np.random.default_rng(seed)
+    spread = np.std(np.asarray(x, np.float32).reshape(batch, -1), axis=-1).reshape((batch,) + (1,) * (x.ndim - 1))
+    shifts = [rng.uniform(-1.0, 1.0, x.shape).astype(np.float32) * radius * spread for _ in range(samples)]
+    real = np.asarray(mask)
+    collected: dict[str, dict[str, Any]] = {}
+    for method in methods:
+        base = scores(method, f, x)
+        record: dict[str, Any] = {
+            "spearman": {label: [spearman(base, scores(method, model, x), real)] for label, model in randomised},
+            "sensitivity": [],
+            "degenerate": [degenerate(base, real)],
+            "pointing_game": [],
+            "top_k_hit": [],
+            "localised_class": [],
+            **{check: [values] for check, values in complexity(base, real).items()},
+        }
+        if method != "random":
+            perturbed = [scores(method, f, x + jnp.asarray(shift, x.dtype)) for shift in shifts]
+            record["sensitivity"].append(max_sensitivity(base, perturbed, real))
+        if evidence is not None:
+            for check, values in localisation(base, real, evidence).items():
+                record[check].append(values)
+            targets = np.asarray(target)
+            record["localised_class"].append(
+                np.array([str(targets[r]) for r in range(batch) if evidence[r][real[r]].any()], object)
+            )
+        collected[method] = record
+    return _summarise(collected, list(randomised), radius, samples, batch)
+
+
+# ---------------------------------------------------------------------------------------------
 # On a trained workdir.
 # ---------------------------------------------------------------------------------------------
 
@@ -401,7 +496,7 @@ def _summarise(collected: dict, stages: list, radius: float, samples: int, limit
     summary = {}
     for method, record in collected.items():
         correlations = {label: mean(parts) for label, parts in record["spearman"].items()}
-        full = correlations[stages[-1][0]]
+        full = correlations[stages[-1][0]] if stages else None
         degenerate_share = mean(record["degenerate"])
         summary[method] = {
             "randomisation_spearman": correlations,

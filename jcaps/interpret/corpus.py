@@ -43,6 +43,7 @@ from jcaps import strict_json
 from jcaps.data.batching import Shard
 from jcaps.errors import UserError, writing
 from jcaps.folder_lock import exclusive
+from jcaps.interpret.erasure import METRICS, summarise
 from jcaps.interpret.explain import (
     SCORE_DECIMALS,
     Explainer,
@@ -53,7 +54,6 @@ from jcaps.interpret.explain import (
     true_labels,
 )
 from jcaps.interpret.explanations import explanation_of
-from jcaps.interpret.faithfulness import METRICS, bootstrap_interval
 from jcaps.train.progress import Progress
 from jcaps.viz.html import write_explanation_report
 
@@ -308,10 +308,8 @@ def _summarise(
     summary = {}
     if with_faithfulness:
         for method in methods:
-            arrays = {metric: np.asarray(v, np.float64) for metric, v in values[method].items()}
             summary[method] = {
-                **{metric: float(np.mean(v)) if v.size else float("nan") for metric, v in arrays.items()},
-                "ci95": {metric: bootstrap_interval(v, seed=seed) for metric, v in arrays.items()},
+                **summarise(values[method], seed=seed),
                 "seconds_per_100": round(100 * timings.get(method, 0.0) / max(rows_timed, 1), 4),
                 "rows": rows,
                 "removal": removal(explanation_of(trained.config.model.name), options)[0],

@@ -62,8 +62,8 @@ from jax.sharding import Mesh
 from jcaps.data.vocab import NUM_SPECIAL
 from jcaps.interpret import attribution
 from jcaps.interpret import capsules as capsule_interpretation
+from jcaps.interpret.erasure import METRICS, faithfulness
 from jcaps.interpret.explanations import TOKEN_REMOVALS, Explanation, apply_rows, explanation_of
-from jcaps.interpret.faithfulness import METRICS, faithfulness
 from jcaps.interpret.methods import METHODS
 from jcaps.train.families import ModelFamily
 from jcaps.train.mesh import batch_sharded, replicated
@@ -300,11 +300,20 @@ def _scores(explained_model: _ExplainedModel, method: str, params, x, side, targ
 def _faithfulness(explained_model: _ExplainedModel, params, x, side, targets, scores, options: Options):
     by_position, mask = explained_model.explanation.positions(x, side)
 
-    def probability_fn(flat):
-        return explained_model.probabilities(params, flat.reshape(x.shape), side)
+    def probability_fn(flat, *side_input):  # side, when the model has one, is f's per-example input
+        return explained_model.probabilities(params, flat.reshape(x.shape), *(side_input or (None,)))
 
     _, replacement = removal(explained_model.explanation, options)
-    return faithfulness(probability_fn, by_position, mask, targets, scores, replacement=replacement)
+    return faithfulness(
+        probability_fn,
+        by_position,
+        targets,
+        scores,
+        mask=mask,
+        args=() if side is None else (side,),
+        baseline=replacement,
+        probabilities=None,
+    )
 
 
 @functools.partial(jax.jit, static_argnames=("explained_model",))

@@ -46,14 +46,13 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import numbers
 from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
-from jcaps.interpret import attribution
+from jcaps.interpret import arguments, attribution
 
 # The most rows one call of f scores by default: integrated gradients with 300 steps on
 # CCCapsNet (batch 32, length 256) stays well under 2 GB.
@@ -113,18 +112,6 @@ def _shape(value) -> tuple:
     return tuple(getattr(value, "shape", ()))
 
 
-def _static_count(name: str, value, minimum: int = 1) -> int:
-    """A positive (or >= minimum) Python int option; a traced or non-integer value is refused."""
-    if isinstance(value, jax.core.Tracer):
-        raise TypeError(
-            f"{name}: a Python int fixed before tracing, not a traced value; under jax.jit bind it with "
-            f"functools.partial"
-        )
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name}: expected an int >= {minimum}, got {value!r}")
-    return int(value)
-
-
 def _tile(array: jax.Array, k: int) -> jax.Array:
     return jnp.tile(array, (k,) + (1,) * (array.ndim - 1))
 
@@ -132,46 +119,15 @@ def _tile(array: jax.Array, k: int) -> jax.Array:
 def _game(f, x, target, mask, args, baseline) -> _Game:
     """Checks the arguments (one-line errors naming the argument and the shape expected) and
     flattens them into one batch of K * B rows."""
-    if not callable(f):
-        raise TypeError(
-            f"f: expected the model, a function f(x, *args) -> [B, C], got {type(f).__name__} "
-            "(the arguments are f, x, target)"
-        )
+    arguments.checked_model(f)
     x = jnp.asarray(x)
     if x.ndim < 2 or not jnp.issubdtype(x.dtype, jnp.floating):
         raise ValueError(f"x: expected float inputs [B, T, ...] (T positions), got {x.dtype} of shape {x.shape}")
     batch, length = x.shape[:2]
-    target = jnp.asarray(target)
-    if (
-        not jnp.issubdtype(target.dtype, jnp.integer)
-        or target.ndim > 2
-        or (target.ndim >= 1 and target.shape[0] != batch)
-    ):
-        raise ValueError(
-            f"target: expected an int, or int [B] or [B, K] with B = {batch} (x's batch), got "
-            f"{target.dtype} of shape {target.shape}"
-        )
-    if mask is None:
-        mask = jnp.ones((batch, length), bool)
-    mask = jnp.asarray(mask)
-    if mask.shape != (batch, length) or mask.dtype != jnp.bool_:
-        raise ValueError(
-            f"mask: expected bool [B, T] = [{batch}, {length}] (x's first two axes), got {mask.dtype} of "
-            f"shape {mask.shape}"
-        )
-    if not isinstance(args, (tuple, list)):
-        raise TypeError(f"args: expected a tuple of f's per-example inputs, got {type(args).__name__}")
-    args = tuple(jnp.asarray(a) for a in args)
-    for i, a in enumerate(args):
-        if a.ndim == 0 or a.shape[0] != batch:
-            raise ValueError(f"args[{i}]: expected a leading axis of B = {batch} (x's batch), got shape {a.shape}")
-    if baseline is None:
-        baseline = jnp.zeros_like(x)
-    baseline = jnp.asarray(baseline, x.dtype)
-    try:
-        baseline = jnp.broadcast_to(baseline, x.shape)
-    except ValueError:
-        raise ValueError(f"baseline: expected a shape broadcastable to x's {x.shape}, got {baseline.shape}") from None
+    target = arguments.checked_target(target, batch)
+    mask = arguments.checked_mask(mask, batch, length)
+    args = arguments.checked_args(args, batch)
+    baseline = arguments.checked_baseline(baseline, x)
     real = mask.reshape(mask.shape + (1,) * (x.ndim - 2))
     baseline = jnp.where(real, baseline, x)  # positions outside the mask are not players
     num_targets = None
@@ -197,14 +153,9 @@ def _require_key(name: str, key, game: _Game) -> jax.Array:
     repeated for each of K targets), which makes each example's scores its own key's alone."""
     if key is None:
         raise ValueError(f"key: {name} draws random numbers: pass a PRNG key (jax.random.key(0))")
-    single = 0 if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key) else 1  # raw keys are uint32 [2]
-    if key.ndim == single:
+    if attribution.key_count(key, game.batch) is None or game.num_targets is None:
         return key
-    if key.ndim != single + 1 or key.shape[0] != game.batch:
-        raise ValueError(
-            f"key: expected one PRNG key or B = {game.batch} of them (one an example), got keys of shape {key.shape}"
-        )
-    return key if game.num_targets is None else key[jnp.tile(jnp.arange(game.batch), game.num_targets)]
+    return key[jnp.tile(jnp.arange(game.batch), game.num_targets)]
 
 
 def integrated_gradients(
@@ -229,8 +180,8 @@ def integrated_gradients(
     brought back once through L's transpose: the same scores, each step costing g alone."""
     del key
     game = _game(f, x, target, mask, args, baseline)
-    steps = _static_count("n_steps", n_steps)
-    chunk = min(steps, game.rows_per_call(_static_count("max_rows", max_rows)))
+    steps = arguments.checked_count("n_steps", n_steps)
+    chunk = min(steps, game.rows_per_call(arguments.checked_count("max_rows", max_rows)))
     score_fn, linear_map = game.score_fn, None
     if affine_prefix is not None:
         linear, after = affine_prefix
@@ -250,7 +201,7 @@ def gradient(
 ) -> jax.Array:
     """||d f / d x_t||_2 of each position."""
     del key, baseline
-    _static_count("max_rows", max_rows)
+    arguments.checked_count("max_rows", max_rows)
     game = _game(f, x, target, mask, args, None)
     grads = attribution.input_gradients(game.score_fn, game.x, game.targets, "logit")
     return game.unflatten(_position_scores(grads, game.mask, "norm"))
@@ -261,7 +212,7 @@ def gradient_x_input(
 ) -> jax.Array:
     """sum over each position's values of x * d f / d x (Shrikumar et al. 2016)."""
     del key, baseline
-    _static_count("max_rows", max_rows)
+    arguments.checked_count("max_rows", max_rows)
     game = _game(f, x, target, mask, args, None)
     grads = attribution.input_gradients(game.score_fn, game.x, game.targets, "logit")
     return game.unflatten(_position_scores(game.x * grads, game.mask, "sum"))
@@ -282,14 +233,14 @@ def smoothgrad(
 ) -> jax.Array:
     """SmoothGrad (Smilkov et al. 2017) of the raw output, the L2 norm of each position's values."""
     del baseline
-    _static_count("max_rows", max_rows)
+    arguments.checked_count("max_rows", max_rows)
     game = _game(f, x, target, mask, args, None)
     maps = attribution.smoothgrad(
         game.score_fn,
         game.x,
         game.targets,
         _require_key("smoothgrad", key, game),
-        n_samples=_static_count("n_samples", n_samples),
+        n_samples=arguments.checked_count("n_samples", n_samples),
         stddev=stddev,
         output="logit",
     )
@@ -302,7 +253,7 @@ def occlusion(
     """f(x) - f(x with position t at the baseline), for every real position t."""
     del key
     game = _game(f, x, target, mask, args, baseline)
-    chunk = game.rows_per_call(_static_count("max_rows", max_rows))
+    chunk = game.rows_per_call(arguments.checked_count("max_rows", max_rows))
     scores = attribution.occlusion(
         game.score_fn, game.x, game.targets, game.mask, baseline=game.baseline, chunk_size=chunk
     )
@@ -312,7 +263,7 @@ def occlusion(
 def _sampling_estimate(estimate, name: str, f, x, target, mask, args, key, baseline, max_rows: int, **budget):
     """A sampling method of `attribution` (`estimate`) on the game of these arguments."""
     game = _game(f, x, target, mask, args, baseline)
-    budget = {option: _static_count(option, value) for option, value in budget.items()}
+    budget = {option: arguments.checked_count(option, value) for option, value in budget.items()}
     return game.unflatten(
         estimate(
             game.score_fn,
@@ -321,7 +272,7 @@ def _sampling_estimate(estimate, name: str, f, x, target, mask, args, key, basel
             game.mask,
             _require_key(name, key, game),
             baseline=game.baseline,
-            chunk_size=game.rows_per_call(_static_count("max_rows", max_rows)),
+            chunk_size=game.rows_per_call(arguments.checked_count("max_rows", max_rows)),
             **budget,
         )
     )
@@ -378,7 +329,7 @@ def random(f, x, target, *, mask=None, args=(), key=None, baseline=None, max_row
     """Uniform random scores at the real positions: the ranking every faithfulness score is
     compared with."""
     del baseline
-    _static_count("max_rows", max_rows)
+    arguments.checked_count("max_rows", max_rows)
     game = _game(f, x, target, mask, args, None)
     return game.unflatten(attribution.random_scores(_require_key("random", key, game), game.mask))
 
@@ -427,6 +378,6 @@ def aggregate(scores: jax.Array, word_ids: jax.Array, *, num_words: int | None =
         raise ValueError(
             f"word_ids: expected int of scores' shape {scores.shape}, got {word_ids.dtype} of shape {word_ids.shape}"
         )
-    words = scores.shape[-1] if num_words is None else _static_count("num_words", num_words)
+    words = scores.shape[-1] if num_words is None else arguments.checked_count("num_words", num_words)
     one_hot = jax.nn.one_hot(word_ids, words, dtype=jnp.float32)  # -1 -> all zeros
     return jnp.einsum("...t,...tw->...w", scores.astype(jnp.float32), one_hot)

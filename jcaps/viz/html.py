@@ -142,6 +142,11 @@ def signed_heatmap_html(tokens: Sequence[str], scores: Sequence[float], joiner: 
     return joiner.join(spans)
 
 
+def _number(value, spec: str) -> str:
+    """`value` formatted, or "–" when it was not measured."""
+    return "–" if value is None else format(value, spec)
+
+
 def _faithfulness_table(faithfulness: Mapping, completeness: float | None) -> str:
     if not faithfulness:
         return "<p>Faithfulness was not measured (run with <code>--faithfulness</code>).</p>"
@@ -167,7 +172,8 @@ def _faithfulness_table(faithfulness: Mapping, completeness: float | None) -> st
             )
         rows.append(
             f'<tr><td>{_escape(method)}</td>{cells}<td class="number">{above_random}</td>'
-            f'<td class="number">{values["seconds_per_100"]:.3f}</td><td class="number">{values["rows"]}</td></tr>'
+            f'<td class="number">{_number(values.get("seconds_per_100"), ".3f")}</td>'
+            f'<td class="number">{_number(values.get("rows"), "d")}</td></tr>'
         )
     completeness_html = (
         f"<p>Integrated gradients' median completeness error |Σ attributions − (f(x) − f(x′))| / "
@@ -198,10 +204,11 @@ def _explained_example_html(entry: Mapping, methods: Sequence[str], joiner: str)
     label, prediction = entry.get("label"), entry.get("prediction")
     label_text = "unlabelled" if label is None else (", ".join(label) if isinstance(label, list) else label)
     prediction_text = ", ".join(prediction) if isinstance(prediction, list) else prediction
+    probability = "" if entry.get("probability") is None else f" (p {float(entry['probability']):.3f})"
     return (
         f'<div class="example"><p class="meta">example {_escape(entry["index"])} · true: <b>{_escape(label_text)}</b>'
         f" · predicted: <b>{_escape(prediction_text)}</b> · explained: <b>{_escape(entry['target'])}</b>"
-        f" (p {float(entry['probability']):.3f})</p>{lines}{note}</div>"
+        f"{probability}</p>{lines}{note}</div>"
     )
 
 
@@ -287,7 +294,8 @@ def checks_markdown(summary: Mapping) -> str:
     for method, r in summary.items():
         if method == "settings":
             continue
-        full = list(r["randomisation_spearman"].values())[-1]
+        correlations = list(r["randomisation_spearman"].values())
+        full = correlations[-1] if correlations else None  # None: no randomised model was given
         lines.append(
             f"| {method} | {cell(full, r['randomisation_flagged'])} | {cell(r['max_sensitivity'])} | "
             f"{cell(r['entropy'])} | {cell(r['sparseness'])} | {cell(r['degenerate'], r['degenerate_flagged'])} "

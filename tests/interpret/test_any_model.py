@@ -202,7 +202,7 @@ def test_bad_arguments_get_one_line_naming_them():
         (lambda: interpret.integrated_gradients(f, VECTORS, TARGET, args=tokens, n_steps=2.5), r"^n_steps: .*2\.5"),
         (lambda: interpret.kernel_shap(f, VECTORS, TARGET, args=tokens), r"^key: kernel_shap draws"),
         (lambda: interpret.kernel_shap(f, VECTORS, TARGET, args=tokens, key=jax.random.split(jax.random.key(0), 2)),
-         r"^key: expected one PRNG key or B = 6 of them"),
+         r"^key: expected one PRNG key or 6 of them"),
         (lambda: interpret.occlusion(f, VECTORS, TARGET, args=tokens, baseline=jnp.zeros((2, 2))), r"^baseline:"),
         (lambda: interpret.occlusion(f, jnp.asarray(TOKENS), TARGET, args=tokens), r"^x: expected float inputs"),
         (lambda: jax.jit(functools.partial(interpret.integrated_gradients, f))(VECTORS, TARGET, args=tokens,
@@ -285,3 +285,53 @@ def test_on_planted_evidence_the_methods_rank_the_keyword_first():
                                             key=jax.random.key(3) if method.needs_key else None, **options))
         hits = np.argmax(scores, axis=-1) == where
         assert hits[correct].mean() >= 0.95, (name, hits[correct].mean())
+
+
+def keyword_model(vectors, tokens):
+    """Class c's logit: the summed |vector| of the keyword of c (token id c + 1) in the text; every
+    other token is ignored, so a keyword is the whole evidence for its class."""
+    keyword = jax.nn.one_hot(tokens - 1, C, dtype=vectors.dtype)  # [B, T, C]; ids 0 and > C: none
+    return jnp.einsum("btc,bt->bc", keyword, jnp.sum(jnp.abs(vectors), axis=-1))
+
+
+def test_a_model_of_ones_own_gets_faithfulness_checks_and_the_report(tmp_path):
+    """The whole face on a user's function: faithfulness, the sanity checks (randomisation against
+    another model, localisation on the planted keywords) and the HTML report. Integrated gradients
+    finds the keyword and random does not; random's scores ignore the model and are flagged."""
+    tokens, labels, where = planted_task(16, seed=4)
+    vectors, args = jnp.asarray(TABLE[tokens]), (jnp.asarray(tokens),)
+    methods = ("integrated_gradients", "occlusion", "random")
+    scores = {name: call_on(name, keyword_model, vectors, labels, args) for name in methods}
+    faithful = {name: interpret.faithfulness(keyword_model, vectors, labels, s, args=args) for name, s in scores.items()}
+    ig, random = (float(np.mean(faithful[m]["comprehensiveness"])) for m in ("integrated_gradients", "random"))
+    assert ig > random + 0.2, (ig, random)
+
+    evidence = np.zeros(tokens.shape, bool)
+    evidence[np.arange(len(tokens)), where] = True
+    summary = interpret.checks.sanity_checks(
+        keyword_model, vectors, labels, methods=methods, args=args, key=jax.random.key(0),
+        randomised=(("all", padding_reaches_the_output),), evidence=evidence,
+        method_options={"integrated_gradients": {"n_steps": 16}},
+    )
+    assert summary["integrated_gradients"]["pointing_game"] == 1.0 and summary["random"]["pointing_game"] < 0.5
+    assert summary["random"]["randomisation_flagged"] and not summary["integrated_gradients"]["randomisation_flagged"]
+    assert summary["random"]["max_sensitivity"] is None  # random is not a function of the inputs
+    assert summary["integrated_gradients"]["degenerate"] == 0.0 and summary["settings"]["limit"] == len(tokens)
+
+    words = [[f"w{t}" for t in row] for row in tokens.tolist()]
+    path = interpret.report.write_html(tmp_path / "report.html", words, scores, targets=[f"class {c}" for c in labels],
+                                       faithfulness=faithful, checks=summary)
+    page = open(path, encoding="utf-8").read()
+    assert "Sanity checks" in page and f"{ig:.4f}" in page and "class 2" in page
+    assert page.count('class="example"') == len(tokens) and all(f">{m}</label>" in page for m in methods)
+    with pytest.raises(ValueError, match=r"^scores_by_method\['occlusion'\]: expected \[B, T\] with B = 16"):
+        interpret.report.write_html(tmp_path / "bad.html", words, {"occlusion": scores["occlusion"][:3]})
+    with pytest.raises(ValueError, match=r"^methods: expected names in interpret.METHODS"):
+        interpret.checks.sanity_checks(keyword_model, vectors, labels, methods=("integrated_gradient",), args=args)
+
+
+def call_on(name, f, x, target, args):
+    method = interpret.METHODS[name]
+    key = jax.random.key(0) if method.needs_key else None
+    options = {"n_steps": 16} if name == "integrated_gradients" else {}
+    return np.asarray(method.function(f, x, target, args=args, key=key, **options))

@@ -1,4 +1,5 @@
-"""Faithfulness metrics against hand-computed values on a 5-token example."""
+"""Faithfulness metrics against hand-computed values on a 5-token example; the same numbers from
+vectors with a side input, and one-line errors for bad arguments."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jcaps.interpret.faithfulness import bootstrap_interval, faithfulness, ranks
+from jcaps.interpret.erasure import bootstrap_interval, faithfulness, ranks
 
 # Token id -> its additive share of p(class 0); PAD (0) and UNK (1) add nothing / 0.07.
 SHARE = np.zeros(20, np.float32)
@@ -24,7 +25,7 @@ def additive(tokens):
 
 
 def test_hand_computed_aopc_and_curves_with_pad_removal():
-    result = jax.jit(lambda s: faithfulness(additive, TOKENS, MASK, 0, s))(SCORES)
+    result = jax.jit(lambda s: faithfulness(additive, TOKENS, 0, s, mask=MASK, probabilities=None))(SCORES)
     # k = 1, 5, 10, 20 % of 5 tokens remove 1 token (12), 50 % removes 3 (12, 14, 11).
     # Comprehensiveness: (4 * (0.8 - 0.5) + (0.8 - 0.2)) / 5; sufficiency: (4 * (0.8 - 0.3) + (0.8 - 0.6)) / 5.
     np.testing.assert_allclose(result["comprehensiveness"][0], 0.36, atol=1e-6)
@@ -40,7 +41,7 @@ def test_hand_computed_aopc_and_curves_with_pad_removal():
 
 
 def test_unk_replacement_keeps_the_position():
-    result = faithfulness(additive, TOKENS, MASK, 0, SCORES, replacement=1)
+    result = faithfulness(additive, TOKENS, 0, SCORES, mask=MASK, baseline=1, probabilities=None)
     # Each removed token becomes UNK (0.07): 4 * (0.3 - 0.07) + (0.6 - 3 * 0.07), over 5.
     np.testing.assert_allclose(result["comprehensiveness"][0], (4 * 0.23 + 0.39) / 5, atol=1e-6)
 
@@ -50,7 +51,7 @@ def test_padding_is_never_removed_or_kept_out():
         p = jnp.mean(tokens == 0, axis=-1)
         return jnp.stack([p, 1 - p], axis=-1)
 
-    result = faithfulness(counts_padding, TOKENS, MASK, 0, SCORES, replacement=1)
+    result = faithfulness(counts_padding, TOKENS, 0, SCORES, mask=MASK, baseline=1, probabilities=None)
     for key in ("comprehensiveness", "sufficiency"):
         np.testing.assert_allclose(result[key], 0, atol=1e-6)
     for key in ("deletion_auc", "insertion_auc"):
@@ -63,8 +64,8 @@ def test_ranks_put_padding_last_and_break_ties_by_position():
 
 
 def test_variant_batches_give_the_same_result():
-    whole = faithfulness(additive, TOKENS, MASK, 0, SCORES)
-    chunked = faithfulness(additive, TOKENS, MASK, 0, SCORES, variant_batch_size=4)
+    whole = faithfulness(additive, TOKENS, 0, SCORES, mask=MASK, probabilities=None)
+    chunked = faithfulness(additive, TOKENS, 0, SCORES, mask=MASK, probabilities=None, max_rows=8)  # 4 copies a call
     for key in whole:
         np.testing.assert_allclose(chunked[key], whole[key], atol=1e-6)
 
@@ -103,6 +104,44 @@ def test_a_model_that_reads_one_token_id_is_explained_by_that_token():
     for method in ("gradient", "gradient_x_input", "integrated_gradients", "occlusion"):
         scores = getattr(attribution, method)(score_fn, embeddings, 0, mask)
         np.testing.assert_array_equal(np.argmax(np.abs(scores), axis=1), [2, 0], err_msg=method)
-        result = faithfulness(probabilities, tokens, mask, 0, scores)
+        result = faithfulness(probabilities, tokens, 0, scores, mask=mask, probabilities=None)
         np.testing.assert_allclose(result["probability"], 0.9933, atol=1e-3)
         np.testing.assert_allclose(result["comprehensiveness"], result["probability"] - 0.0067, atol=1e-3)
+
+
+def test_vectors_with_a_side_input_give_the_token_numbers():
+    """The additive model read from vectors [B, T, 2] (a token's share and a constant), with the
+    token ids as f's side input (never tiled: each erased copy is a batch of B), its logits turned
+    into probabilities by the default softmax: the hand-computed numbers of the token test."""
+    vectors = jnp.stack([jnp.asarray(SHARE)[TOKENS], jnp.ones(TOKENS.shape)], axis=-1)
+
+    def logits(e, tokens):
+        assert tokens.shape == TOKENS.shape
+        p = jnp.sum(jnp.where(tokens > 0, e[..., 0], 0.0), axis=-1)
+        return jnp.log(jnp.stack([p, 1 - p], axis=-1) + 1e-30)
+
+    result = faithfulness(logits, vectors, 0, SCORES, mask=MASK, args=(TOKENS,))
+    expected = faithfulness(additive, TOKENS, 0, SCORES, mask=MASK, probabilities=None)
+    for key in expected:
+        np.testing.assert_allclose(result[key], expected[key], atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"f": "not a model"}, r"^f: expected the model"),
+        ({"target": jnp.zeros((2, 1), jnp.int32)}, r"^target: expected an int, or int \[B\] with B = 2"),
+        ({"target": 0.5}, r"^target: expected an int"),
+        ({"mask": MASK[..., None]}, r"^mask: expected bool \[B, T\] = \[2, 7\]"),
+        ({"mask": MASK.astype(jnp.int32)}, r"^mask: expected bool"),
+        ({"scores": SCORES[:, :3]}, r"^scores: expected \[B, T\] = \[2, 7\]"),
+        ({"args": (TOKENS[:1],)}, r"^args\[0\]: expected a leading axis of B = 2"),
+        ({"baseline": jnp.zeros(3)}, r"^baseline: expected a shape broadcastable"),
+        ({"max_rows": 2.5}, r"^max_rows: expected an int >= 1"),
+    ],
+)
+def test_bad_arguments_get_one_line_naming_them(change, message):
+    call = {"f": additive, "x": TOKENS, "target": 0, "scores": SCORES, "mask": MASK, "probabilities": None} | change
+    with pytest.raises((ValueError, TypeError), match=message) as raised:
+        faithfulness(call.pop("f"), call.pop("x"), call.pop("target"), call.pop("scores"), **call)
+    assert "\n" not in str(raised.value)
