@@ -55,8 +55,9 @@ import jax.numpy as jnp
 from jcaps.interpret import arguments, attribution
 
 # The most rows one call of f scores by default: integrated gradients with 300 steps on
-# CCCapsNet (batch 32, length 256) stays well under 2 GB.
-DEFAULT_MAX_ROWS = 512
+# CCCapsNet (batch 32, length 256) needs about 1.4 GB by XLA's account at 256 rows a call, 2.7 GB
+# at 512 (benchmarks/max_rows_memory.py).
+DEFAULT_MAX_ROWS = 256
 
 
 @dataclasses.dataclass(frozen=True)

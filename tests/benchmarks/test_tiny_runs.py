@@ -167,3 +167,14 @@ def test_corpus_explain(tmp_path):
     assert results["rss_ratio"] > 0
     kills = results["kills"]
     assert kills["identical"] and kills["each_once"] and kills["examples"] == 40
+
+
+def test_max_rows_memory(tmp_path):
+    results = tiny_results("benchmarks.max_rows_memory", tmp_path)
+    assert (results["batch"], results["length"], results["steps"]) == (2, 12, 8)
+    by_max_rows = results["by_max_rows"]
+    assert set(by_max_rows) == {str(results["default_max_rows"]), "16"}  # the default, and all 8 x 2 rows at once
+    for row in by_max_rows.values():
+        assert row["total_mib"] == pytest.approx(row["argument_mib"] + row["output_mib"] + row["temp_mib"], abs=0.2)
+        assert row["rows_per_call"] * row["calls"] >= 16 and row["temp_mib"] >= 0
+    assert_positive(results, "default_run_seconds", "parameters_mib")
