@@ -46,7 +46,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from jcaps.interpret.explain import Explainer, Options, position_words, true_labels
+from jcaps.interpret.explain import Explainer, position_words, true_labels
+from jcaps.interpret.options import Options
 from jcaps.viz.html import checks_markdown
 
 RANDOMISATION_FLAG = 0.5

@@ -46,13 +46,13 @@ from jcaps.folder_lock import exclusive
 from jcaps.interpret.explain import (
     SCORE_DECIMALS,
     Explainer,
-    Options,
     native_note,
     position_words,
     removal,
     true_labels,
 )
 from jcaps.interpret.faithfulness import METRICS, bootstrap_interval
+from jcaps.interpret.options import Options
 from jcaps.train.progress import Progress
 from jcaps.viz.html import write_explanation_report
 

@@ -54,6 +54,7 @@ import jax
 import jax.numpy as jnp
 
 from jcaps.interpret import attribution
+from jcaps.interpret.options import METHOD_NAMES, check_names
 
 # The most rows one call of f scores by default: integrated gradients with 300 steps on
 # CCCapsNet (batch 32, length 256) stays well under 2 GB.
@@ -408,6 +409,8 @@ METHODS: dict[str, Method] = {
         (random, True),
     )
 }
+# The command line lists the methods without importing this module.
+check_names("jcaps.interpret.METHODS", tuple(METHODS), METHOD_NAMES)
 
 
 def aggregate(scores: jax.Array, word_ids: jax.Array, *, num_words: int | None = None) -> jax.Array:
