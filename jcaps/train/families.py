@@ -387,6 +387,11 @@ def get_family(name: str) -> ModelFamily:
     return MODELS[name]
 
 
+def model_inputs(batch: dict, family: ModelFamily) -> tuple:
+    """The batch arrays the model is called with, in the order of its family's `inputs`."""
+    return tuple(batch[name] for name in family.inputs)
+
+
 def build_model(model_config, vocab_size: int, num_classes: int, dtype=jnp.float32):
     """The flax module for `model_config` (its keys except `name` are the module's fields)."""
     family = get_family(model_config.name)
