@@ -12,7 +12,8 @@ rates is a config matter (`train.param_groups`, `jcaps.train.optim`), not a fami
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import importlib
+from collections.abc import Callable, Iterator, MutableMapping
 
 import jax
 import jax.numpy as jnp
@@ -20,13 +21,7 @@ import numpy as np
 
 from jcaps.data import vocab
 from jcaps.errors import ConfigError
-from jcaps.models.cccapsnet import CCCapsNet
-from jcaps.models.dilated_fcn import DilatedFCN
-from jcaps.models.fasttext import FastText
-from jcaps.models.icapsnet import ICapsNetLong, ICapsNetShort
-from jcaps.models.input_cell_lstm import InputCellLSTM
 from jcaps.models.outputs import ModelOutput
-from jcaps.models.sgm import SGM, BinaryRelevance
 from jcaps.ops import losses
 from jcaps.train.config import new_name
 
@@ -314,71 +309,120 @@ class ModelFamily:
     explanation: Explanation = Explanation()
 
 
+def imported_family(module: str, *args, **kwargs) -> Callable[[], ModelFamily]:
+    """The `ModelFamily(MODULE, *args, **kwargs)` of the flax module named `module`
+    ("package.module.Class"), built, and the module imported, when called (`ModelTable`)."""
+
+    def family() -> ModelFamily:
+        package, name = module.rsplit(".", 1)
+        return ModelFamily(getattr(importlib.import_module(package), name), *args, **kwargs)
+
+    return family
+
+
+class ModelTable(MutableMapping[str, ModelFamily]):
+    """Model name -> `ModelFamily`. An entry given as a function (`imported_family`) is built when
+    it is first read: a command that loads one model imports that model's code alone."""
+
+    def __init__(self, entries: dict[str, ModelFamily | Callable[[], ModelFamily]]):
+        self._entries = dict(entries)
+
+    def __getitem__(self, name: str) -> ModelFamily:
+        entry = self._entries[name]
+        if not isinstance(entry, ModelFamily):
+            entry = self._entries[name] = entry()
+        return entry
+
+    def __setitem__(self, name: str, family: ModelFamily) -> None:
+        self._entries[name] = family
+
+    def __delitem__(self, name: str) -> None:
+        del self._entries[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
 ICAPSNET_EXPLANATION = Explanation(native="capsules", affine_prefix=region_convolution_prefix)
 
-MODELS: dict[str, ModelFamily] = {
-    "fasttext": ModelFamily(
-        FastText,
-        softmax_cross_entropy,
-        softmax_probabilities,
-        explanation=Explanation(no_native_reason="it averages its words"),
-    ),
-    "icapsnet_short": ModelFamily(
-        ICapsNetShort, summed_loss, capsule_probabilities, loss_keys=("loss",), explanation=ICAPSNET_EXPLANATION
-    ),
-    "icapsnet_long": ModelFamily(
-        ICapsNetLong, summed_loss, capsule_probabilities, loss_keys=("loss",), explanation=ICAPSNET_EXPLANATION
-    ),
-    "cccapsnet": ModelFamily(
-        CCCapsNet,
-        summed_loss,
-        cccapsnet_probabilities,
-        loss_keys=("loss",),
-        explanation=Explanation(no_native_reason="its capsules route pooled BiGRU features, not positions"),
-    ),
-    "input_cell_lstm": ModelFamily(
-        InputCellLSTM,
-        softmax_cross_entropy,
-        softmax_probabilities,
-        inputs=("series", "mask"),
-        explanation=Explanation(
-            vectors=series_values,
-            apply_to_vectors=apply_to_series_values,
-            positions=series_positions,
-            removals=SERIES_REMOVALS,
-            native="attention",
-            has_native=attends_over_steps,
-            attention=step_attention,
+MODELS = ModelTable(
+    {
+        "fasttext": imported_family(
+            "jcaps.models.fasttext.FastText",
+            softmax_cross_entropy,
+            softmax_probabilities,
+            explanation=Explanation(no_native_reason="it averages its words"),
         ),
-    ),
-    "dilated_fcn": ModelFamily(
-        DilatedFCN,
-        softmax_cross_entropy,
-        softmax_probabilities,
-        explanation=Explanation(native="attention", has_native=attends_over_positions, attention=attention_received),
-    ),
-    "br": ModelFamily(
-        BinaryRelevance,
-        binary_relevance_loss,
-        sigmoid_probabilities,
-        loss_keys=("threshold",),
-        predict_labels=binary_relevance_labels,
-        explanation=Explanation(explained_outputs=label_probabilities, chosen_outputs=labels_at_threshold),
-    ),
-    "sgm": ModelFamily(
-        SGM,
-        label_sequence_loss,
-        None,
-        inputs=("tokens", "label_sequence"),
-        predict_labels=decoded_labels,
-        explanation=Explanation(
-            explained_outputs=generated_label_log_probabilities,
-            probabilities=generated_label_probabilities,
-            native="attention",
-            attention=source_attention_of_step,
+        "icapsnet_short": imported_family(
+            "jcaps.models.icapsnet.ICapsNetShort",
+            summed_loss,
+            capsule_probabilities,
+            loss_keys=("loss",),
+            explanation=ICAPSNET_EXPLANATION,
         ),
-    ),
-}
+        "icapsnet_long": imported_family(
+            "jcaps.models.icapsnet.ICapsNetLong",
+            summed_loss,
+            capsule_probabilities,
+            loss_keys=("loss",),
+            explanation=ICAPSNET_EXPLANATION,
+        ),
+        "cccapsnet": imported_family(
+            "jcaps.models.cccapsnet.CCCapsNet",
+            summed_loss,
+            cccapsnet_probabilities,
+            loss_keys=("loss",),
+            explanation=Explanation(no_native_reason="its capsules route pooled BiGRU features, not positions"),
+        ),
+        "input_cell_lstm": imported_family(
+            "jcaps.models.input_cell_lstm.InputCellLSTM",
+            softmax_cross_entropy,
+            softmax_probabilities,
+            inputs=("series", "mask"),
+            explanation=Explanation(
+                vectors=series_values,
+                apply_to_vectors=apply_to_series_values,
+                positions=series_positions,
+                removals=SERIES_REMOVALS,
+                native="attention",
+                has_native=attends_over_steps,
+                attention=step_attention,
+            ),
+        ),
+        "dilated_fcn": imported_family(
+            "jcaps.models.dilated_fcn.DilatedFCN",
+            softmax_cross_entropy,
+            softmax_probabilities,
+            explanation=Explanation(
+                native="attention", has_native=attends_over_positions, attention=attention_received
+            ),
+        ),
+        "br": imported_family(
+            "jcaps.models.sgm.BinaryRelevance",
+            binary_relevance_loss,
+            sigmoid_probabilities,
+            loss_keys=("threshold",),
+            predict_labels=binary_relevance_labels,
+            explanation=Explanation(explained_outputs=label_probabilities, chosen_outputs=labels_at_threshold),
+        ),
+        "sgm": imported_family(
+            "jcaps.models.sgm.SGM",
+            label_sequence_loss,
+            None,
+            inputs=("tokens", "label_sequence"),
+            predict_labels=decoded_labels,
+            explanation=Explanation(
+                explained_outputs=generated_label_log_probabilities,
+                probabilities=generated_label_probabilities,
+                native="attention",
+                attention=source_attention_of_step,
+            ),
+        ),
+    }
+)
 
 
 def get_family(name: str) -> ModelFamily:
