@@ -282,6 +282,25 @@ def test_cli_predict_text_with_invalid_bytes_prints_utf8_json(trained_run, tmp_p
 
 
 @pytest.mark.slow
+def test_cli_predict_imports_no_optimiser_and_no_other_model(trained_run, tmp_path):
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=1", JAX_PLATFORMS="cpu",
+               XDG_CACHE_HOME=str(tmp_path / "xdg_cache"))
+    # `python -m jcaps.predict ...`, then the modules it imported, as the last line of stderr.
+    script = ("import atexit, json, runpy, sys\n"
+              "atexit.register(lambda: print(json.dumps(sorted(sys.modules)), file=sys.stderr))\n"
+              "runpy.run_module('jcaps.predict', run_name='__main__', alter_sys=True)")
+    result = subprocess.run([sys.executable, "-c", script, "--workdir", trained_run[0], "--text", "the striker scored"],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["label"] == "sports"
+    imported = set(json.loads(result.stderr.splitlines()[-1]))
+    assert "jcaps.models.fasttext" in imported
+    assert not {module for module in imported if module.split(".")[0] == "optax"}
+    other_models = ("cccapsnet", "icapsnet", "sgm", "dilated_fcn", "input_cell_lstm")
+    assert not imported & {f"jcaps.models.{name}" for name in other_models}
+
+
+@pytest.mark.slow
 def test_cli_predict_user_errors(trained_run, tmp_path):
     workdir = trained_run[0]
     path = tmp_path / "texts.txt"

@@ -21,18 +21,14 @@ import dataclasses
 import functools
 import os
 
-import jax
 from absl import flags
 
 from jcaps import cli, strict_json
 from jcaps.errors import UserError
-from jcaps.interpret import checks, corpus, explain
-from jcaps.interpret.methods import METHODS
-from jcaps.interpret.report import interpret_workdir
-from jcaps.interpret.series_report import saliency_report
-from jcaps.train.mesh import process_local
-from jcaps.train.workdir import check_split, load_trained, read_config
-from jcaps.viz.html import capsule_global_html, checks_markdown, information_text
+from jcaps.interpret.options import METHOD_NAMES, NATIVE_METHODS, REMOVALS, Options
+
+# The flags are defined from `jcaps.interpret.options` alone, and JAX and the modules that explain
+# are imported by `main`: `--help` answers without loading them.
 
 DEFAULT_CHECK_LIMIT = 200  # examples the sanity checks use when --limit is not given
 DEFAULT_SERIES_FIGURES = 8
@@ -50,7 +46,7 @@ flags.DEFINE_list(
     "methods",
     None,
     "Methods to run (default: all but the sampling methods, and the model's own): "
-    f"among {', '.join(METHODS)} and the models' own, {', '.join(explain.NATIVE_METHODS)}.",
+    f"among {', '.join(METHOD_NAMES)} and the models' own, {', '.join(NATIVE_METHODS)}.",
 )
 flags.DEFINE_bool("faithfulness", False, "Also measure each method's faithfulness (faithfulness.json).")
 flags.DEFINE_bool(
@@ -59,21 +55,21 @@ flags.DEFINE_bool(
     "Also run the sanity checks of each method (checks.json; jcaps.interpret.checks): "
     "parameter randomisation, max-sensitivity, complexity, degenerate rankings, localisation.",
 )
-flags.DEFINE_enum("removal", "pad", list(explain.REMOVALS), "Faithfulness: a removed token becomes PAD or UNK.")
-flags.DEFINE_integer("ig_steps", explain.Options.ig_steps, "Integrated gradients: interpolation points.")
-flags.DEFINE_integer("smoothgrad_samples", explain.Options.smoothgrad_samples, "SmoothGrad: noisy copies averaged.")
+flags.DEFINE_enum("removal", "pad", list(REMOVALS), "Faithfulness: a removed token becomes PAD or UNK.")
+flags.DEFINE_integer("ig_steps", Options.ig_steps, "Integrated gradients: interpolation points.")
+flags.DEFINE_integer("smoothgrad_samples", Options.smoothgrad_samples, "SmoothGrad: noisy copies averaged.")
 flags.DEFINE_integer(
     "ig_chunk",
-    explain.Options.ig_chunk,
+    Options.ig_chunk,
     "Integrated gradients: points evaluated at once (1 is fastest on a CPU; more on an accelerator).",
 )
-flags.DEFINE_integer("shap_samples", explain.Options.shap_samples, "KernelSHAP: coalitions an example.")
+flags.DEFINE_integer("shap_samples", Options.shap_samples, "KernelSHAP: coalitions an example.")
 flags.DEFINE_integer(
     "shapley_permutations",
-    explain.Options.shapley_permutations,
+    Options.shapley_permutations,
     "Permutation sampling: orders an example (half of them the others' reverses).",
 )
-flags.DEFINE_integer("lime_samples", explain.Options.lime_samples, "LIME: coalitions an example.")
+flags.DEFINE_integer("lime_samples", Options.lime_samples, "LIME: coalitions an example.")
 flags.DEFINE_integer("batch_size", 32, "Examples per batch.")
 flags.DEFINE_integer("k1", 3, "iCapsNets: capsules selected per example (top by coupling to the prediction).")
 flags.DEFINE_integer("k2", 2, "iCapsNets: positions selected per capsule (top by attention).")
@@ -99,6 +95,9 @@ FLAGS = flags.FLAGS
 
 def _check_flags(model_config) -> tuple[str, ...]:
     """The methods to run; a one-line user error for anything out of range."""
+    from jcaps.interpret import explain
+    from jcaps.interpret.methods import METHODS
+
     for name in (
         "limit",
         "ig_steps",
@@ -117,7 +116,7 @@ def _check_flags(model_config) -> tuple[str, ...]:
             raise UserError(f"--{name} must be at least 1, not {value}")
     offered = explain.offered_methods(model_config)
     methods = tuple(FLAGS.methods) if FLAGS.methods else explain.model_methods(model_config)
-    known = set(METHODS) | set(explain.NATIVE_METHODS)
+    known = set(METHODS) | set(NATIVE_METHODS)  # the table as it stands, entries added at run time too
     for method in methods:
         if method not in known:
             raise UserError(f"--methods: unknown method {method!r}", hint=f"methods: {', '.join(sorted(known))}")
@@ -131,6 +130,15 @@ def _check_flags(model_config) -> tuple[str, ...]:
 
 def main(argv):
     del argv
+    import jax
+
+    from jcaps.interpret import checks, corpus, explain
+    from jcaps.interpret.report import interpret_workdir
+    from jcaps.interpret.series_report import saliency_report
+    from jcaps.train.mesh import process_local
+    from jcaps.train.workdir import check_split, load_trained, read_config
+    from jcaps.viz.html import capsule_global_html, checks_markdown, information_text
+
     config = read_config(FLAGS.workdir)
     methods = _check_flags(config.model)
     out = FLAGS.out or os.path.join(FLAGS.workdir, "interpretation")
@@ -142,7 +150,7 @@ def main(argv):
     trained = dataclasses.replace(trained, params=process_local(trained.params))
     size = check_split(trained, FLAGS.split, FLAGS.workdir)
     explained = min(FLAGS.limit or size, size)
-    options = explain.Options(
+    options = Options(
         ig_steps=FLAGS.ig_steps,
         ig_chunk=FLAGS.ig_chunk,
         smoothgrad_samples=FLAGS.smoothgrad_samples,

@@ -51,8 +51,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from jcaps.interpret import arguments
-from jcaps.interpret.explain import Explainer, Options, position_words, true_labels
+from jcaps.interpret.explain import Explainer, position_words, true_labels
 from jcaps.interpret.methods import METHODS
+from jcaps.interpret.options import Options
 from jcaps.viz.html import checks_markdown
 
 RANDOMISATION_FLAG = 0.5

@@ -47,13 +47,13 @@ from jcaps.interpret.erasure import METRICS, summarise
 from jcaps.interpret.explain import (
     SCORE_DECIMALS,
     Explainer,
-    Options,
     native_note,
     position_words,
     removal,
     true_labels,
 )
 from jcaps.interpret.explanations import explanation_of
+from jcaps.interpret.options import Options
 from jcaps.train.progress import Progress
 from jcaps.viz.html import write_explanation_report
 

@@ -65,6 +65,14 @@ from jcaps.interpret import capsules as capsule_interpretation
 from jcaps.interpret.erasure import METRICS, faithfulness
 from jcaps.interpret.explanations import TOKEN_REMOVALS, Explanation, apply_rows, explanation_of
 from jcaps.interpret.methods import METHODS
+from jcaps.interpret.options import (
+    NATIVE_METHODS,
+    NATIVE_NOTES,
+    REMOVALS,
+    SAMPLING_METHODS,
+    Options,
+    check_names,
+)
 from jcaps.train.families import ModelFamily
 from jcaps.train.mesh import batch_sharded, replicated
 from jcaps.train.workdir import refuse_non_finite
@@ -73,27 +81,9 @@ if TYPE_CHECKING:
     import flax.linen as nn
     import ml_collections
 
-# What `Options.removal` may name: how a removed token is replaced (a series step becomes zeros).
-REMOVALS = tuple(name for name, _ in TOKEN_REMOVALS)
-# The models' own explanations (`Explanation.native`), and what the report says each is.
-NATIVE_NOTES = {
-    "capsules": "capsules: the words covered by the K-grams of the capsules most coupled to the prediction.",
-    "attention": "attention: the model's own attention over the positions.",
-}
-NATIVE_METHODS = tuple(NATIVE_NOTES)
-# The methods of `METHODS` that cost hundreds of forward passes an example: run only when named.
-SAMPLING_METHODS = ("kernel_shap", "shapley_sampling", "lime")
-# The `Options` fields that set a method's option: field -> (method, its option in `METHODS`).
-METHOD_OPTIONS = {
-    "ig_steps": ("integrated_gradients", "n_steps"),
-    "smoothgrad_samples": ("smoothgrad", "n_samples"),
-    "shap_samples": ("kernel_shap", "n_samples"),
-    "shapley_permutations": ("shapley_sampling", "n_permutations"),
-    "lime_samples": ("lime", "n_samples"),
-}
-# The `Options` fields that say how many copies of the rows one call of the model scores, and the
-# methods whose `max_rows` they set (that many times the rows).
-COPIES_PER_CALL = {"ig_chunk": ("integrated_gradients",), "sampling_chunk": SAMPLING_METHODS}
+# The families' token removals are those the command line offers without importing them.
+check_names("jcaps.interpret.explanations.TOKEN_REMOVALS", tuple(name for name, _ in TOKEN_REMOVALS), REMOVALS)
+
 SCORE_DECIMALS = 5
 
 
@@ -134,36 +124,6 @@ def offered_methods(model_config) -> tuple[str, ...]:
     only when named."""
     sampling = tuple(name for name in METHODS if name in SAMPLING_METHODS)
     return model_methods(model_config)[:-1] + sampling + ("random",)
-
-
-@dataclasses.dataclass(frozen=True)
-class Options:
-    """Settings of the attribution methods and of the faithfulness removal."""
-
-    ig_steps: int = 50
-    # Integrated gradients' points per evaluation. On a CPU one at a time is fastest: larger
-    # stacks fall out of cache (iCapsNets Short, batch 32: 50 steps cost about 27 forward passes
-    # one at a time, about 110 ten at a time); raise it on an accelerator.
-    ig_chunk: int = 1
-    smoothgrad_samples: int = 25
-    # The sampling methods' budgets, in forward rows an example: KernelSHAP and LIME score one
-    # coalition a row, permutation sampling T + 1 an order.
-    shap_samples: int = 256
-    shapley_permutations: int = 8
-    lime_samples: int = 256
-    sampling_chunk: int = 64  # coalitions scored at once (memory ~ chunk * rows)
-    removal: str = "pad"  # text: replace removed tokens with PAD or UNK (series: zeros)
-    k1: int = 3  # capsules: capsules and positions of the local interpretation
-    k2: int = 2
-
-    def of_method(self, method: str, rows: int) -> dict:
-        """The keyword options of `METHODS[method]` that these settings give, on batches of
-        `rows` rows (a method that no setting names runs with its defaults)."""
-        options = {option: getattr(self, field) for field, (name, option) in METHOD_OPTIONS.items() if name == method}
-        for field, names in COPIES_PER_CALL.items():
-            if method in names:
-                options["max_rows"] = getattr(self, field) * rows
-        return options
 
 
 def removal(explanation: Explanation, options: Options) -> tuple[str, float]:

@@ -13,20 +13,15 @@ model's parameters at their own rates is a config matter (`train.param_groups`,
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import importlib
+from collections.abc import Callable, Iterator, MutableMapping
 
 import jax
 import jax.numpy as jnp
 
 from jcaps.data import vocab
 from jcaps.errors import ConfigError
-from jcaps.models.cccapsnet import CCCapsNet
-from jcaps.models.dilated_fcn import DilatedFCN
-from jcaps.models.fasttext import FastText
-from jcaps.models.icapsnet import ICapsNetLong, ICapsNetShort
-from jcaps.models.input_cell_lstm import InputCellLSTM
 from jcaps.models.outputs import ModelOutput
-from jcaps.models.sgm import SGM, BinaryRelevance
 from jcaps.ops import losses
 from jcaps.train.config import new_name
 
@@ -118,32 +113,106 @@ class ModelFamily:
     predict_labels: Callable | None = None
 
 
-MODELS: dict[str, ModelFamily] = {
-    "fasttext": ModelFamily(FastText, softmax_cross_entropy, softmax_probabilities),
-    "icapsnet_short": ModelFamily(ICapsNetShort, summed_loss, capsule_probabilities, loss_keys=("loss",)),
-    "icapsnet_long": ModelFamily(ICapsNetLong, summed_loss, capsule_probabilities, loss_keys=("loss",)),
-    "cccapsnet": ModelFamily(CCCapsNet, summed_loss, cccapsnet_probabilities, loss_keys=("loss",)),
-    "input_cell_lstm": ModelFamily(
-        InputCellLSTM, softmax_cross_entropy, softmax_probabilities, inputs=("series", "mask")
-    ),
-    "dilated_fcn": ModelFamily(DilatedFCN, softmax_cross_entropy, softmax_probabilities),
-    "br": ModelFamily(
-        BinaryRelevance,
-        binary_relevance_loss,
-        sigmoid_probabilities,
-        loss_keys=("threshold",),
-        predict_labels=binary_relevance_labels,
-    ),
-    "sgm": ModelFamily(
-        SGM, label_sequence_loss, None, inputs=("tokens", "label_sequence"), predict_labels=decoded_labels
-    ),
-}
+def imported_family(module: str, *args, **kwargs) -> Callable[[], ModelFamily]:
+    """The `ModelFamily(MODULE, *args, **kwargs)` of the flax module named `module`
+    ("package.module.Class"), built, and the module imported, when called (`ModelTable`)."""
+
+    def family() -> ModelFamily:
+        package, name = module.rsplit(".", 1)
+        return ModelFamily(getattr(importlib.import_module(package), name), *args, **kwargs)
+
+    return family
+
+
+class ModelTable(MutableMapping[str, ModelFamily]):
+    """Model name -> `ModelFamily`. An entry given as a function (`imported_family`) is built when
+    it is first read: a command that loads one model imports that model's code alone."""
+
+    def __init__(self, entries: dict[str, ModelFamily | Callable[[], ModelFamily]]):
+        self._entries = dict(entries)
+
+    def __getitem__(self, name: str) -> ModelFamily:
+        entry = self._entries[name]
+        if not isinstance(entry, ModelFamily):
+            entry = self._entries[name] = entry()
+        return entry
+
+    def __setitem__(self, name: str, family: ModelFamily) -> None:
+        self._entries[name] = family
+
+    def __delitem__(self, name: str) -> None:
+        del self._entries[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+MODELS = ModelTable(
+    {
+        "fasttext": imported_family(
+            "jcaps.models.fasttext.FastText",
+            softmax_cross_entropy,
+            softmax_probabilities,
+        ),
+        "icapsnet_short": imported_family(
+            "jcaps.models.icapsnet.ICapsNetShort",
+            summed_loss,
+            capsule_probabilities,
+            loss_keys=("loss",),
+        ),
+        "icapsnet_long": imported_family(
+            "jcaps.models.icapsnet.ICapsNetLong",
+            summed_loss,
+            capsule_probabilities,
+            loss_keys=("loss",),
+        ),
+        "cccapsnet": imported_family(
+            "jcaps.models.cccapsnet.CCCapsNet",
+            summed_loss,
+            cccapsnet_probabilities,
+            loss_keys=("loss",),
+        ),
+        "input_cell_lstm": imported_family(
+            "jcaps.models.input_cell_lstm.InputCellLSTM",
+            softmax_cross_entropy,
+            softmax_probabilities,
+            inputs=("series", "mask"),
+        ),
+        "dilated_fcn": imported_family(
+            "jcaps.models.dilated_fcn.DilatedFCN",
+            softmax_cross_entropy,
+            softmax_probabilities,
+        ),
+        "br": imported_family(
+            "jcaps.models.sgm.BinaryRelevance",
+            binary_relevance_loss,
+            sigmoid_probabilities,
+            loss_keys=("threshold",),
+            predict_labels=binary_relevance_labels,
+        ),
+        "sgm": imported_family(
+            "jcaps.models.sgm.SGM",
+            label_sequence_loss,
+            None,
+            inputs=("tokens", "label_sequence"),
+            predict_labels=decoded_labels,
+        ),
+    }
+)
 
 
 def get_family(name: str) -> ModelFamily:
     if name not in MODELS:
         raise ValueError(f"unknown model.name {name!r}; known models: {', '.join(sorted(MODELS))}")
     return MODELS[name]
+
+
+def model_inputs(batch: dict, family: ModelFamily) -> tuple:
+    """The batch arrays the model is called with, in the order of its family's `inputs`."""
+    return tuple(batch[name] for name in family.inputs)
 
 
 def build_model(model_config, vocab_size: int, num_classes: int, dtype=jnp.float32):

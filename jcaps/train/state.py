@@ -8,14 +8,17 @@ inputs, dtype or parameter tree.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jcaps.train import mesh as mesh_lib
-from jcaps.train.families import build_model, get_family
-from jcaps.train.optim import make_optimizer
-from jcaps.train.steps import TrainState, model_inputs
+from jcaps.train.families import build_model, get_family, model_inputs
+
+if TYPE_CHECKING:
+    from jcaps.train.steps import TrainState
 
 # `train.dtype` -> the dtype of the model's activations (parameters stay float32).
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
@@ -51,6 +54,9 @@ def create_train_state(config, model, inputs: tuple, num_steps: int, mesh) -> Tr
     """The initial state of a run of `num_steps` updates: parameters from `train.seed` (the
     model's init on `inputs`, e.g. `dummy_inputs`), the optimiser of `config.train`. Born
     replicated: `jit(init, out_shardings=...)`."""
+    from jcaps.train.optim import make_optimizer  # optax: loaded only by training
+    from jcaps.train.steps import TrainState
+
     init_rng, state_rng = jax.random.split(jax.random.PRNGKey(config.train.seed))
     init_params = _init_params(model, inputs)
     tx = make_optimizer(config.train, num_steps)

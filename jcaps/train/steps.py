@@ -15,6 +15,7 @@ import optax
 from flax.training import train_state
 
 from jcaps.train import mesh as mesh_lib
+from jcaps.train.families import model_inputs
 from jcaps.train.metrics import multilabel_sums
 
 
@@ -26,11 +27,6 @@ class TrainState(train_state.TrainState):
 
 def weighted_mean(values, weight):
     return jnp.sum(values * weight) / jnp.maximum(jnp.sum(weight), 1.0)
-
-
-def model_inputs(batch: dict, family) -> tuple:
-    """The batch arrays the model is called with, in the order of its family's `inputs`."""
-    return tuple(batch[name] for name in family.inputs)
 
 
 def train_step(state: TrainState, batch: dict, *, family, model_config):

@@ -36,11 +36,12 @@ from jcaps.train import mesh as mesh_lib
 from jcaps.train.config import ParameterChoice
 from jcaps.train.families import ModelFamily, get_family
 from jcaps.train.state import all_finite, dummy_inputs, model_for, parameter_shapes
-from jcaps.train.steps import TrainState
 
 if TYPE_CHECKING:
     import flax.linen as nn
     import ml_collections
+
+    from jcaps.train.steps import TrainState
 
 
 @dataclasses.dataclass
@@ -67,6 +68,8 @@ class TrainedModel:
         """A `TrainState` holding these parameters, for the evaluation step (which reads only
         `apply_fn` and `params`; the optimiser is a placeholder)."""
         import optax
+
+        from jcaps.train.steps import TrainState
 
         return TrainState.create(
             apply_fn=self.model.apply, params=self.params, tx=optax.identity(), rng=jax.random.PRNGKey(0)

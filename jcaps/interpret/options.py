@@ -1,0 +1,86 @@
+"""What `python -m jcaps.interpret` offers, importable without JAX: the method names, the models'
+own explanations, the removals and the method settings (`Options`) with their defaults, so that
+the command's flags (and their `--help`) are defined before JAX is loaded.
+
+`jcaps.interpret.methods` checks its table `METHODS` against `METHOD_NAMES`, and
+`jcaps.interpret.explain` the token removals of `jcaps.interpret.explanations` against `REMOVALS`, when they are
+imported: a method or removal added there and not here stops the import, naming it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+# The keys of `jcaps.interpret.METHODS`, in its order (the order of the report and of --help).
+METHOD_NAMES = (
+    "gradient",
+    "gradient_x_input",
+    "integrated_gradients",
+    "smoothgrad",
+    "occlusion",
+    "kernel_shap",
+    "shapley_sampling",
+    "lime",
+    "random",
+)
+# The models' own explanations (`Explanation.native`), and what the report says each is.
+NATIVE_NOTES = {
+    "capsules": "capsules: the words covered by the K-grams of the capsules most coupled to the prediction.",
+    "attention": "attention: the model's own attention over the positions.",
+}
+NATIVE_METHODS = tuple(NATIVE_NOTES)
+# What `Options.removal` may name: how a removed token is replaced (the names of
+# `jcaps.interpret.explanations.TOKEN_REMOVALS`; a series step becomes zeros).
+REMOVALS = ("pad", "unk")
+# The methods of `METHODS` that cost hundreds of forward passes an example: run only when named.
+SAMPLING_METHODS = ("kernel_shap", "shapley_sampling", "lime")
+# The `Options` fields that set a method's option: field -> (method, its option in `METHODS`).
+METHOD_OPTIONS = {
+    "ig_steps": ("integrated_gradients", "n_steps"),
+    "smoothgrad_samples": ("smoothgrad", "n_samples"),
+    "shap_samples": ("kernel_shap", "n_samples"),
+    "shapley_permutations": ("shapley_sampling", "n_permutations"),
+    "lime_samples": ("lime", "n_samples"),
+}
+# The `Options` fields that say how many copies of the rows one call of the model scores, and the
+# methods whose `max_rows` they set (that many times the rows).
+COPIES_PER_CALL = {"ig_chunk": ("integrated_gradients",), "sampling_chunk": SAMPLING_METHODS}
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """Settings of the attribution methods and of the faithfulness removal."""
+
+    ig_steps: int = 50
+    # Integrated gradients' points per evaluation. On a CPU one at a time is fastest: larger
+    # stacks fall out of cache (iCapsNets Short, batch 32: 50 steps cost about 27 forward passes
+    # one at a time, about 110 ten at a time); raise it on an accelerator.
+    ig_chunk: int = 1
+    smoothgrad_samples: int = 25
+    # The sampling methods' budgets, in forward rows an example: KernelSHAP and LIME score one
+    # coalition a row, permutation sampling T + 1 an order.
+    shap_samples: int = 256
+    shapley_permutations: int = 8
+    lime_samples: int = 256
+    sampling_chunk: int = 64  # coalitions scored at once (memory ~ chunk * rows)
+    removal: str = "pad"  # text: replace removed tokens with PAD or UNK (series: zeros)
+    k1: int = 3  # capsules: capsules and positions of the local interpretation
+    k2: int = 2
+
+    def of_method(self, method: str, rows: int) -> dict:
+        """The keyword options of `METHODS[method]` that these settings give, on batches of
+        `rows` rows (a method that no setting names runs with its defaults)."""
+        options = {option: getattr(self, field) for field, (name, option) in METHOD_OPTIONS.items() if name == method}
+        for field, names in COPIES_PER_CALL.items():
+            if method in names:
+                options["max_rows"] = getattr(self, field) * rows
+        return options
+
+
+def check_names(what: str, names: tuple[str, ...], listed: tuple[str, ...]) -> None:
+    """Raises ImportError when `names` (those of the table `what`) are not `listed` here, in order."""
+    if tuple(names) != listed:
+        raise ImportError(
+            f"{what} has {', '.join(names)} but jcaps.interpret.options lists {', '.join(listed)}: "
+            "list them there too (the command line reads them without importing JAX)"
+        )

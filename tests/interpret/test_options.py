@@ -1,0 +1,67 @@
+"""`python -m jcaps.interpret --help` answers without importing JAX, and the names and defaults it
+lists (`jcaps.interpret.options`) are those of the tables the explaining code runs."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from jcaps import interpret
+from jcaps.interpret import explain, options
+from jcaps.train.families import MODELS, TOKEN_REMOVALS
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HEAVY_PACKAGES = ("jax", "jaxlib", "flax", "optax", "orbax")
+
+
+def help_and_imports(*command: str) -> tuple[str, set[str]]:
+    """The standard output of `python -X importtime COMMAND --help` and the modules it imported."""
+    result = subprocess.run([sys.executable, "-X", "importtime", *command, "--help"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    imported = {line.rsplit("|", 1)[1].strip() for line in result.stderr.splitlines()
+                if line.startswith("import time:") and line.count("|") == 2}
+    return result.stdout, imported
+
+
+@pytest.mark.parametrize("command", [("-m", "jcaps.interpret"),
+                                     ("-c", "from jcaps.command import main; main()", "interpret")])
+def test_help_imports_no_jax(command):
+    listing, imported = help_and_imports(*command)
+    assert "--methods" in listing
+    assert "jcaps.interpret.options" in imported  # the import times were read
+    assert not {module for module in imported if module.split(".")[0] in HEAVY_PACKAGES}
+
+
+def test_help_lists_every_method_and_the_defaults_of_options():
+    listing, _ = help_and_imports("-m", "jcaps.interpret")
+    flag_help = {m.group(1): m.group(2) for m in re.finditer(r"^  --(\w+): (.*)$", listing, re.MULTILINE)}
+    listed = re.search(r"among (.*) and the models' own, (.*)\.", flag_help["methods"])
+    assert listed is not None
+    assert listed.group(1).split(", ") == list(interpret.METHODS)
+    assert listed.group(2).split(", ") == list(explain.NATIVE_METHODS)
+    defaults = dataclasses.asdict(explain.Options())
+    for flag in ("ig_steps", "ig_chunk", "smoothgrad_samples", "shap_samples", "shapley_permutations",
+                 "lime_samples", "removal"):
+        assert flag_help[flag].endswith(f"(default: '{defaults[flag]}')"), flag
+    assert f"<{'|'.join(name for name, _ in TOKEN_REMOVALS)}>" in flag_help["removal"]
+
+
+def test_the_names_read_without_jax_are_those_of_the_tables():
+    assert options.METHOD_NAMES == tuple(interpret.METHODS)
+    assert options.REMOVALS == tuple(name for name, _ in TOKEN_REMOVALS)
+    assert {family.explanation.native for family in MODELS.values()} - {None} == set(options.NATIVE_METHODS)
+    assert explain.Options is options.Options
+    assert set(options.SAMPLING_METHODS) <= set(interpret.METHODS)
+    for method, option in options.METHOD_OPTIONS.values():
+        assert option in interpret.METHODS[method].options, (method, option)
+
+
+def test_a_table_that_differs_from_its_listed_names_stops_the_import():
+    with pytest.raises(ImportError, match="lime, random but jcaps.interpret.options lists"):
+        options.check_names("METHODS", ("lime", "random"), ("random", "lime"))
