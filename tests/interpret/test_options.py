@@ -13,7 +13,7 @@ import pytest
 
 from jcaps import interpret
 from jcaps.interpret import explain, options
-from jcaps.train.families import MODELS, TOKEN_REMOVALS
+from jcaps.interpret.explanations import EXPLANATIONS, TOKEN_REMOVALS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HEAVY_PACKAGES = ("jax", "jaxlib", "flax", "optax", "orbax")
@@ -55,7 +55,7 @@ def test_help_lists_every_method_and_the_defaults_of_options():
 def test_the_names_read_without_jax_are_those_of_the_tables():
     assert options.METHOD_NAMES == tuple(interpret.METHODS)
     assert options.REMOVALS == tuple(name for name, _ in TOKEN_REMOVALS)
-    assert {family.explanation.native for family in MODELS.values()} - {None} == set(options.NATIVE_METHODS)
+    assert {explanation.native for explanation in EXPLANATIONS.values()} - {None} == set(options.NATIVE_METHODS)
     assert explain.Options is options.Options
     assert set(options.SAMPLING_METHODS) <= set(interpret.METHODS)
     for method, option in options.METHOD_OPTIONS.values():
