@@ -381,6 +381,18 @@ def corpus_explain(results: dict) -> str:
 table("corpus_explain_smoke", "benchmarks/results/corpus_explain_smoke/results.json")(corpus_explain)
 
 
+@table("max_rows_memory", "benchmarks/results/max_rows_memory/results.json")
+def max_rows_memory(results: dict) -> str:
+    body = [[f"{int(max_rows):,}" + (" (default)" if int(max_rows) == results["default_max_rows"] else ""),
+             f"{row['rows_per_call']:,}", str(row["calls"]), f"{row['temp_mib']:,.0f}", f"{row['total_mib']:,.0f}"]
+            for max_rows, row in results["by_max_rows"].items()]
+    return (rows(["max_rows", "rows a call", "calls", "temporary MiB", "total MiB"], body)
+            + f"\n\nIntegrated gradients, {results['steps']} steps, on {results['model']} (batch {results['batch']}, "
+            f"length {results['length']}; parameters {results['parameters_mib']:,.0f} MiB, not counted): XLA's "
+            "`memory_analysis()` of the compiled call, its arguments, outputs and temporary buffers. The default "
+            f"ran in {results['default_run_seconds']:.0f} s on this machine.")
+
+
 @table("saliency_boxes_quick", "studies/saliency_boxes/results/quick/results.json")
 def saliency_boxes_quick(results: dict) -> str:
     boxes = [box for box in results if not box.startswith("_") and isinstance(results[box], dict)]
