@@ -51,16 +51,15 @@ __all__ = [
     "smoothgrad",
 ]
 _SUBMODULES = ("checks", "report")
-# Where each other name is defined: `faithfulness` in erasure, the rest in methods.
-_ERASURE = ("faithfulness",)
+# Where a name is defined when it is not in jcaps.interpret.methods.
+_DEFINED_IN = {"faithfulness": "jcaps.interpret.erasure"}
 
 
 def __getattr__(name: str):
     if name in _SUBMODULES:
         return importlib.import_module(f"jcaps.interpret.{name}")
     if name in __all__:
-        module = "jcaps.interpret.erasure" if name in _ERASURE else "jcaps.interpret.methods"
-        return getattr(importlib.import_module(module), name)
+        return getattr(importlib.import_module(_DEFINED_IN.get(name, "jcaps.interpret.methods")), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

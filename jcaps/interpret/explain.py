@@ -261,7 +261,7 @@ def _faithfulness(explained_model: _ExplainedModel, params, x, side, targets, sc
     by_position, mask = explained_model.explanation.positions(x, side)
 
     def probability_fn(flat, *side_input):  # side, when the model has one, is f's per-example input
-        return explained_model.probabilities(params, flat.reshape(x.shape), *(side_input or (None,)))
+        return explained_model.probabilities(params, flat.reshape(x.shape), side_input[0] if side_input else None)
 
     _, replacement = removal(explained_model.explanation, options)
     return faithfulness(

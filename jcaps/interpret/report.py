@@ -72,8 +72,6 @@ def write_html(
     Returns:
       `path` as a string.
     """
-    import numpy as np
-
     methods = tuple(scores_by_method)
     if not methods:
         raise ValueError("scores_by_method: expected at least one method's scores")
