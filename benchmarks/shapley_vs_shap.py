@@ -78,9 +78,11 @@ def game(workdir: str, examples: int):
     x = jnp.asarray(np.stack(texts[:examples]))
     params = trained.params
 
+    f = explained.of_vectors(params)
+
     @jax.jit
-    def score(vectors):
-        return explained.outputs(params, x, None, vectors)
+    def score(vectors):  # [k * B, M, D]: the B texts read k times, with these vectors
+        return f(vectors, jnp.tile(x, (vectors.shape[0] // x.shape[0], 1)))
 
     vectors = explained.vectors(params, x, None)
     targets = jnp.argmax(score(vectors), axis=-1)
