@@ -315,4 +315,4 @@ if __name__ == "__main__":
     cli.define_parameters_flag()
     cli.define_compilation_cache_flag()
     flags.mark_flag_as_required("workdir")
-    cli.run(main)
+    cli.run(main, skip_teardown=True)

@@ -158,6 +158,24 @@ def test_debug_shows_the_traceback_and_a_bug_keeps_it(tmp_path):
 
 
 
+def test_a_command_that_skips_teardown_ends_at_once_with_its_output_written_and_its_errors_kept():
+    script = textwrap.dedent("""
+        import atexit, sys
+        from jcaps import cli
+        from jcaps.errors import UserError
+        atexit.register(lambda: print("torn down", flush=True))
+        def main(argv):
+            if argv[1:] == ["fail"]:
+                raise UserError("a bad flag")
+            sys.stdout.write("answer without a newline")
+            print("a warning", file=sys.stderr, end="")
+        cli.run(main, skip_teardown=True)
+    """)
+    done = run("-c", script)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "answer without a newline", "a warning")
+    assert_user_error(run("-c", script, "fail"), "a bad flag")
+
+
 def test_a_batch_larger_than_the_training_data(tmp_path):
     assert_user_error(run("train.py", "--config", SMOKE, "--workdir", str(tmp_path / "w"),
                           f"--config.data.cache_dir={tmp_path / 'cache'}", "--config.train.batch_size=1024"),

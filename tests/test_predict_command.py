@@ -285,9 +285,12 @@ def test_cli_predict_text_with_invalid_bytes_prints_utf8_json(trained_run, tmp_p
 def test_cli_predict_imports_no_optimiser_and_no_other_model(trained_run, tmp_path):
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=1", JAX_PLATFORMS="cpu",
                XDG_CACHE_HOME=str(tmp_path / "xdg_cache"))
-    # `python -m jcaps.predict ...`, then the modules it imported, as the last line of stderr.
-    script = ("import atexit, json, runpy, sys\n"
-              "atexit.register(lambda: print(json.dumps(sorted(sys.modules)), file=sys.stderr))\n"
+    # `python -m jcaps.predict ...`, then the modules it imported, as the last line of stderr,
+    # printed as it ends the process (`cli.run(..., skip_teardown=True)`: no atexit handler runs).
+    script = ("import json, os, runpy, sys\n"
+              "exit_now = os._exit\n"
+              "os._exit = lambda code: (print(json.dumps(sorted(sys.modules)), file=sys.stderr, flush=True),"
+              " exit_now(code))\n"
               "runpy.run_module('jcaps.predict', run_name='__main__', alter_sys=True)")
     result = subprocess.run([sys.executable, "-c", script, "--workdir", trained_run[0], "--text", "the striker scored"],
                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
