@@ -384,7 +384,9 @@ def coalition_values(
     baseline's.
 
     The N coalitions of the batch are stacked as [N * B, T, D] and scored by one call of
-    `score_fn` (or one call per `chunk_size` coalitions, under `lax.map`; memory ~ chunk * B).
+    `score_fn`, or by the fewest calls of at most `chunk_size` coalitions each, under `lax.map`
+    (memory ~ chunk * B), as equal as they can be: 258 coalitions in chunks of at most 64 are
+    five calls of 52 (two padding coalitions scored for nothing), not five of 64 (62).
 
     Args:
       score_fn, embeddings, target: as `gradient`.
@@ -397,8 +399,9 @@ def coalition_values(
     """
     n, batch = coalitions.shape[:2]
     targets = _targets(target, embeddings)
-    chunk = n if chunk_size is None else max(1, min(chunk_size, n))
-    padded = jnp.concatenate([coalitions, jnp.zeros(((-n) % chunk,) + coalitions.shape[1:], bool)])
+    calls = 1 if chunk_size is None else -(-n // max(1, chunk_size))
+    chunk = -(-n // calls)
+    padded = jnp.concatenate([coalitions, jnp.zeros((calls * chunk - n,) + coalitions.shape[1:], bool)])
 
     def values(z: jax.Array) -> jax.Array:  # [chunk, B, T] -> [chunk, B]
         e = jnp.where(z[..., None], embeddings[None], baseline[None]).reshape((-1,) + embeddings.shape[1:])

@@ -73,6 +73,24 @@ def test_the_enumerated_values_are_far_from_single_token_effects(exact):
     np.testing.assert_allclose(exact.sum(-1), value_change(interacting), rtol=1e-5, atol=1e-5)  # efficiency
 
 
+@pytest.mark.parametrize("n, chunk_size, rows_a_call", [(258, 64, 52), (64, 64, 64), (10, 3, 3), (7, None, 7)])
+def test_coalitions_are_split_into_the_fewest_calls_as_equal_as_they_can_be(n, chunk_size, rows_a_call):
+    calls = []
+
+    def recording(e):
+        calls.append(e.shape[0] // B)
+        return interacting(e)
+
+    coalitions = np.random.default_rng(n).random((n, B, T)) < 0.5
+    values = attribution.coalition_values(recording, jnp.asarray(EMBEDDINGS), jnp.zeros_like(EMBEDDINGS), TARGET,
+                                          jnp.asarray(coalitions), chunk_size=chunk_size)
+    assert calls == [rows_a_call]  # `lax.map` traces its body once
+    one_by_one = [attribution.coalition_values(interacting, jnp.asarray(EMBEDDINGS), jnp.zeros_like(EMBEDDINGS),
+                                               TARGET, jnp.asarray(z[None]))[0] for z in coalitions[:5]]
+    np.testing.assert_allclose(np.asarray(values)[:5], np.stack(one_by_one), rtol=1e-5, atol=1e-6)
+    assert values.shape == (n, B)
+
+
 def test_the_regression_over_every_coalition_with_kernel_weights_is_exact(exact):
     """All 2^8 - 2 coalitions weighted by (M - 1) / (C(M, s) s (M - s)): KernelSHAP's regression
     recovers the exact Shapley values, the padded rows included."""
