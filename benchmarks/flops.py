@@ -68,6 +68,17 @@ def count_flops(fn, *args, **kwargs) -> Flops:
     return jaxpr_flops(jax.make_jaxpr(fn)(*args, **kwargs))
 
 
+def live_flops(fn, *args, **kwargs) -> Flops:
+    """`count_flops` of what the outputs depend on: a trace keeps every equation, XLA drops those
+    no output needs (a hand-written VJP's parameter cotangents, when only the input's gradient is
+    taken), and so does this count. JAX offers dead-code removal only in `partial_eval`."""
+    from jax._src.interpreters import partial_eval
+
+    closed = jax.make_jaxpr(fn)(*args, **kwargs)
+    live, _ = partial_eval.dce_jaxpr(closed.jaxpr, [True] * len(closed.jaxpr.outvars))
+    return jaxpr_flops(live)
+
+
 def jaxpr_flops(jaxpr: Jaxpr | ClosedJaxpr) -> Flops:
     jaxpr = jaxpr.jaxpr if isinstance(jaxpr, ClosedJaxpr) else jaxpr
     total = Flops()

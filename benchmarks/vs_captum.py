@@ -44,7 +44,16 @@ Writes DIR/results.json: {"<model>": {"jcaps_parameters", "torch_parameters",
 "torch_s", "ratio", "ratio_min", "ratio_max", the bound of any method that is a number of
 forward passes), "methods": {"<method>": {"jcaps_s", "torch_s" (medians, all
 examples), "jcaps_s_per_100", "torch_s_per_100", "ratio", "ratio_min", "ratio_max",
-"max_relative_difference" | "spearman"}}}, "_run": {...}}. `--tiny` runs the smoke-sized models
+"max_relative_difference" | "spearman", "jcaps_gflop", "floor_s", "floor_ratio"}}},
+"matmul_gflops": ..., "_run": {...}}.
+
+The floor. `matmul_gflops` is this machine's best float32 matrix-multiplication rate under XLA,
+measured in the same run (the fastest of a few large products). `jcaps_gflop` counts the
+floating-point operations of jcaps' program for a method over all examples
+(`benchmarks.flops.live_flops`: every loop step, dead code left out, as XLA runs it);
+`floor_s` = those operations at the peak rate, and `floor_ratio` = floor_s / torch_s, the
+lowest ratio any implementation doing those operations could reach on this machine, however
+well it used the cores. A target below `floor_ratio` needs fewer operations, not faster ones. `--tiny` runs the smoke-sized models
 on 8 texts of 12 words with 16 samples: a check that both sides run (seconds). Needs no data.
 """
 
@@ -52,6 +61,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import time
 import types
 import warnings
 
@@ -60,6 +70,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.stats import spearmanr
 
+from benchmarks.flops import live_flops
 from jcaps.data.vocab import NUM_SPECIAL
 from jcaps.interpret.explain import Explainer, Options
 from jcaps.train.config import load
@@ -134,6 +145,31 @@ def captum_attribute(method: str, module, samples: int):
         perturbations_per_eval=CHUNK)[..., 0]
 
 
+def matmul_gflops(repeats: int = 10) -> float:
+    """The machine's best float32 matmul rate under XLA, in GFLOP/s: the fastest call of a few
+    large products, the rate no model's operations can beat on average."""
+    best = 0.0
+    for m, k, n in ((2048, 1024, 1024), (2048, 256, 768), (4096, 512, 512)):
+        a, b = jnp.ones((m, k), jnp.float32), jnp.ones((k, n), jnp.float32)
+        product = jax.jit(jnp.dot)
+        product(a, b).block_until_ready()
+        for _ in range(repeats):
+            start = time.perf_counter()
+            product(a, b).block_until_ready()
+            best = max(best, 2 * m * k * n / (time.perf_counter() - start) / 1e9)
+    return best
+
+
+def scores_gflop(explainer: Explainer, rows, method: str) -> float:
+    """GFLOP of the program `explainer.rows_scores(rows, method)` runs."""
+    from jcaps.interpret.explain import _scores  # the jitted program of `rows_scores`
+
+    def program(params, x, side, targets, key):
+        return _scores(explainer.explained_model, method, params, x, side, targets, key, explainer.options)
+
+    return live_flops(program, explainer.params, rows.x, rows.side, rows.targets, jax.random.key(0)).total / 1e9
+
+
 def mean_spearman(ours: np.ndarray, theirs: np.ndarray) -> float:
     return float(np.nanmean([spearmanr(a, b).statistic for a, b in zip(ours, theirs)]))
 
@@ -200,8 +236,11 @@ def compare_model(name: str, args) -> dict:
             ours = np.concatenate(jcaps_call())
             timing = paired_seconds(jcaps_call, torch_call, args.repeats, warmup=1)
         per_100 = 100.0 / args.examples
+        gflop = sum(scores_gflop(explainer, r, method) for r in rows)
+        floor_s = gflop / args.matmul_gflops
         row["methods"][method] = {**timing, "jcaps_s_per_100": timing["jcaps_s"] * per_100,
-                                  "torch_s_per_100": timing["torch_s"] * per_100, **agreement(method, ours, theirs)}
+                                  "torch_s_per_100": timing["torch_s"] * per_100, **agreement(method, ours, theirs),
+                                  "jcaps_gflop": gflop, "floor_s": floor_s, "floor_ratio": floor_s / timing["torch_s"]}
         if method not in EXACT_METHODS:
             again = np.concatenate([reseeded.rows_scores(r, method) for r in rows])
             row["methods"][method]["jcaps_reseeded_spearman"] = mean_spearman(ours, again)
@@ -242,6 +281,7 @@ def main() -> None:
 
     torch.set_num_threads(os.cpu_count())
     results = {"_run": {**run_metadata(args.tiny), "torch_threads": torch.get_num_threads(), "versions": versions()}}
+    args.matmul_gflops = results["matmul_gflops"] = matmul_gflops(2 if args.tiny else 10)
     for name in args.models:
         results[name] = compare_model(name, args)
         write_results(args.out, results)

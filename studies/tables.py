@@ -173,19 +173,22 @@ def vs_captum(results: dict) -> str:
                 agreement = ""
             per_100 = ("jcaps_s_per_100" in r and f"{r['jcaps_s_per_100']:.3f}", "torch_s_per_100" in r
                        and f"{r['torch_s_per_100']:.3f}")
+            floor = f"{r['floor_ratio']:.2f}" if "floor_ratio" in r else ""
             body.append([model, method if " " in method else f"`{method}`", per_100[0] or seconds(r["jcaps_s"]),
-                         per_100[1] or seconds(r["torch_s"]), ratio(r), agreement])
+                         per_100[1] or seconds(r["torch_s"]), ratio(r), floor, agreement])
     first = results[next(k for k in VS_CAPTUM_MODELS if k in results)]
     sizes = (f"{first['examples']} examples of {first['length']} tokens, batch {first['batch']}, "
              f"{first['samples']} samples for KernelSHAP and LIME")
     versions = results["_run"].get("versions", {})
     version_text = ", ".join(f"{k} {v}" for k, v in versions.items())
+    peak = (f" Floor: the ratio jcaps' operations would reach at this machine's best matmul rate "
+            f"({results['matmul_gflops']:.0f} GFLOP/s, measured in the run)." if "matmul_gflops" in results else "")
     return (rows(["model", "method", "jcaps s / 100", "Captum s / 100", "jcaps / Captum, median paired ratio "
-                  "[min–max]", "agreement"], body)
+                  "[min–max]", "floor", "agreement"], body)
             + f"\n\n{sizes}; each model's jcaps and PyTorch twins hold the same weights (parameters: "
             + ", ".join(f"{VS_CAPTUM_MODELS[k]} {results[k]['jcaps_parameters']:,}" for k in VS_CAPTUM_MODELS
                         if k in results)
-            + f"). Timed call by call in turn; {version_text}.")
+            + f"). Timed call by call in turn; {version_text}.{peak}")
 
 
 def _layer_shape(r: dict) -> str:

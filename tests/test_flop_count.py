@@ -90,3 +90,15 @@ def test_cond_counts_its_costliest_branch_and_jit_and_remat_their_bodies():
         return jax.lax.cond(m.sum() > 0, lambda a: a @ a @ a, lambda a: a, m)
 
     assert flops.count_flops(fn, matrix).matmul == 4 * 2 * 8**3
+
+
+def test_live_flops_leave_out_what_no_output_needs():
+    a, b = jnp.ones((8, 16)), jnp.ones((16, 32))
+
+    def one_used(x):
+        unused = jnp.tanh(x @ b)  # noqa: F841 (traced, never returned)
+        return x @ b
+
+    assert flops.count_flops(one_used, a).matmul == 2 * 2 * 8 * 16 * 32
+    assert flops.live_flops(one_used, a) == flops.Flops(matmul=2 * 8 * 16 * 32)
+    assert flops.live_flops(jax.jit(one_used), a).matmul == 2 * 8 * 16 * 32  # inside a jit as well
