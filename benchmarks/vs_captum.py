@@ -18,10 +18,12 @@ Methods, at equal budgets on both sides:
                         time as shipped for CPUs)
   gradient_x_input      one gradient
   occlusion             each word's vector replaced by zeros in turn (Captum: windows of one
-                        word, every window of a batch in one call)
-  kernel_shap           `--samples` coalitions an example, words absent = zero vectors, 64
-                        coalitions per forward call on both sides (Captum: `KernelShap`, which
-                        fits one scikit-learn regression per example)
+                        word, every window of a batch in one call; jcaps: `max_rows` rows a
+                        call, its default)
+  kernel_shap           `--samples` coalitions an example, words absent = zero vectors (Captum:
+                        `KernelShap`, which fits one scikit-learn regression per example, 64
+                        coalitions of the example a forward call; jcaps: `Options.sampling_chunk`
+                        coalitions of every example of the batch a call, as shipped)
   lime                  `--samples` perturbed texts an example, cosine kernel of width 0.25,
                         ridge surrogate with alpha 1 (Captum: `Lime` with `SkLearnRidge`; its
                         default sampler keeps each word with probability 1/2, jcaps' keeps all
@@ -87,7 +89,7 @@ EXACT_METHODS = ("integrated_gradients", "gradient_x_input", "occlusion")
 VOCAB_SIZE = 62_535  # the published CCCapsNet AG News vocabulary
 NUM_CLASSES = 4
 IG_STEPS = 50
-CHUNK = 64  # coalitions per forward call, both sides
+CAPTUM_CHUNK = 64  # Captum's coalitions per forward call (`perturbations_per_eval`)
 LIME_WIDTH = 0.25
 RIDGE_ALPHA = 1.0
 
@@ -107,7 +109,7 @@ def explainer_of(config, model, params, samples: int, seed: int = 0) -> Explaine
         config=config, model=model, params=params, family=get_family(config.model.name),
         dataset=types.SimpleNamespace(labels=types.SimpleNamespace(names=[f"class {j}" for j in range(NUM_CLASSES)])),
     )
-    options = Options(ig_steps=IG_STEPS, shap_samples=samples, lime_samples=samples, sampling_chunk=CHUNK)
+    options = Options(ig_steps=IG_STEPS, shap_samples=samples, lime_samples=samples)
     return Explainer(trained, options, seed=seed)
 
 
@@ -137,12 +139,12 @@ def captum_attribute(method: str, module, samples: int):
         shap = KernelShap(module)
         return lambda e, tokens, t: shap.attribute(
             e, baselines=0.0, target=t, additional_forward_args=(tokens,), feature_mask=words(e), n_samples=samples,
-            perturbations_per_eval=CHUNK)[..., 0]
+            perturbations_per_eval=CAPTUM_CHUNK)[..., 0]
     lime = Lime(module, interpretable_model=SkLearnRidge(alpha=RIDGE_ALPHA),
                 similarity_func=get_exp_kernel_similarity_function("cosine", kernel_width=LIME_WIDTH))
     return lambda e, tokens, t: lime.attribute(
         e, baselines=0.0, target=t, additional_forward_args=(tokens,), feature_mask=words(e), n_samples=samples,
-        perturbations_per_eval=CHUNK)[..., 0]
+        perturbations_per_eval=CAPTUM_CHUNK)[..., 0]
 
 
 def matmul_gflops(repeats: int = 10) -> float:

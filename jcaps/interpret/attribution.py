@@ -379,6 +379,7 @@ def coalition_values(
     target: int | jax.Array,
     coalitions: jax.Array,
     chunk_size: int | None = None,
+    linear_map: Callable[[jax.Array], jax.Array] | None = None,
 ) -> jax.Array:
     """f_c of every coalition: the tokens with z_t true keep their vectors, the others take the
     baseline's.
@@ -388,27 +389,77 @@ def coalition_values(
     (memory ~ chunk * B), as equal as they can be: 258 coalitions in chunks of at most 64 are
     five calls of 52 (two padding coalitions scored for nothing), not five of 64 (62).
 
+    With `linear_map` L, an affine first layer (f = g(L(x)), `score_fn` then g), a coalition's
+    input to g is L(x') + sum_t z_t C_t, exact for an affine L, with C_t = L(x' + (x - x')_t) -
+    L(x') the change one position makes, computed once for the T positions. Each coalition then
+    costs a [T] x [T, ...] product and g instead of L and g: worth it where L dominates f and
+    there are many more coalitions than positions (iCapsNets' region convolution, KernelSHAP's
+    and LIME's hundreds of coalitions).
+
     Args:
       score_fn, embeddings, target: as `gradient`.
       baseline: e' [B, T, D].
       coalitions: z [N, B, T] bool.
       chunk_size: the most coalitions scored at once; None: all.
+      linear_map: L, an affine map of [B, T, ...] inputs (examples independent), or None.
 
     Returns:
       [N, B] float32.
     """
     n, batch = coalitions.shape[:2]
     targets = _targets(target, embeddings)
-    calls = 1 if chunk_size is None else -(-n // max(1, chunk_size))
-    chunk = -(-n // calls)
+    calls, chunk = _even_split(n, chunk_size)
     padded = jnp.concatenate([coalitions, jnp.zeros((calls * chunk - n,) + coalitions.shape[1:], bool)])
+    if linear_map is None:
+
+        def inputs(z: jax.Array) -> jax.Array:  # [chunk, B, T] -> [chunk * B, T, ...]
+            e = jnp.where(_expand_to(z, embeddings.ndim + 1), embeddings[None], baseline[None])
+            return e.reshape((-1,) + embeddings.shape[1:])
+    else:
+        offset, contributions = _position_contributions(linear_map, embeddings, baseline, chunk_size)
+
+        def inputs(z: jax.Array) -> jax.Array:
+            # Batch-major products: XLA:CPU copies C at every call for the same einsum written
+            # coalition-major (about ten times slower at four coalitions a call).
+            flat = contributions.reshape(contributions.shape[:2] + (-1,))  # [B, T, O]
+            mixed = jnp.einsum("bct,bto->bco", jnp.swapaxes(z, 0, 1).astype(flat.dtype), flat)
+            return (offset[None] + jnp.swapaxes(mixed, 0, 1).reshape((-1,) + offset.shape)).reshape(
+                (-1,) + offset.shape[1:]
+            )
 
     def values(z: jax.Array) -> jax.Array:  # [chunk, B, T] -> [chunk, B]
-        e = jnp.where(z[..., None], embeddings[None], baseline[None]).reshape((-1,) + embeddings.shape[1:])
-        scores = score_fn(e).astype(jnp.float32).reshape(chunk, batch, -1)
+        scores = score_fn(inputs(z)).astype(jnp.float32).reshape(chunk, batch, -1)
         return jnp.take_along_axis(scores, jnp.broadcast_to(targets[None, :, None], (chunk, batch, 1)), axis=2)[..., 0]
 
     return jax.lax.map(values, padded.reshape((-1, chunk) + coalitions.shape[1:])).reshape(-1, batch)[:n]
+
+
+def _even_split(n: int, chunk_size: int | None) -> tuple[int, int]:
+    """(calls, items a call): the fewest calls of at most `chunk_size` items (None: one call)
+    covering n, as equal as they can be."""
+    calls = 1 if chunk_size is None else -(-n // max(1, chunk_size))
+    return calls, -(-n // calls)
+
+
+def _expand_to(z: jax.Array, ndim: int) -> jax.Array:
+    """z with trailing axes of length 1 up to `ndim` axes."""
+    return z.reshape(z.shape + (1,) * (ndim - z.ndim))
+
+
+def _position_contributions(linear_map, x, baseline, chunk_size):
+    """(L(x') [B, ...], C [B, T, ...]): C_t = L(x' with position t from x) - L(x'), scored
+    `chunk_size` positions at a time."""
+    offset = linear_map(baseline)
+    length = x.shape[1]
+    calls, chunk = _even_split(length, chunk_size)
+    positions = jnp.minimum(jnp.arange(calls * chunk), length - 1).reshape(calls, chunk)
+
+    def of_positions(ts: jax.Array) -> jax.Array:  # [chunk] -> [chunk, B, ...]
+        one_hot = _expand_to(ts[:, None, None] == jnp.arange(length)[None, None, :], x.ndim + 1)
+        return jax.vmap(linear_map)(jnp.where(one_hot, x[None], baseline[None])) - offset[None]
+
+    contributions = jax.lax.map(of_positions, positions).reshape((-1,) + offset.shape)[:length]
+    return offset, jnp.swapaxes(contributions, 0, 1)
 
 
 def key_count(key: jax.Array, rows: int) -> int | None:
@@ -623,6 +674,7 @@ def kernel_shap(
     n_samples: int = 512,
     baseline: jax.Array | None = None,
     chunk_size: int | None = None,
+    linear_map: Callable[[jax.Array], jax.Array] | None = None,
 ) -> jax.Array:
     """Shapley values of the real tokens estimated by KernelSHAP (module docstring).
 
@@ -632,6 +684,8 @@ def kernel_shap(
       n_samples: coalitions per example (`shapley_kernel_design`; each costs one forward row).
       baseline: e' broadcastable to e; zeros when None.
       chunk_size: coalitions scored at once (`coalition_values`); None: all in one call.
+      linear_map: L of an affine first layer, `score_fn` then scoring L's outputs
+        (`coalition_values`); None: `score_fn` scores the vectors.
 
     Returns:
       [B, T] signed scores, 0 at padding, summing to f_c(e) - f_c(e') over t.
@@ -639,7 +693,9 @@ def kernel_shap(
     baseline = _baseline(embeddings, baseline)
     coalitions, weights = shapley_kernel_design(key, mask, n_samples)
     ends = jnp.stack([mask, jnp.zeros_like(mask)])
-    values = coalition_values(score_fn, embeddings, baseline, target, jnp.concatenate([coalitions, ends]), chunk_size)
+    values = coalition_values(
+        score_fn, embeddings, baseline, target, jnp.concatenate([coalitions, ends]), chunk_size, linear_map
+    )
     return constrained_shapley_regression(values[:-2], values[-2], values[-1], coalitions, mask, weights)
 
 
@@ -653,6 +709,7 @@ def shapley_sampling(
     n_permutations: int = 16,
     baseline: jax.Array | None = None,
     chunk_size: int | None = None,
+    linear_map: Callable[[jax.Array], jax.Array] | None = None,
 ) -> jax.Array:
     """Shapley values of the real tokens from antithetic permutation sampling.
 
@@ -666,6 +723,7 @@ def shapley_sampling(
       n_permutations: P, even (an odd P is rounded up); costs P (T + 1) forward rows an example.
       baseline: e' broadcastable to e; zeros when None.
       chunk_size: coalitions scored at once (`coalition_values`); None: all in one call.
+      linear_map: as `kernel_shap`'s.
 
     Returns:
       [B, T] signed scores, 0 at padding, summing exactly to f_c(e) - f_c(e') over t.
@@ -678,7 +736,7 @@ def shapley_sampling(
     steps = jnp.arange(mask.shape[1] + 1)
     coalitions = (ranks[:, None] < steps[None, :, None, None]) & mask[None, None]  # [P, T + 1, B, T]
     values = coalition_values(
-        score_fn, embeddings, baseline, target, coalitions.reshape((-1,) + mask.shape), chunk_size
+        score_fn, embeddings, baseline, target, coalitions.reshape((-1,) + mask.shape), chunk_size, linear_map
     ).reshape(coalitions.shape[:3])  # [P, T + 1, B]
     by_order = jnp.moveaxis(values, 1, -1)  # [P, B, T + 1]
     joined = jnp.take_along_axis(by_order, ranks + 1, axis=-1) - jnp.take_along_axis(by_order, ranks, axis=-1)
@@ -732,16 +790,18 @@ def lime(
     alpha: float = 1.0,
     baseline: jax.Array | None = None,
     chunk_size: int | None = None,
+    linear_map: Callable[[jax.Array], jax.Array] | None = None,
 ) -> jax.Array:
     """LIME's per-token weights (module docstring): `n_samples` coalitions (`lime_coalitions`),
-    scored in one batched call, weighted by `lime_weights` and fitted by `weighted_ridge`.
+    scored in one batched call, weighted by `lime_weights` and fitted by `weighted_ridge`;
+    `linear_map` as `kernel_shap`'s.
 
     Returns:
       [B, T] signed coefficients, 0 at padding.
     """
     baseline = _baseline(embeddings, baseline)
     coalitions = lime_coalitions(key, mask, n_samples)
-    values = coalition_values(score_fn, embeddings, baseline, target, coalitions, chunk_size)
+    values = coalition_values(score_fn, embeddings, baseline, target, coalitions, chunk_size, linear_map)
     return weighted_ridge(values, coalitions, lime_weights(coalitions, mask, kernel_width), mask, alpha)
 
 

@@ -262,31 +262,69 @@ def occlusion(
     return game.unflatten(scores)
 
 
-def _sampling_estimate(estimate, name: str, f, x, target, mask, args, key, baseline, max_rows: int, **budget):
-    """A sampling method of `attribution` (`estimate`) on the game of these arguments."""
+def _sampling_estimate(
+    estimate, name: str, f, x, target, mask, args, key, baseline, max_rows: int, affine_prefix, **budget
+):
+    """A sampling method of `attribution` (`estimate`) on the game of these arguments; with
+    `affine_prefix` (L, g) the coalitions are scored behind L (`attribution.coalition_values`)."""
     game = _game(f, x, target, mask, args, baseline)
     budget = {option: arguments.checked_count(option, value) for option, value in budget.items()}
+    score_fn, linear_map = game.score_fn, None
+    if affine_prefix is not None:
+        linear, after = affine_prefix
+        score_fn = game.stacked(after)
+
+        def linear_map(values):
+            return linear(values, *game.args)
+
     return game.unflatten(
         estimate(
-            game.score_fn,
+            score_fn,
             game.x,
             game.targets,
             game.mask,
             _require_key(name, key, game),
             baseline=game.baseline,
             chunk_size=game.rows_per_call(arguments.checked_count("max_rows", max_rows)),
+            linear_map=linear_map,
             **budget,
         )
     )
 
 
 def kernel_shap(
-    f, x, target, *, mask=None, args=(), key=None, baseline=None, n_samples: int = 256, max_rows: int = DEFAULT_MAX_ROWS
+    f,
+    x,
+    target,
+    *,
+    mask=None,
+    args=(),
+    key=None,
+    baseline=None,
+    n_samples: int = 256,
+    affine_prefix: tuple[Callable, Callable] | None = None,
+    max_rows: int = DEFAULT_MAX_ROWS,
 ) -> jax.Array:
     """Shapley values by KernelSHAP (`attribution.shapley_kernel_design`), `n_samples`
-    coalitions an example; they sum to f(x) - f(x')."""
+    coalitions an example; they sum to f(x) - f(x').
+
+    `affine_prefix` (L, g), f(x, *args) = g(L(x, *args), *args) with L affine in x: each
+    coalition's input to g is L(x') plus the changes its positions make to L, computed once for
+    every position, so a coalition costs g and a small product instead of f (the same
+    estimate); worth it where L dominates f and coalitions outnumber positions."""
     return _sampling_estimate(
-        attribution.kernel_shap, "kernel_shap", f, x, target, mask, args, key, baseline, max_rows, n_samples=n_samples
+        attribution.kernel_shap,
+        "kernel_shap",
+        f,
+        x,
+        target,
+        mask,
+        args,
+        key,
+        baseline,
+        max_rows,
+        affine_prefix,
+        n_samples=n_samples,
     )
 
 
@@ -300,9 +338,11 @@ def shapley_sampling(
     key=None,
     baseline=None,
     n_permutations: int = 8,
+    affine_prefix: tuple[Callable, Callable] | None = None,
     max_rows: int = DEFAULT_MAX_ROWS,
 ) -> jax.Array:
-    """Shapley values from `n_permutations` antithetic orders; they sum to f(x) - f(x')."""
+    """Shapley values from `n_permutations` antithetic orders; they sum to f(x) - f(x').
+    `affine_prefix` as `kernel_shap`'s."""
     return _sampling_estimate(
         attribution.shapley_sampling,
         "shapley_sampling",
@@ -314,16 +354,39 @@ def shapley_sampling(
         key,
         baseline,
         max_rows,
+        affine_prefix,
         n_permutations=n_permutations,
     )
 
 
 def lime(
-    f, x, target, *, mask=None, args=(), key=None, baseline=None, n_samples: int = 256, max_rows: int = DEFAULT_MAX_ROWS
+    f,
+    x,
+    target,
+    *,
+    mask=None,
+    args=(),
+    key=None,
+    baseline=None,
+    n_samples: int = 256,
+    affine_prefix: tuple[Callable, Callable] | None = None,
+    max_rows: int = DEFAULT_MAX_ROWS,
 ) -> jax.Array:
-    """LIME's local linear surrogate over `n_samples` coalitions (Ribeiro et al. 2016)."""
+    """LIME's local linear surrogate over `n_samples` coalitions (Ribeiro et al. 2016).
+    `affine_prefix` as `kernel_shap`'s."""
     return _sampling_estimate(
-        attribution.lime, "lime", f, x, target, mask, args, key, baseline, max_rows, n_samples=n_samples
+        attribution.lime,
+        "lime",
+        f,
+        x,
+        target,
+        mask,
+        args,
+        key,
+        baseline,
+        max_rows,
+        affine_prefix,
+        n_samples=n_samples,
     )
 
 

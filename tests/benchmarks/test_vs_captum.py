@@ -22,6 +22,7 @@ def test_tiny_run_agrees_with_captum(tmp_path):
     with open(tmp_path / "results.json", encoding="utf-8") as f:
         results = json.load(f)
     assert results["_run"]["tiny"]
+    assert results["matmul_gflops"] > 0
     for model in ("fasttext", "icapsnet_short", "cccapsnet"):
         row = results[model]
         assert row["jcaps_parameters"] == row["torch_parameters"] > 0
@@ -33,6 +34,9 @@ def test_tiny_run_agrees_with_captum(tmp_path):
         for method, timing in row["methods"].items():
             assert timing["jcaps_s"] > 0 and timing["torch_s"] > 0
             assert timing["ratio_min"] <= timing["ratio"] <= timing["ratio_max"]
+            assert timing["jcaps_gflop"] > 0
+            assert timing["floor_ratio"] == pytest.approx(
+                timing["jcaps_gflop"] / results["matmul_gflops"] / timing["torch_s"])
             if method in ("integrated_gradients", "gradient_x_input", "occlusion"):
                 assert timing["max_relative_difference"] < 1e-4, (model, method)
             else:

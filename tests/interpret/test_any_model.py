@@ -132,13 +132,18 @@ def test_results_do_not_depend_on_max_rows(name, option):
     np.testing.assert_allclose(one_copy, at_once, rtol=1e-6, atol=1e-6)
 
 
-def test_integrated_gradients_behind_an_affine_prefix_gives_the_same_scores():
-    """f = g(L(x)) with L affine in x: integrating behind L (`affine_prefix`) gives the scores
-    of integrating f, for one target an example and for two (the args repeated with the rows)."""
+@pytest.mark.parametrize("name", sorted(n for n, m in interpret.METHODS.items() if "affine_prefix" in m.options))
+def test_behind_an_affine_prefix_a_method_gives_the_same_scores(name):
+    """f = g(L(x)) with L affine in x and mixing positions (a convolution of width 2): the
+    method run behind L (`affine_prefix`: integrated gradients integrates behind it, the
+    sampling methods score their coalitions from L's per-position changes) gives the scores of
+    the method run on f, for one target an example and for two (the args repeated with the
+    rows), in chunks of two copies of the rows a call."""
 
     def linear(vectors, tokens):
         del tokens
-        return vectors @ W1 + 0.1
+        previous = jnp.pad(vectors, ((0, 0), (1, 0), (0, 0)))[:, :-1]
+        return previous @ W1.T * 0.5 + vectors @ W1 + 0.1
 
     def after(z, tokens):
         return jnp.einsum("btd,dc->bc", jnp.where((tokens > 0)[..., None], jnp.tanh(z), 0.0), W2) / T
@@ -146,11 +151,12 @@ def test_integrated_gradients_behind_an_affine_prefix_gives_the_same_scores():
     def f(vectors, tokens):
         return after(linear(vectors, tokens), tokens)
 
+    options = {**small(name), "max_rows": 2 * B}
     for target in (TARGET, TWO_TARGETS):
-        plain = np.asarray(call("integrated_gradients", f, target=target, n_steps=16, max_rows=2 * B))
-        behind = np.asarray(call("integrated_gradients", f, target=target, n_steps=16, max_rows=2 * B,
-                                 affine_prefix=(linear, after)))
-        np.testing.assert_allclose(behind, plain, rtol=1e-5, atol=1e-6)
+        plain = np.asarray(call(name, f, target=target, **options))
+        behind = np.asarray(call(name, f, target=target, affine_prefix=(linear, after), **options))
+        assert np.abs(plain).max() > 1e-3
+        np.testing.assert_allclose(behind, plain, rtol=1e-4, atol=1e-5)
 
 
 def test_vmap_over_keys():
