@@ -156,8 +156,10 @@ def test_integrated_gradients_behind_an_affine_prefix_gives_the_same_scores():
 def test_vmap_over_keys():
     f = MODELS["nnx"]
     keys = jax.random.split(jax.random.key(1), 3)
-    scores = jax.vmap(lambda key: interpret.kernel_shap(f, VECTORS, TARGET, mask=jnp.asarray(MASK),
-                                                        args=(jnp.asarray(TOKENS),), key=key, n_samples=32))(keys)
+    # Jitted: one compilation of the vmapped method instead of one for each of its operations.
+    scores = jax.jit(jax.vmap(lambda key: interpret.kernel_shap(f, VECTORS, TARGET, mask=jnp.asarray(MASK),
+                                                                args=(jnp.asarray(TOKENS),), key=key,
+                                                                n_samples=32)))(keys)
     assert scores.shape == (3, B, T)
     np.testing.assert_allclose(np.asarray(scores).sum(-1), np.broadcast_to(value_change(f), (3, B)), atol=1e-4)
 
