@@ -277,6 +277,13 @@ def _faithfulness(explained_model: _ExplainedModel, params, x, side, targets, sc
 
 
 @functools.partial(jax.jit, static_argnames=("explained_model",))
+def _vectors(explained_model: _ExplainedModel, params, x, side):
+    """[R, P, D] the input vectors of the rows, in one compiled call (eagerly, each of the
+    model's operations compiles on its own)."""
+    return explained_model.vectors(params, x, side)
+
+
+@functools.partial(jax.jit, static_argnames=("explained_model",))
 def _forward(explained_model: _ExplainedModel, params, x, side):
     """The explained outputs of the rows [R, C]: what one forward pass costs."""
     return explained_model.outputs(params, x, side)
@@ -466,7 +473,7 @@ class Explainer:
 
     def vectors(self, rows: ExplainedRows) -> np.ndarray:
         """[R, P, D] the input vectors the methods explain, of every (padded) row."""
-        return np.asarray(self.explained_model.vectors(self.params, rows.x, rows.side))
+        return np.asarray(_vectors(self.explained_model, self.params, rows.x, rows.side))
 
     def rows_scores(self, rows: ExplainedRows, method: str, params=None, shift=None) -> np.ndarray:
         """[R, P] scores of `method` for `rows`, with other parameters (the same targets) or with

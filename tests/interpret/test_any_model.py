@@ -162,8 +162,10 @@ def test_behind_an_affine_prefix_a_method_gives_the_same_scores(name):
 def test_vmap_over_keys():
     f = MODELS["nnx"]
     keys = jax.random.split(jax.random.key(1), 3)
-    scores = jax.vmap(lambda key: interpret.kernel_shap(f, VECTORS, TARGET, mask=jnp.asarray(MASK),
-                                                        args=(jnp.asarray(TOKENS),), key=key, n_samples=32))(keys)
+    # Jitted: one compilation of the vmapped method instead of one for each of its operations.
+    scores = jax.jit(jax.vmap(lambda key: interpret.kernel_shap(f, VECTORS, TARGET, mask=jnp.asarray(MASK),
+                                                                args=(jnp.asarray(TOKENS),), key=key,
+                                                                n_samples=32)))(keys)
     assert scores.shape == (3, B, T)
     np.testing.assert_allclose(np.asarray(scores).sum(-1), np.broadcast_to(value_change(f), (3, B)), atol=1e-4)
 
@@ -172,26 +174,29 @@ def test_vmap_over_keys():
 def test_with_a_key_an_example_its_scores_do_not_depend_on_the_batch(name):
     """[B] keys, one an example: an example's scores are those of the example explained alone
     with its key, whichever rows share its batch and wherever it stands in it; with [B, 2]
-    targets each target's scores are its own single-target call's."""
+    targets each target's scores are its own single-target call's.
+
+    Jitted (one function for every call, so that calls of one shape compile once): eagerly, each
+    new shape compiles every op of the method on its own, which takes several times longer. The
+    eager call gives the jitted one's scores (`test_every_method_explains_the_model_eagerly_and_under_jit`)."""
     f, options = MODELS["nnx"], small(name)
     keys = jax.random.split(jax.random.key(3), B)
-    method = interpret.METHODS[name].function
+    method = jax.jit(functools.partial(interpret.METHODS[name].function, f, **options))
     tokens, mask = jnp.asarray(TOKENS), jnp.asarray(MASK)
-    batched = method(f, VECTORS, TARGET, mask=mask, args=(tokens,), key=keys, **options)
+    batched = method(VECTORS, TARGET, mask=mask, args=(tokens,), key=keys)
     order = np.array([3, 0, 5, 1, 4, 2])
-    shuffled = method(f, VECTORS[order], TARGET[order], mask=mask[order], args=(tokens[order],), key=keys[order],
-                      **options)
+    shuffled = method(VECTORS[order], TARGET[order], mask=mask[order], args=(tokens[order],), key=keys[order])
     np.testing.assert_allclose(np.asarray(shuffled), np.asarray(batched)[order], rtol=1e-5, atol=1e-6)
-    alone = method(f, VECTORS[2:3], TARGET[2:3], mask=mask[2:3], args=(tokens[2:3],), key=keys[2:3], **options)
+    alone = method(VECTORS[2:3], TARGET[2:3], mask=mask[2:3], args=(tokens[2:3],), key=keys[2:3])
     np.testing.assert_allclose(np.asarray(alone)[0], np.asarray(batched)[2], rtol=1e-5, atol=1e-6)
-    two = method(f, VECTORS, TWO_TARGETS, mask=mask, args=(tokens,), key=keys, **options)
-    second = method(f, VECTORS, TWO_TARGETS[:, 1], mask=mask, args=(tokens,), key=keys, **options)
+    two = method(VECTORS, TWO_TARGETS, mask=mask, args=(tokens,), key=keys)
+    second = method(VECTORS, TWO_TARGETS[:, 1], mask=mask, args=(tokens,), key=keys)
     np.testing.assert_allclose(np.asarray(two)[:, 1], np.asarray(second), rtol=1e-5, atol=1e-6)
     # One key for the batch: rows draw differently from one another (not one draw shared).
     if name != "random":
         twice, pair = np.array([0, 0]), np.array([0, 1])
         assert not np.allclose(np.asarray(batched)[0], np.asarray(method(
-            f, VECTORS[twice], TARGET[twice], mask=mask[twice], args=(tokens[twice],), key=keys[pair], **options))[1])
+            VECTORS[twice], TARGET[twice], mask=mask[twice], args=(tokens[twice],), key=keys[pair]))[1])
 
 
 def test_bad_arguments_get_one_line_naming_them():
@@ -287,8 +292,11 @@ def test_on_planted_evidence_the_methods_rank_the_keyword_first():
     assert correct.mean() > 0.9  # the task is learnt
     for name, options in (("integrated_gradients", {}), ("occlusion", {}), ("kernel_shap", {}), ("lime", {})):
         method = interpret.METHODS[name]
-        scores = np.asarray(method.function(f, vectors, predicted, args=(jnp.asarray(test_tokens),),
-                                            key=jax.random.key(3) if method.needs_key else None, **options))
+        # Jitted: one compilation instead of one per operation (the eager call gives the same
+        # scores: `test_every_method_explains_the_model_eagerly_and_under_jit`).
+        explain = jax.jit(functools.partial(method.function, f, **options))
+        scores = np.asarray(explain(vectors, predicted, args=(jnp.asarray(test_tokens),),
+                                    key=jax.random.key(3) if method.needs_key else None))
         hits = np.argmax(scores, axis=-1) == where
         assert hits[correct].mean() >= 0.95, (name, hits[correct].mean())
 
