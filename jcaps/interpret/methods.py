@@ -99,6 +99,18 @@ class _Game:
     def score_fn(self) -> Callable[[jax.Array], jax.Array]:  # [k * R, T, ...] -> [k * R, C]
         return self.stacked(self.f)
 
+    def split_at(self, affine_prefix: tuple[Callable, Callable] | None) -> tuple[Callable, Callable | None]:
+        """(score_fn, linear_map) for the attribution functions: f's stacked scores and None, or
+        for an `affine_prefix` (L, g) the stacked g and L of the rows (their args given)."""
+        if affine_prefix is None:
+            return self.score_fn, None
+        linear, after = affine_prefix
+
+        def linear_map(values: jax.Array) -> jax.Array:
+            return linear(values, *self.args)
+
+        return self.stacked(after), linear_map
+
     def rows_per_call(self, max_rows: int) -> int:
         """How many copies of the R rows one call of f may score."""
         return max(1, max_rows // self.x.shape[0])
@@ -184,14 +196,7 @@ def integrated_gradients(
     game = _game(f, x, target, mask, args, baseline)
     steps = arguments.checked_count("n_steps", n_steps)
     chunk = min(steps, game.rows_per_call(arguments.checked_count("max_rows", max_rows)))
-    score_fn, linear_map = game.score_fn, None
-    if affine_prefix is not None:
-        linear, after = affine_prefix
-        score_fn = game.stacked(after)
-
-        def linear_map(values):
-            return linear(values, *game.args)
-
+    score_fn, linear_map = game.split_at(affine_prefix)
     attributions = attribution.integrated_gradients(
         score_fn, game.x, game.targets, baseline=game.baseline, n_steps=steps, chunk_size=chunk, linear_map=linear_map
     )
@@ -269,14 +274,7 @@ def _sampling_estimate(
     `affine_prefix` (L, g) the coalitions are scored behind L (`attribution.coalition_values`)."""
     game = _game(f, x, target, mask, args, baseline)
     budget = {option: arguments.checked_count(option, value) for option, value in budget.items()}
-    score_fn, linear_map = game.score_fn, None
-    if affine_prefix is not None:
-        linear, after = affine_prefix
-        score_fn = game.stacked(after)
-
-        def linear_map(values):
-            return linear(values, *game.args)
-
+    score_fn, linear_map = game.split_at(affine_prefix)
     return game.unflatten(
         estimate(
             score_fn,
