@@ -337,10 +337,10 @@ def compare_sgm(name: str, size: SGMSize, repeats: int) -> dict:
         module.eval()
         tokens_torch = torch.from_numpy(tokens.astype(np.int64))
         emitted, torch_steps = module.greedy(tokens_torch, max_steps)
-        labels = np.asarray(decoded["labels"]).astype(bool)
+        labels = np.asarray(decoded.labels).astype(bool)
         torch_labels = emitted[:, NUM_SPECIAL:].numpy()
         row.update(max_steps=max_steps, jcaps_compile_s=compile_s,
-                   jcaps_decoded_steps=int(np.max(np.sum(np.asarray(decoded["sequence"]) != PAD, axis=1))),
+                   jcaps_decoded_steps=int(np.max(np.sum(np.asarray(decoded.sequence) != PAD, axis=1))),
                    torch_decoded_steps=torch_steps, labels_shape=list(labels.shape),
                    jcaps_mean_labels=float(labels.sum(1).mean()), torch_mean_labels=float(torch_labels.sum(1).mean()),
                    same_label_set_fraction=float(np.mean(np.all(labels == torch_labels, axis=1))))
