@@ -65,3 +65,12 @@ def test_the_names_read_without_jax_are_those_of_the_tables():
 def test_a_table_that_differs_from_its_listed_names_stops_the_import():
     with pytest.raises(ImportError, match="lime, random but jcaps.interpret.options lists"):
         options.check_names("METHODS", ("lime", "random"), ("random", "lime"))
+
+
+def test_the_copies_a_call_of_each_method_scale_with_the_rows():
+    settings = options.Options(ig_chunk=2, occlusion_chunk=3, sampling_chunk=5)
+    assert settings.of_method("integrated_gradients", 32)["max_rows"] == 64
+    assert settings.of_method("occlusion", 32)["max_rows"] == 96
+    for name in options.SAMPLING_METHODS:
+        assert settings.of_method(name, 32)["max_rows"] == 160
+    assert "max_rows" not in settings.of_method("gradient", 32)
