@@ -60,9 +60,9 @@ class Options:
     # stacks fall out of cache (iCapsNets Short, batch 32: 50 steps cost about 27 forward passes
     # one at a time, about 110 ten at a time); raise it on an accelerator.
     ig_chunk: int = 1
-    # Occlusion's positions scored at once. On a CPU 4 (128 rows at batch 32) is about the
-    # fastest: iCapsNets Short, batch 32, 64 positions: 137 ms at 4 and at 2, 160 ms at 8;
-    # CCCapsNet and fastText the same at 4 and 8.
+    # Occlusion's positions scored at once. On a CPU the convolutional models are fastest at 4
+    # (128 rows at batch 32; iCapsNets Short, batch 32, 64 positions: 137 ms at 4, 160 ms at 8),
+    # CCCapsNet's BiGRU at 8 (benchmarks/vs_captum.py: 4.4 s at 4, 3.8 s at 8, 128 texts).
     occlusion_chunk: int = 4
     smoothgrad_samples: int = 25
     # The sampling methods' budgets, in forward rows an example: KernelSHAP and LIME score one
