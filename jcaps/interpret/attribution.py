@@ -417,15 +417,14 @@ def coalition_values(
             return e.reshape((-1,) + embeddings.shape[1:])
     else:
         offset, contributions = _position_contributions(linear_map, embeddings, baseline, chunk_size)
+        row_shape = offset.shape[1:]
+        offset, contributions = offset.reshape(batch, -1), contributions.reshape(batch, coalitions.shape[2], -1)
 
         def inputs(z: jax.Array) -> jax.Array:
-            # Batch-major products: XLA:CPU copies C at every call for the same einsum written
-            # coalition-major (about ten times slower at four coalitions a call).
-            flat = contributions.reshape(contributions.shape[:2] + (-1,))  # [B, T, O]
-            mixed = jnp.einsum("bct,bto->bco", jnp.swapaxes(z, 0, 1).astype(flat.dtype), flat)
-            return (offset[None] + jnp.swapaxes(mixed, 0, 1).reshape((-1,) + offset.shape)).reshape(
-                (-1,) + offset.shape[1:]
-            )
+            # Batch-major products [B, chunk, T] x [B, T, O]: XLA:CPU copies C at every call for
+            # the same einsum written coalition-major (about ten times slower at four a call).
+            mixed = jnp.einsum("bct,bto->bco", jnp.swapaxes(z, 0, 1).astype(contributions.dtype), contributions)
+            return (offset[None] + jnp.swapaxes(mixed, 0, 1)).reshape((-1,) + row_shape)
 
     def values(z: jax.Array) -> jax.Array:  # [chunk, B, T] -> [chunk, B]
         scores = score_fn(inputs(z)).astype(jnp.float32).reshape(chunk, batch, -1)
