@@ -282,7 +282,8 @@ def test_cli_predict_text_with_invalid_bytes_prints_utf8_json(trained_run, tmp_p
 
 
 @pytest.mark.slow
-def test_cli_predict_imports_no_optimiser_and_no_other_model(trained_run, tmp_path):
+def test_cli_predict_imports_no_optimiser_no_orbax_and_no_other_model(trained_run, tmp_path):
+    """The parameters come from final_params.msgpack: orbax, a sixth of the start, is not imported."""
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=1", JAX_PLATFORMS="cpu",
                XDG_CACHE_HOME=str(tmp_path / "xdg_cache"))
     # `python -m jcaps.predict ...`, then the modules it imported, as the last line of stderr,
@@ -298,7 +299,7 @@ def test_cli_predict_imports_no_optimiser_and_no_other_model(trained_run, tmp_pa
     assert json.loads(result.stdout)["label"] == "sports"
     imported = set(json.loads(result.stderr.splitlines()[-1]))
     assert "jcaps.models.fasttext" in imported
-    assert not {module for module in imported if module.split(".")[0] == "optax"}
+    assert not {module for module in imported if module.split(".")[0] in ("optax", "orbax")}
     other_models = ("cccapsnet", "icapsnet", "sgm", "dilated_fcn", "input_cell_lstm")
     assert not imported & {f"jcaps.models.{name}" for name in other_models}
 

@@ -119,13 +119,16 @@ def write_zhang_csv(directory: str, train_size: int, test_size: int, seed: int, 
         return folder
     os.makedirs(folder, exist_ok=True)
     for split, size, split_seed in (("train", train_size, seed), ("test", test_size, seed + 1)):
-        # Written to a temporary name first so an interrupted write is never mistaken for data.
-        tmp = os.path.join(folder, f".{split}.csv.tmp")
+        # Written to a temporary name first so an interrupted write is never mistaken for data;
+        # the process's own, as two processes may write the same (identical) files at once.
+        tmp = os.path.join(folder, f".{split}.csv.tmp.{os.getpid()}")
         with open(tmp, "w", newline="", encoding="utf-8") as f:
             csv.writer(f).writerows(make_documents(size, split_seed, decoys))
         os.replace(tmp, os.path.join(folder, f"{split}.csv"))
-    with open(os.path.join(folder, "classes.txt"), "w", encoding="utf-8") as f:
+    tmp = os.path.join(folder, f".classes.txt.tmp.{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as f:
         f.write("\n".join(CLASSES) + "\n")
+    os.replace(tmp, os.path.join(folder, "classes.txt"))
     return folder
 
 
@@ -137,7 +140,7 @@ def write_multilabel_jsonl(directory: str, train_size: int, test_size: int, seed
         return folder
     os.makedirs(folder, exist_ok=True)
     for split, size, split_seed in (("train", train_size, seed), ("test", test_size, seed + 1)):
-        tmp = os.path.join(folder, f".{split}.jsonl.tmp")
+        tmp = os.path.join(folder, f".{split}.jsonl.tmp.{os.getpid()}")
         with open(tmp, "w", encoding="utf-8") as f:
             f.writelines(json.dumps(record) + "\n" for record in make_multilabel_documents(size, split_seed, decoys))
         os.replace(tmp, os.path.join(folder, f"{split}.jsonl"))

@@ -38,6 +38,7 @@ from jcaps.data import datasets
 from jcaps.data.batching import ExampleDataset
 from jcaps.errors import ConfigError, UserError, writing
 from jcaps.train import config as config_lib
+from jcaps.train import final_params
 from jcaps.train import mesh as mesh_lib
 from jcaps.train import metrics as metrics_lib
 from jcaps.train.checkpoints import Checkpoints, DamagedCheckpoint, checkpoint_directory, keep_if_best
@@ -537,9 +538,10 @@ def _save_and_stop(run: _Run, position: _Position, signum: int) -> None:
 
 
 def _evaluate_final(run: _Run, compiled: _Compiled, position: _Position, writer) -> dict:
-    """Metrics of the final model on each final split, written as the "final" lines. The final
-    model has the best validation parameters when the run selected them (`train.select_best`),
-    else the last ones."""
+    """Metrics of the final model on each final split, written as the "final" lines, and its
+    parameters in `final_params.msgpack` (`jcaps.train.final_params`). The final model has the
+    best validation parameters when the run selected them (`train.select_best`), else the last
+    ones."""
     state, selected = position.state, {}
     if position.best is not None and position.best["step"] != position.step:
         state = state.replace(params=run.checkpoints.restore_best_params(state.params))
@@ -548,6 +550,15 @@ def _evaluate_final(run: _Run, compiled: _Compiled, position: _Position, writer)
     for split in run.final_splits:
         final[split] = evaluate_split(compiled.eval_fn, state, run.dataset, split, run.eval_batch_size, compiled.mesh)
         writer.write(position.step, split, final[split], final=True, **selected)
+    if run.is_main:
+        final_params.write(
+            run.workdir,
+            state.params,
+            parameters="last" if position.best is None else "best",
+            selected_step=position.step if position.best is None else position.best["step"],
+            last_step=position.step,  # saved before its final evaluation
+            warn=run.warn,
+        )
     return final
 
 

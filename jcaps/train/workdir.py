@@ -32,6 +32,7 @@ from jcaps.data.text import make_text_dataset
 from jcaps.data.vocab import LABELS_FILE, VOCAB_FILE, LabelMap, Vocabulary
 from jcaps.errors import UserError
 from jcaps.train import config as config_lib
+from jcaps.train import final_params
 from jcaps.train import mesh as mesh_lib
 from jcaps.train.config import ParameterChoice
 from jcaps.train.families import ModelFamily, get_family
@@ -141,10 +142,16 @@ def load_trained(
     dataset = _open_dataset(config, family, directory, with_data)
     model = model_for(config, dataset)
     replicated = mesh_lib.replicated(mesh_lib.data_mesh())
-    shapes = parameter_shapes(config, model, dummy_inputs(config, dataset))
-    abstract_params = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=replicated), shapes)
-
-    params, which, selected, last_step = _read_params(workdir, abstract_params, parameters, config.train.select_best)
+    final = final_params.read(workdir, parameters, config.train.select_best, _warn)
+    if final is not None:
+        params, which, selected, last_step = final
+        params = jax.device_put(params, replicated)
+    else:
+        shapes = parameter_shapes(config, model, dummy_inputs(config, dataset))
+        abstract_params = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=replicated), shapes)
+        params, which, selected, last_step = _read_params(
+            workdir, abstract_params, parameters, config.train.select_best
+        )
     return TrainedModel(config, family, model, params, dataset, which, int(selected), int(last_step))
 
 
@@ -161,11 +168,11 @@ def _read_params(workdir: str, abstract_params, parameters: str, select_best: bo
     `READ_ATTEMPTS` times; one that fails on steps that hold still is what it says."""
     attempt = 1
     while True:
-        before = _saved_steps(workdir)
+        before = final_params.saved_steps(workdir)
         try:
             return _read_params_once(workdir, abstract_params, parameters, select_best)
         except Exception:  # orbax and tensorstore report a file gone as a plain Exception
-            if attempt == READ_ATTEMPTS or _saved_steps(workdir) == before:
+            if attempt == READ_ATTEMPTS or final_params.saved_steps(workdir) == before:
                 raise
             _warn(f"warning: {workdir} changed while it was read (a training is writing it); reading it again")
             time.sleep(0.05 * attempt)
@@ -184,16 +191,6 @@ def _read_params_once(workdir: str, abstract_params, parameters: str, select_bes
         return (*_final_params(checkpoints, abstract_params, select_best, last_step), last_step)
     finally:
         checkpoints.close()
-
-
-def _saved_steps(workdir: str) -> tuple:
-    """The step directories of WORKDIR/checkpoints and WORKDIR/best, as they stand."""
-    return tuple(
-        sorted(name for name in os.listdir(os.path.join(workdir, folder)) if name.isdigit())
-        if os.path.isdir(os.path.join(workdir, folder))
-        else ()
-        for folder in ("checkpoints", "best")
-    )
 
 
 def check_split(trained: TrainedModel, split: str, workdir: str) -> int:

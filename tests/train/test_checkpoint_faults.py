@@ -24,6 +24,7 @@ import pytest
 from jcaps.data import datasets
 from jcaps.errors import UserError, WriteFailed
 from jcaps.train import checkpoints as checkpoints_lib
+from jcaps.train import final_params
 from jcaps.train import loop
 from jcaps.train.checkpoints import CHECKSUMS_FILE, Checkpoints, DamagedCheckpoint, SaveFailed
 from jcaps.train.config import load
@@ -72,6 +73,14 @@ def flip_byte(path: str, position: int | None = None) -> None:
 def reference(checkpointed_smoke_workdir):
     """(workdir, final metrics) of an uninterrupted run (`smoke_config`'s)."""
     return checkpointed_smoke_workdir, final_metrics(checkpointed_smoke_workdir)
+
+
+def checkpoints_only_copy(reference, workdir):
+    """A copy of the reference workdir that loads from its checkpoints, as one trained before
+    final_params.msgpack existed (or resumed since) does: the faults below are theirs."""
+    shutil.copytree(reference[0], workdir)
+    (workdir / final_params.FINAL_PARAMS_FILE).unlink()
+    return workdir
 
 
 @pytest.fixture(scope="session")
@@ -496,8 +505,7 @@ def test_parameters_that_are_not_finite_are_refused_naming_the_newest_finite_che
 
     from jcaps.evaluate import evaluate
 
-    workdir = tmp_path / "trained"
-    shutil.copytree(reference[0], workdir)
+    workdir = checkpoints_only_copy(reference, tmp_path / "trained")
     checkpoints = Checkpoints(str(workdir))
     nan_params = jax.tree.map(lambda x: np.full_like(x, np.nan), checkpoints.read_state(60)["params"])
     shutil.rmtree(workdir / "best" / "60")
@@ -529,8 +537,7 @@ def test_parameters_that_are_not_finite_are_refused_naming_the_newest_finite_che
 def test_damaged_best_parameters_are_refused_unless_the_last_checkpoint_is_asked_for(tmp_path, reference, capsys):
     from jcaps.evaluate import evaluate
 
-    workdir = tmp_path / "trained"
-    shutil.copytree(reference[0], workdir)
+    workdir = checkpoints_only_copy(reference, tmp_path / "trained")
     largest = max(step_files(workdir, "best/60"), key=os.path.getsize)
     flip_byte(largest)  # same size, other contents
     with pytest.raises(DamagedCheckpoint) as raised:
@@ -551,9 +558,21 @@ def test_damaged_best_parameters_are_refused_unless_the_last_checkpoint_is_asked
 
 
 @pytest.mark.slow
-def test_evaluate_on_truncated_best_parameters_is_one_error_line(tmp_path, reference):
+def test_damaged_best_parameters_are_not_read_beside_their_intact_final_copy(tmp_path, reference):
+    """final_params.msgpack, checked against its own checksum, holds the same parameters."""
+    from jcaps.evaluate import evaluate
+
     workdir = tmp_path / "trained"
     shutil.copytree(reference[0], workdir)
+    flip_byte(max(step_files(workdir, "best/60"), key=os.path.getsize))
+    metrics = evaluate(str(workdir), "test")
+    assert (metrics["parameters"], metrics["selected_step"]) == ("best", 60)
+    assert metrics["accuracy"] == pytest.approx(reference[1]["test"]["accuracy"], abs=1e-6)
+
+
+@pytest.mark.slow
+def test_evaluate_on_truncated_best_parameters_is_one_error_line(tmp_path, reference):
+    workdir = checkpoints_only_copy(reference, tmp_path / "trained")
     for path in step_files(workdir, "best/60/params"):
         if f"{os.sep}d{os.sep}" in path:
             open(path, "w").close()
@@ -572,8 +591,7 @@ def test_best_parameters_replaced_while_they_are_read_are_read_again(tmp_path, r
     best/ and its read of the parameters: the reader reads the new step, and says so."""
     from jcaps.train.workdir import load_trained
 
-    workdir = tmp_path / "trained"
-    shutil.copytree(reference[0], workdir)
+    workdir = checkpoints_only_copy(reference, tmp_path / "trained")
     restore, moved_on = Checkpoints.restore_best_params, []
 
     def training_moves_on(self, params, step=None):
