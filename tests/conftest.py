@@ -82,14 +82,16 @@ def session_compilation_cache(tmp_path_factory):
     """JAX's persistent compilation cache of every run of the session, in-process or a command,
     under the session's temporary folder: `train.compilation_cache = "auto"` puts it under
     $XDG_CACHE_HOME, which would otherwise be the user's ~/.cache, kept after the tests. The
-    workers share it, as they share a user's. Every program compiled in-process is kept there too,
-    however quickly it compiled: many tests compile the same model at the same shapes (a module
-    after another, a worker after the other), and a kept program loads in milliseconds."""
+    workers share it, as they share a user's. Every program compiled in-process or by a command
+    is kept there, however quickly it compiled: many tests compile the same model at the same
+    shapes (a module after another, a worker after the other, a command after a test), and a
+    kept program loads in milliseconds."""
     from jcaps.train.config import compilation_cache_dir
 
     cache_home = shared_folder(tmp_path_factory, "xdg_cache")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("XDG_CACHE_HOME", str(cache_home))
+        patch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")  # read by the commands' jax
         jax.config.update("jax_compilation_cache_dir", compilation_cache_dir("auto"))
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
         yield cache_home
