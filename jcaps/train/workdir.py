@@ -8,10 +8,12 @@ match, `jcaps.train.checkpoints`) and parameters that are not finite (NaN or inf
 refused with a `DamagedCheckpoint` naming the step, never loaded; `parameters="last"` asks for
 the newest checkpoint that is intact and finite instead.
 
-Loading is quick because it builds nothing it does not use: the structure of the saved
-parameters comes from `jax.eval_shape` (no compiled initialisation), the optimiser state stays
-on disk, the text vocabulary is read without opening any split, and TFDS and grain are
-imported only when the splits are opened (`with_data=True`).
+Loading is quick because it builds nothing it does not use: the final parameters come from
+`final_params.msgpack` where it still describes the workdir (`jcaps.train.final_params`: no
+orbax imported), else from the checkpoints, the structure of the saved parameters then coming from
+`jax.eval_shape` (no compiled initialisation); the optimiser state stays on disk, the text
+vocabulary is read without opening any split, and TFDS and grain are imported only when the
+splits are opened (`with_data=True`).
 """
 
 from __future__ import annotations
