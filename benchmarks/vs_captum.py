@@ -14,16 +14,16 @@ the class jcaps predicts.
 
 Methods, at equal budgets on both sides:
   integrated_gradients  50 midpoint steps from zero vectors (Captum: `riemann_middle`, every
-                        step in one batch, its default; jcaps: `Options.ig_chunk`, one step at a
-                        time as shipped for CPUs)
+                        step in one batch, its default; jcaps: the steps a call the model
+                        ships for CPUs, `Explanation.copies_per_call` or one)
   gradient_x_input      one gradient
   occlusion             each word's vector replaced by zeros in turn (Captum: windows of one
-                        word, every window of a batch in one call; jcaps: `max_rows` rows a
-                        call, its default)
+                        word, every window of a batch in one call; jcaps: the model's
+                        positions a call as shipped)
   kernel_shap           `--samples` coalitions an example, words absent = zero vectors (Captum:
                         `KernelShap`, which fits one scikit-learn regression per example, 64
-                        coalitions of the example a forward call; jcaps: `Options.sampling_chunk`
-                        coalitions of every example of the batch a call, as shipped)
+                        coalitions of the example a forward call; jcaps: the model's
+                        coalitions a call as shipped, of every example of the batch)
   lime                  `--samples` perturbed texts an example, cosine kernel of width 0.25,
                         ridge surrogate with alpha 1 (Captum: `Lime` with `SkLearnRidge`; its
                         default sampler keeps each word with probability 1/2, jcaps' keeps all

@@ -60,8 +60,9 @@ flags.DEFINE_integer("ig_steps", Options.ig_steps, "Integrated gradients: interp
 flags.DEFINE_integer("smoothgrad_samples", Options.smoothgrad_samples, "SmoothGrad: noisy copies averaged.")
 flags.DEFINE_integer(
     "ig_chunk",
-    Options.ig_chunk,
-    "Integrated gradients: points evaluated at once (1 is fastest on a CPU; more on an accelerator).",
+    None,
+    "Integrated gradients: points evaluated at once (default: the model's; 1 for most on a CPU, "
+    "more for a recurrent one or on an accelerator).",
 )
 flags.DEFINE_integer("shap_samples", Options.shap_samples, "KernelSHAP: coalitions an example.")
 flags.DEFINE_integer(

@@ -241,7 +241,7 @@ def _scores(explained_model: _ExplainedModel, method: str, params, x, side, targ
     f = explained_model.of_vectors(params)
     args = (x,) if side is None else (x, side)
     entry = METHODS[method]
-    method_options = options.of_method(method, x.shape[0])
+    method_options = options.of_method(method, x.shape[0], dict(explained_model.explanation.copies_per_call))
     if "affine_prefix" in entry.options:
         method_options["affine_prefix"] = explained_model.affine_prefix(params)
     scores = entry.function(f, vectors, targets, mask=mask, args=args, key=key, **method_options)

@@ -10,6 +10,7 @@ imported: a method or removal added there and not here stops the import, naming 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 # The keys of `jcaps.interpret.METHODS`, in its order (the order of the report and of --help).
 METHOD_NAMES = (
@@ -49,6 +50,13 @@ COPIES_PER_CALL = {
     "occlusion_chunk": ("occlusion",),
     "sampling_chunk": SAMPLING_METHODS,
 }
+# Their values where neither the settings nor the model (`Explanation.copies_per_call`) give one:
+# about the fastest on a CPU for the convolutional and averaging models. Integrated gradients one
+# point at a time: larger stacks fall out of cache (iCapsNets Short, batch 32: 50 steps cost about
+# 27 forward passes one at a time, about 110 ten at a time). Occlusion 4 positions (128 rows at
+# batch 32; iCapsNets Short, 64 positions: 137 ms at 4, 160 ms at 8). 8 coalitions (256 rows;
+# LIME on iCapsNets Short: 1.20 s at 8, 1.58 s at 64). On an accelerator, more.
+DEFAULT_COPIES_PER_CALL = {"ig_chunk": 1, "occlusion_chunk": 4, "sampling_chunk": 8}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,35 +64,32 @@ class Options:
     """Settings of the attribution methods and of the faithfulness removal."""
 
     ig_steps: int = 50
-    # Integrated gradients' points per evaluation. On a CPU one at a time is fastest: larger
-    # stacks fall out of cache (iCapsNets Short, batch 32: 50 steps cost about 27 forward passes
-    # one at a time, about 110 ten at a time); raise it on an accelerator.
-    ig_chunk: int = 1
-    # Occlusion's positions scored at once. On a CPU the convolutional models are fastest at 4
-    # (128 rows at batch 32; iCapsNets Short, batch 32, 64 positions: 137 ms at 4, 160 ms at 8),
-    # CCCapsNet's BiGRU at 8 (benchmarks/vs_captum.py: 4.4 s at 4, 3.8 s at 8, 128 texts).
-    occlusion_chunk: int = 4
+    # The copies of the rows one call of the model scores (`COPIES_PER_CALL`; memory ~ copies *
+    # rows): integrated gradients' points, occlusion's positions, the sampling methods'
+    # coalitions. None: the model's own (`Explanation.copies_per_call`), else
+    # `DEFAULT_COPIES_PER_CALL`.
+    ig_chunk: int | None = None
+    occlusion_chunk: int | None = None
     smoothgrad_samples: int = 25
     # The sampling methods' budgets, in forward rows an example: KernelSHAP and LIME score one
     # coalition a row, permutation sampling T + 1 an order.
     shap_samples: int = 256
     shapley_permutations: int = 8
     lime_samples: int = 256
-    # Coalitions scored at once (memory ~ chunk * rows). On a CPU 8 (256 rows at batch 32) is
-    # about the fastest for every model; 64 fell out of cache (LIME on iCapsNets Short, batch
-    # 32: 1.20 s at 8, 1.58 s at 64; CCCapsNet 6.3 s and 6.8 s).
-    sampling_chunk: int = 8
+    sampling_chunk: int | None = None
     removal: str = "pad"  # text: replace removed tokens with PAD or UNK (series: zeros)
     k1: int = 3  # capsules: capsules and positions of the local interpretation
     k2: int = 2
 
-    def of_method(self, method: str, rows: int) -> dict:
+    def of_method(self, method: str, rows: int, model_copies: Mapping[str, int] | None = None) -> dict:
         """The keyword options of `METHODS[method]` that these settings give, on batches of
-        `rows` rows (a method that no setting names runs with its defaults)."""
+        `rows` rows of a model whose own copies a call are `model_copies` (a method that no
+        setting names runs with its defaults)."""
         options = {option: getattr(self, field) for field, (name, option) in METHOD_OPTIONS.items() if name == method}
         for field, names in COPIES_PER_CALL.items():
             if method in names:
-                options["max_rows"] = getattr(self, field) * rows
+                copies = getattr(self, field) or (model_copies or {}).get(field) or DEFAULT_COPIES_PER_CALL[field]
+                options["max_rows"] = copies * rows
         return options
 
 

@@ -1,7 +1,7 @@
 """Faithfulness of every explanation method of a trained workdir, with its cost.
 
     python -m studies.faithfulness.faithfulness --workdir W --out DIR [--examples 500] [--split test]
-        [--methods ...] [--removal pad|unk] [--batch_size 32] [--ig_steps 50] [--ig_chunk 1]
+        [--methods ...] [--removal pad|unk] [--batch_size 32] [--ig_steps 50] [--ig_chunk N]
         [--checks [--checks_examples 100]] [--tiny]
 
 Explains the first `--examples` examples of the split with every method the model offers (as
@@ -75,7 +75,7 @@ def main():
     parser.add_argument("--removal", default="pad", choices=explain.REMOVALS)
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--ig_steps", type=int, default=50)
-    parser.add_argument("--ig_chunk", type=int, default=explain.Options.ig_chunk)
+    parser.add_argument("--ig_chunk", type=int, default=None, help="default: the model's")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--checks", action="store_true", help="add the sanity checks of the same methods")
     parser.add_argument("--checks_examples", type=int, default=100, help="--checks: examples checked")

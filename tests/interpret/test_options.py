@@ -46,9 +46,9 @@ def test_help_lists_every_method_and_the_defaults_of_options():
     assert listed.group(1).split(", ") == list(interpret.METHODS)
     assert listed.group(2).split(", ") == list(explain.NATIVE_METHODS)
     defaults = dataclasses.asdict(explain.Options())
-    for flag in ("ig_steps", "ig_chunk", "smoothgrad_samples", "shap_samples", "shapley_permutations",
-                 "lime_samples", "removal"):
+    for flag in ("ig_steps", "smoothgrad_samples", "shap_samples", "shapley_permutations", "lime_samples", "removal"):
         assert flag_help[flag].endswith(f"(default: '{defaults[flag]}')"), flag
+    assert defaults["ig_chunk"] is None and "(default: the model's;" in flag_help["ig_chunk"]
     assert f"<{'|'.join(name for name, _ in TOKEN_REMOVALS)}>" in flag_help["removal"]
 
 
@@ -69,8 +69,20 @@ def test_a_table_that_differs_from_its_listed_names_stops_the_import():
 
 def test_the_copies_a_call_of_each_method_scale_with_the_rows():
     settings = options.Options(ig_chunk=2, occlusion_chunk=3, sampling_chunk=5)
-    assert settings.of_method("integrated_gradients", 32)["max_rows"] == 64
+    model_copies = {"ig_chunk": 7, "occlusion_chunk": 7, "sampling_chunk": 7}  # the settings win
+    assert settings.of_method("integrated_gradients", 32, model_copies)["max_rows"] == 64
     assert settings.of_method("occlusion", 32)["max_rows"] == 96
     for name in options.SAMPLING_METHODS:
-        assert settings.of_method(name, 32)["max_rows"] == 160
+        assert settings.of_method(name, 32, model_copies)["max_rows"] == 160
     assert "max_rows" not in settings.of_method("gradient", 32)
+
+
+def test_unset_copies_a_call_are_the_models_then_the_defaults():
+    settings = options.Options()
+    assert settings.of_method("integrated_gradients", 32, {"ig_chunk": 5})["max_rows"] == 160
+    assert settings.of_method("occlusion", 32, {"ig_chunk": 5})["max_rows"] == 32 * 4
+    assert settings.of_method("lime", 32)["max_rows"] == 32 * options.DEFAULT_COPIES_PER_CALL["sampling_chunk"]
+    assert set(options.DEFAULT_COPIES_PER_CALL) == set(options.COPIES_PER_CALL)
+    for explanation in EXPLANATIONS.values():
+        assert set(dict(explanation.copies_per_call)) <= set(options.COPIES_PER_CALL)
+        assert all(isinstance(copies, int) and copies >= 1 for _, copies in explanation.copies_per_call)
