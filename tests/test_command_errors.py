@@ -11,6 +11,7 @@ import textwrap
 
 import pytest
 
+from tests.command_env import command_env
 from tests.workdir_flags import own_data_cache
 
 pytestmark = pytest.mark.slow
@@ -21,7 +22,7 @@ SMOKE = "configs/fasttext_ag_news.py:smoke"
 
 def run(*args, devices: int = 1, **env):
     environment = {key: value for key, value in os.environ.items() if key != "JCAPS_DEBUG"}
-    environment.update(XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}", JAX_PLATFORMS="cpu", **env)
+    environment.update(command_env(devices), **env)
     return subprocess.run([sys.executable, *args], cwd=ROOT, env=environment, capture_output=True, text=True,
                           timeout=300)
 

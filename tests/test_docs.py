@@ -34,6 +34,7 @@ from pathlib import Path
 import pytest
 
 from studies import tables
+from tests.command_env import command_env
 from tests.shared_tmp import locked, shared_folder
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -202,8 +203,7 @@ TRAINED = training_commands()
 
 def _environment() -> dict:
     bin_dir = os.path.dirname(sys.executable)
-    return dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=1",
-                PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""), PYTHONPATH=str(ROOT))
+    return command_env(PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""), PYTHONPATH=str(ROOT))
 
 
 def _run(language: str, code: str) -> subprocess.CompletedProcess:

@@ -31,6 +31,7 @@ from jcaps.predict import (
 from jcaps.train import config as config_lib
 from jcaps.train import loop
 from jcaps.train.workdir import load_trained
+from tests.command_env import command_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SMOKE = os.path.join(ROOT, "configs", "fasttext_ag_news.py:smoke")
@@ -73,7 +74,7 @@ def trained(trained_run):
 
 def run(*args, stdin: bytes | None = None, tmp_path=None):
     """A command's (returncode, stdout bytes, stderr text), on one CPU device."""
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=1", JAX_PLATFORMS="cpu")
+    env = command_env()
     if tmp_path is not None:
         env["XDG_CACHE_HOME"] = str(tmp_path / "xdg_cache")  # the compilation cache
     result = subprocess.run(
@@ -253,8 +254,7 @@ def test_cli_predict_stdin_answers_each_line_as_it_arrives(trained_run, tmp_path
     """A reader that waits for each answer before writing the next line gets it."""
     import select
 
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=1", JAX_PLATFORMS="cpu",
-               XDG_CACHE_HOME=str(tmp_path / "xdg_cache"))
+    env = command_env(XDG_CACHE_HOME=str(tmp_path / "xdg_cache"))
     with subprocess.Popen([sys.executable, "-m", "jcaps.predict", "--workdir", trained_run[0], "--input", "-"],
                           cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                           stderr=subprocess.DEVNULL) as process:
@@ -284,8 +284,7 @@ def test_cli_predict_text_with_invalid_bytes_prints_utf8_json(trained_run, tmp_p
 @pytest.mark.slow
 def test_cli_predict_imports_no_optimiser_no_orbax_and_no_other_model(trained_run, tmp_path):
     """The parameters come from final_params.msgpack: orbax, a sixth of the start, is not imported."""
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=1", JAX_PLATFORMS="cpu",
-               XDG_CACHE_HOME=str(tmp_path / "xdg_cache"))
+    env = command_env(XDG_CACHE_HOME=str(tmp_path / "xdg_cache"))
     # `python -m jcaps.predict ...`, then the modules it imported, as the last line of stderr,
     # printed as it ends the process (`cli.run(..., skip_teardown=True)`: no atexit handler runs).
     script = ("import json, os, runpy, sys\n"

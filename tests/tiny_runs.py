@@ -11,13 +11,15 @@ import re
 import subprocess
 import sys
 
+from tests.command_env import command_env
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN_KEYS = {"commit", "dirty", "date", "cores", "device", "load_average_before", "idle", "tiny"}
 
 
 def run_tiny(module: str, *args: str) -> None:
     """`python -m MODULE --tiny ARGS` on one CPU device; fails with its output."""
-    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=1")
+    env = command_env()
     result = subprocess.run([sys.executable, "-m", module, "--tiny", *args], cwd=ROOT, env=env, capture_output=True,
                             text=True, timeout=300, check=False)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

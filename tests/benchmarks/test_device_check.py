@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from tests.command_env import command_env
 from tests.tiny_runs import ROOT
 
 pytestmark = pytest.mark.slow
@@ -25,8 +26,7 @@ FILES = {"environment.json", "tests.xml", "rnn_impl.json", "run_all_float32.json
 def test_dry_run_writes_every_file_the_device_run_brings_back(tmp_path):
     out = tmp_path / "out"
     # One CPU device, as the GPU machine has one GPU (the suite's eight would split batches of 4).
-    env = dict(os.environ, PYTHON=sys.executable, DEVICE_CHECK_MODELS="fasttext_ag_news",
-               XLA_FLAGS="--xla_force_host_platform_device_count=1")
+    env = command_env(PYTHON=sys.executable, DEVICE_CHECK_MODELS="fasttext_ag_news")
     env.pop("JAX_PLATFORMS", None)
     result = subprocess.run(["bash", "benchmarks/device_check.sh", str(out), "--dry-run"], cwd=ROOT, env=env,
                             capture_output=True, text=True, timeout=600, check=False)

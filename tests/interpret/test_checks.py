@@ -16,6 +16,7 @@ import pytest
 from jcaps.interpret import checks, explain
 from jcaps.train.workdir import load_trained
 from jcaps.viz.html import checks_markdown
+from tests.command_env import command_env
 from tests.workdir_flags import own_data_cache
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -117,7 +118,7 @@ def test_the_command_writes_checks_beside_faithfulness(fasttext_workdir, tmp_pat
          "--faithfulness", "--methods", "integrated_gradients,kernel_shap,lime,random", "--limit", "16",
          "--shap_samples", "32", "--lime_samples", "32"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
-        env=dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=1"))
+        env=command_env())
     assert result.returncode == 0, result.stdout + result.stderr
     assert sorted(os.listdir(tmp_path)) == [".lock", "attributions.jsonl", "checks.json", "faithfulness.json", "report.html",
                                             "run.json"]

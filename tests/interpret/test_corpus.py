@@ -17,6 +17,7 @@ from jcaps.errors import UserError
 from jcaps.folder_lock import FolderInUse
 from jcaps.interpret import corpus, explain
 from jcaps.train.workdir import load_trained
+from tests.command_env import command_env
 from tests.workdir_flags import own_data_cache
 
 pytestmark = pytest.mark.slow
@@ -112,7 +113,7 @@ def command(workdir, out, devices: int, *flags) -> tuple[list[str], dict]:
     args = [sys.executable, "-m", "jcaps.interpret", "--workdir", str(workdir), own_data_cache(workdir),
             "--out", str(out), "--limit", "24", "--batch_size", "8", "--methods", ",".join(METHODS),
             "--shap_samples", "32", "--faithfulness", "--progress", "none", *flags]
-    return args, dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
+    return args, command_env(devices)
 
 
 def test_two_processes_of_two_devices_write_what_one_process_of_four_does(trained_smoke_workdir, tmp_path):

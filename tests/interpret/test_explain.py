@@ -17,6 +17,7 @@ from jcaps.interpret.corpus import explain_workdir
 from jcaps.interpret.erasure import METRICS
 from jcaps.train import loop
 from jcaps.train.workdir import load_trained
+from tests.command_env import command_env
 from tests.smoke_configs import SMOKE_CONFIGS
 from tests.workdir_flags import own_data_cache
 
@@ -185,7 +186,7 @@ def test_native_methods_follow_the_model():
 
 
 def run(*args):
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=1", JAX_PLATFORMS="cpu")
+    env = command_env()
     return subprocess.run([sys.executable, "-m", "jcaps.interpret", *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=300)
 
@@ -284,7 +285,7 @@ def test_a_method_added_to_the_table_is_offered_and_runs(workdirs, tmp_path, mon
                                rtol=1e-5, atol=1e-6)
 
     workdir = workdirs("fasttext")
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=1", JAX_PLATFORMS="cpu")
+    env = command_env()
     result = subprocess.run([sys.executable, "-c", TOY_COMMAND, "--workdir", workdir, own_data_cache(workdir),
                              "--out", str(tmp_path), "--limit", "2", "--methods", "toy,random"],
                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)

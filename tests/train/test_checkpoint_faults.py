@@ -28,6 +28,7 @@ from jcaps.train import final_params
 from jcaps.train import loop
 from jcaps.train.checkpoints import CHECKSUMS_FILE, Checkpoints, DamagedCheckpoint, SaveFailed
 from jcaps.train.config import load
+from tests.command_env import command_env
 from tests.workdir_flags import own_data_cache
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -447,7 +448,7 @@ def test_sigkill_during_a_save_then_rerun_matches_an_uninterrupted_run(tmp_path,
     workdir = tmp_path / "killed"
     flags = ["--config", SMOKE, "--workdir", str(workdir), f"--config.data.cache_dir={cache_dir}",
              f"--config.train.checkpoint_every_steps={EVERY}", "--config.train.progress=none"]
-    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=1")
+    env = command_env()
     killed = subprocess.run([sys.executable, "-c", KILLER, point, str(step), str(seed),
                              os.path.join(ROOT, "train.py"), *flags],
                             env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -627,7 +628,7 @@ def test_readers_beside_a_training_never_fail(tmp_path):
 def test_the_integrity_benchmark_runs_at_a_tiny_size(tmp_path):
     result = subprocess.run([sys.executable, "-m", "benchmarks.checkpoint_integrity", "--out", str(tmp_path), "--tiny"],
                             cwd=ROOT, capture_output=True, text=True, timeout=300,
-                            env=dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=1"))
+                            env=command_env())
     assert result.returncode == 0, result.stdout + result.stderr
     results = json.loads((tmp_path / "results.json").read_text())
     for key in ("async_return_s", "orbax_save_s", "jcaps_save_s", "orbax_restore_s", "jcaps_restore_s"):

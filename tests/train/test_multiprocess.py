@@ -12,6 +12,8 @@ import sys
 
 import pytest
 
+from tests.command_env import command_env
+
 pytestmark = pytest.mark.slow
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -26,7 +28,7 @@ def command(workdir, cache_dir, num_steps: int, *flags):
 
 
 def environment(devices: int) -> dict:
-    return dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
+    return command_env(devices)
 
 
 def free_port() -> int:

@@ -16,6 +16,7 @@ from jcaps.models.choices import InputCellLSTMVariant
 from jcaps.predict import predict
 from jcaps.train import loop
 from jcaps.train.workdir import load_trained
+from tests.command_env import command_env
 from tests.workdir_flags import own_data_cache
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -64,7 +65,7 @@ def test_interpret_writes_saliency_figures(input_cell_run, tmp_path):
          "--limit", "3",
          "--methods", "attention,random"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
-        env=dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=1"),
+        env=command_env(),
     )
     assert result.returncode == 0, result.stdout + result.stderr
     with open(out / "saliency.json", encoding="utf-8") as f:

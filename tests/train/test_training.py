@@ -25,6 +25,7 @@ from jcaps.folder_lock import FolderInUse
 from jcaps.train import loop
 from jcaps.train.checkpoints import Checkpoints, keep_if_best
 from jcaps.train.config import load
+from tests.command_env import command_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SMOKE = os.path.join(ROOT, "configs", "fasttext_ag_news.py") + ":smoke"
@@ -41,7 +42,7 @@ def smoke_config(cache_dir, **overrides):
 
 
 def train_py(workdir, cache_dir, *flags, devices: int = 1, wait: bool = True, platforms: str | None = "cpu"):
-    env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}", JAX_PLATFORMS=platforms)
+    env = command_env(devices, JAX_PLATFORMS=platforms or "")
     if platforms is None:  # as a user runs it, JAX probing every backend it knows
         del env["JAX_PLATFORMS"]
     command = [sys.executable, os.path.join(ROOT, "train.py"), "--config", SMOKE, "--workdir", str(workdir),
