@@ -93,7 +93,10 @@ def session_compilation_cache(tmp_path_factory):
     cache_home = shared_folder(tmp_path_factory, "xdg_cache")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("XDG_CACHE_HOME", str(cache_home))
-        patch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")  # read by the commands' jax
+        # Read by the jax of every command the tests start, as its defaults: a script that does
+        # not configure the cache (a benchmark, a study) keeps its programs there too.
+        patch.setenv("JAX_COMPILATION_CACHE_DIR", compilation_cache_dir("auto"))
+        patch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
         jax.config.update("jax_compilation_cache_dir", compilation_cache_dir("auto"))
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
         yield cache_home
