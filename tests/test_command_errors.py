@@ -21,8 +21,8 @@ SMOKE = "configs/fasttext_ag_news.py:smoke"
 
 
 def run(*args, devices: int = 1, **env):
-    environment = {key: value for key, value in os.environ.items() if key != "JCAPS_DEBUG"}
-    environment.update(command_env(devices), **env)
+    environment = {key: value for key, value in command_env(devices).items() if key != "JCAPS_DEBUG"}
+    environment.update(env)
     return subprocess.run([sys.executable, *args], cwd=ROOT, env=environment, capture_output=True, text=True,
                           timeout=300)
 

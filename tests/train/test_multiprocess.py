@@ -27,10 +27,6 @@ def command(workdir, cache_dir, num_steps: int, *flags):
             "--config.train.progress=none", *flags]
 
 
-def environment(devices: int) -> dict:
-    return command_env(devices)
-
-
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("localhost", 0))
@@ -49,7 +45,7 @@ def runs(built_once, cache_dir):
     (`built_once`)."""
 
     def train(root):
-        single = subprocess.run(command(root / "single", cache_dir, 12), env=environment(4), cwd=ROOT,
+        single = subprocess.run(command(root / "single", cache_dir, 12), env=command_env(4), cwd=ROOT,
                                 capture_output=True, text=True, timeout=300)
         assert single.returncode == 0, single.stdout + single.stderr
         port = free_port()
@@ -57,7 +53,7 @@ def runs(built_once, cache_dir):
             subprocess.Popen(
                 command(root / "two", cache_dir, 12, "--num_processes=2", f"--process_id={i}",
                         f"--coordinator_address=localhost:{port}"),
-                env=environment(2), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                env=command_env(2), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             )
             for i in range(2)
         ]
@@ -81,7 +77,7 @@ def test_two_processes_match_one_process_with_as_many_devices(runs):
 def test_a_two_process_checkpoint_restores_in_one_process(runs, tmp_path, cache_dir):
     workdir = tmp_path / "two"
     shutil.copytree(runs[0] / "two", workdir)
-    resumed = subprocess.run(command(workdir, cache_dir, 18), env=environment(1), cwd=ROOT,
+    resumed = subprocess.run(command(workdir, cache_dir, 18), env=command_env(1), cwd=ROOT,
                              capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "Resuming from step 12" in resumed.stdout
@@ -89,6 +85,6 @@ def test_a_two_process_checkpoint_restores_in_one_process(runs, tmp_path, cache_
 
 
 def test_num_processes_needs_a_coordinator(tmp_path):
-    result = subprocess.run(command(tmp_path / "w", tmp_path / "cache", 2, "--num_processes=2"), env=environment(1),
+    result = subprocess.run(command(tmp_path / "w", tmp_path / "cache", 2, "--num_processes=2"), env=command_env(1),
                             cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode != 0 and "--coordinator_address" in result.stderr

@@ -42,9 +42,11 @@ def smoke_config(cache_dir, **overrides):
 
 
 def train_py(workdir, cache_dir, *flags, devices: int = 1, wait: bool = True, platforms: str | None = "cpu"):
-    env = command_env(devices, JAX_PLATFORMS=platforms or "")
+    env = command_env(devices)
     if platforms is None:  # as a user runs it, JAX probing every backend it knows
         del env["JAX_PLATFORMS"]
+    else:
+        env["JAX_PLATFORMS"] = platforms
     command = [sys.executable, os.path.join(ROOT, "train.py"), "--config", SMOKE, "--workdir", str(workdir),
                f"--config.data.cache_dir={cache_dir}", "--config.train.progress=lines", *flags]
     if not wait:
