@@ -348,22 +348,46 @@ def occlusion(
     *,
     baseline: jax.Array | None = None,
     chunk_size: int | None = None,
+    linear_map: Callable[[jax.Array], jax.Array] | None = None,
+    prefix_radius: int | None = None,
 ) -> jax.Array:
     """f_c(e) - f_c(e with token t's vector replaced by the baseline's), for every t.
 
-    The T occluded copies of the batch are scored as the coalitions "every token but t"
-    (`coalition_values`): in one call of `score_fn` on [T * B] rows, or `chunk_size` copies at a
-    time. Signed: positive where removing the token lowers the output.
+    The T occluded copies of the batch are scored in one call of `score_fn` on [T * B] rows, or
+    `chunk_size` copies at a time. Signed: positive where removing the token lowers the output.
+
+    With `linear_map` L, an affine first layer (f = g(L(e)), `score_fn` then g), and
+    `prefix_radius` r, L's output at position p reading e only at positions within r of p (a
+    convolution of width 2r + 1, 'same' padding): occluding t changes L(e) only at |p - t| <= r,
+    and the tokens t = c, c + s, c + 2s, ... (s = 2r + 1) change it at disjoint positions, so
+    L(e with all of them occluded) gives each one's occluded L, read inside its own window. All T
+    occluded copies then cost s calls of L and T of g instead of T of both: the same values,
+    as exactly as L's own arithmetic.
 
     Returns:
       [B, T] scores, 0 at padding.
     """
     targets = _targets(target, embeddings)
     baseline = _baseline(embeddings, baseline)
-    batch, length = embeddings.shape[:2]
-    all_but_one = jnp.broadcast_to(~jnp.eye(length, dtype=bool)[:, None, :], (length, batch, length))
-    occluded = coalition_values(score_fn, embeddings, baseline, targets, all_but_one, chunk_size)  # [T, B]
-    full = jnp.take_along_axis(score_fn(embeddings).astype(jnp.float32), targets[:, None], axis=1)[:, 0]
+    length = embeddings.shape[1]
+    positions = jnp.arange(length)
+    if linear_map is None or prefix_radius is None:
+        all_but_one = jnp.broadcast_to(~jnp.eye(length, dtype=bool)[:, None, :], (length,) + mask.shape)
+        occluded = coalition_values(score_fn, embeddings, baseline, targets, all_but_one, chunk_size, linear_map)
+        full_input = embeddings if linear_map is None else linear_map(embeddings)
+    else:
+        full_input = linear_map(embeddings)
+        stride, windows = _strided_windows(length, prefix_radius, full_input.shape, embeddings.shape)
+        # [s, B, P, ...]: L with the tokens of each residue class mod s occluded together
+        occluded_classes = _linear_of_classes(linear_map, baseline, embeddings, stride, chunk_size)
+
+        def occluded_inputs(ts: jax.Array) -> jax.Array:  # [chunk] -> [chunk * B, P, ...]
+            inside = _expand_to(windows[ts][:, None], full_input.ndim + 1)
+            rows = jnp.where(inside, occluded_classes[ts % stride], full_input[None])
+            return rows.reshape((-1,) + full_input.shape[1:])
+
+        occluded = _scored_in_chunks(score_fn, targets, positions, chunk_size, occluded_inputs)
+    full = jnp.take_along_axis(score_fn(full_input).astype(jnp.float32), targets[:, None], axis=1)[:, 0]
     return _masked(full[:, None] - occluded.T, mask)
 
 
@@ -380,6 +404,7 @@ def coalition_values(
     coalitions: jax.Array,
     chunk_size: int | None = None,
     linear_map: Callable[[jax.Array], jax.Array] | None = None,
+    prefix_radius: int | None = None,
 ) -> jax.Array:
     """f_c of every coalition: the tokens with z_t true keep their vectors, the others take the
     baseline's.
@@ -394,7 +419,8 @@ def coalition_values(
     L(x') the change one position makes, computed once for the T positions. Each coalition then
     costs a [T] x [T, ...] product and g instead of L and g: worth it where L dominates f and
     there are many more coalitions than positions (iCapsNets' region convolution, KernelSHAP's
-    and LIME's hundreds of coalitions).
+    and LIME's hundreds of coalitions). With `prefix_radius` r as well (see `occlusion`), the
+    T changes take 2r + 1 calls of L instead of T.
 
     Args:
       score_fn, embeddings, target: as `gradient`.
@@ -402,20 +428,19 @@ def coalition_values(
       coalitions: z [N, B, T] bool.
       chunk_size: the most coalitions scored at once; None: all.
       linear_map: L, an affine map of [B, T, ...] inputs (examples independent), or None.
+      prefix_radius: how far L reaches (`occlusion`), or None: anywhere.
 
     Returns:
       [N, B] float32.
     """
-    n, batch = coalitions.shape[:2]
+    batch = coalitions.shape[1]
     targets = _targets(target, embeddings)
-    calls, chunk = _even_split(n, chunk_size)
-    padded = jnp.concatenate([coalitions, jnp.zeros((calls * chunk - n,) + coalitions.shape[1:], bool)])
     if linear_map is None:
 
         def inputs(z: jax.Array) -> jax.Array:  # [chunk, B, T] -> [chunk * B, T, ...]
             e = jnp.where(_expand_to(z, embeddings.ndim + 1), embeddings[None], baseline[None])
             return e.reshape((-1,) + embeddings.shape[1:])
-    else:
+    elif prefix_radius is None:
         offset, contributions = _position_contributions(linear_map, embeddings, baseline, chunk_size)
         row_shape = offset.shape[1:]
         offset, contributions = offset.reshape(batch, -1), contributions.reshape(batch, coalitions.shape[2], -1)
@@ -425,12 +450,37 @@ def coalition_values(
             # the same einsum written coalition-major (about ten times slower at four a call).
             mixed = jnp.einsum("bct,bto->bco", jnp.swapaxes(z, 0, 1).astype(contributions.dtype), contributions)
             return (offset[None] + jnp.swapaxes(mixed, 0, 1)).reshape((-1,) + row_shape)
+    else:
+        offset, band = _banded_contributions(linear_map, embeddings, baseline, chunk_size, prefix_radius)
+        radius = (band.shape[0] - 1) // 2
 
-    def values(z: jax.Array) -> jax.Array:  # [chunk, B, T] -> [chunk, B]
-        scores = score_fn(inputs(z)).astype(jnp.float32).reshape(chunk, batch, -1)
+        def inputs(z: jax.Array) -> jax.Array:
+            # L's input at p mixes the coalition's z at p - r .. p + r alone: 2r + 1 products a
+            # position instead of T.
+            padded = jnp.pad(z, ((0, 0), (0, 0), (radius, radius))).astype(band.dtype)
+            # [2r + 1, chunk, B, P]: the coalition's z at p + d, d = -r .. r
+            shifted = jnp.stack([padded[..., d : d + z.shape[-1]] for d in range(2 * radius + 1)])
+            mixed = jnp.sum(_expand_to(shifted, band.ndim + 1) * band[:, None], axis=0)
+            return (offset[None] + mixed).reshape((-1,) + offset.shape[1:])
+
+    return _scored_in_chunks(score_fn, targets, coalitions, chunk_size, inputs)
+
+
+def _scored_in_chunks(
+    score_fn: ScoreFn, targets: jax.Array, items: jax.Array, chunk_size: int | None, inputs
+) -> jax.Array:
+    """[N, B] f_c of the rows `inputs` builds from each of N items ([N, ...]; inputs: [chunk,
+    ...] -> [chunk * B, ...]), scored in the fewest calls of at most `chunk_size` items, as equal
+    as they can be (padding items repeat the last and are dropped)."""
+    n, batch = items.shape[0], targets.shape[0]
+    calls, chunk = _even_split(n, chunk_size)
+    padded = jnp.concatenate([items, jnp.broadcast_to(items[-1:], (calls * chunk - n,) + items.shape[1:])])
+
+    def values(chunk_items: jax.Array) -> jax.Array:  # [chunk, ...] -> [chunk, B]
+        scores = score_fn(inputs(chunk_items)).astype(jnp.float32).reshape(chunk, batch, -1)
         return jnp.take_along_axis(scores, jnp.broadcast_to(targets[None, :, None], (chunk, batch, 1)), axis=2)[..., 0]
 
-    return jax.lax.map(values, padded.reshape((-1, chunk) + coalitions.shape[1:])).reshape(-1, batch)[:n]
+    return jax.lax.map(values, padded.reshape((calls, chunk) + items.shape[1:])).reshape(-1, batch)[:n]
 
 
 def _even_split(n: int, chunk_size: int | None) -> tuple[int, int]:
@@ -445,20 +495,57 @@ def _expand_to(z: jax.Array, ndim: int) -> jax.Array:
     return z.reshape(z.shape + (1,) * (ndim - z.ndim))
 
 
+def _strided_windows(length: int, radius: int, output_shape: tuple, input_shape: tuple) -> tuple[int, jax.Array]:
+    """(s, windows [T, T] bool): positions t = c mod s (s = 2r + 1, at most T) change an L of
+    radius r at the disjoint windows[t] = (|p - t| <= r). L's outputs must be [B, T, ...], by
+    position like its inputs."""
+    if output_shape[:2] != input_shape[:2]:
+        raise ValueError(
+            f"prefix_radius: the affine prefix's outputs must be [B, T, ...] position by position like its "
+            f"inputs {input_shape[:2]}, got shape {output_shape}"
+        )
+    positions = jnp.arange(length)
+    return min(2 * radius + 1, length), jnp.abs(positions[None, :] - positions[:, None]) <= radius
+
+
+def _linear_of_classes(linear_map, x, other, stride: int, chunk_size: int | None) -> jax.Array:
+    """[s, B, ...] L of x at the positions t = c mod s and `other` elsewhere, c = 0 .. s - 1,
+    `chunk_size` classes a call."""
+    length = x.shape[1]
+    classes = jnp.arange(length)[None, :] % stride == jnp.arange(stride)[:, None]  # [s, T]
+
+    def of_classes(chunk_classes: jax.Array) -> jax.Array:  # [chunk, T] -> [chunk, B, ...]
+        inside = _expand_to(chunk_classes[:, None], x.ndim + 1)
+        return jax.vmap(linear_map)(jnp.where(inside, x[None], other[None]))
+
+    calls, chunk = _even_split(stride, chunk_size)
+    padded = jnp.concatenate([classes, jnp.broadcast_to(classes[-1:], (calls * chunk - stride, length))])
+    outputs = jax.lax.map(of_classes, padded.reshape(calls, chunk, length))
+    return outputs.reshape((-1,) + outputs.shape[2:])[:stride]
+
+
 def _position_contributions(linear_map, x, baseline, chunk_size):
     """(L(x') [B, ...], C [B, T, ...]): C_t = L(x' with position t from x) - L(x'), scored
     `chunk_size` positions at a time."""
     offset = linear_map(baseline)
+    changes = _linear_of_classes(linear_map, x, baseline, x.shape[1], chunk_size) - offset[None]  # [T, B, ...]
+    return offset, jnp.swapaxes(changes, 0, 1)
+
+
+def _banded_contributions(linear_map, x, baseline, chunk_size, prefix_radius: int):
+    """(L(x') [B, P, ...], band [2r + 1, B, P, ...]) for an L of radius r (`occlusion`): band[r +
+    d, :, p] = the change position p + d makes to L at p (0 where p + d is outside 0 .. T - 1),
+    from the 2r + 1 calls of L that change the positions of each residue class mod 2r + 1."""
+    offset = linear_map(baseline)
     length = x.shape[1]
-    calls, chunk = _even_split(length, chunk_size)
-    positions = jnp.minimum(jnp.arange(calls * chunk), length - 1).reshape(calls, chunk)
-
-    def of_positions(ts: jax.Array) -> jax.Array:  # [chunk] -> [chunk, B, ...]
-        one_hot = _expand_to(ts[:, None, None] == jnp.arange(length)[None, None, :], x.ndim + 1)
-        return jax.vmap(linear_map)(jnp.where(one_hot, x[None], baseline[None])) - offset[None]
-
-    contributions = jax.lax.map(of_positions, positions).reshape((-1,) + offset.shape)[:length]
-    return offset, jnp.swapaxes(contributions, 0, 1)
+    stride, _ = _strided_windows(length, prefix_radius, offset.shape, x.shape)
+    changes = _linear_of_classes(linear_map, x, baseline, stride, chunk_size) - offset[None]  # [s, B, P, ...]
+    radius = min(prefix_radius, length - 1)
+    positions = jnp.arange(length)
+    sources = positions[None, :] + jnp.arange(-radius, radius + 1)[:, None]  # [2r + 1, P]: p + d
+    band = changes[sources % stride, :, positions[None, :]]  # [2r + 1, P, B, ...]
+    inside = _expand_to((sources >= 0) & (sources < length), band.ndim)
+    return offset, jnp.swapaxes(jnp.where(inside, band, 0.0), 1, 2)
 
 
 def key_count(key: jax.Array, rows: int) -> int | None:
@@ -674,6 +761,7 @@ def kernel_shap(
     baseline: jax.Array | None = None,
     chunk_size: int | None = None,
     linear_map: Callable[[jax.Array], jax.Array] | None = None,
+    prefix_radius: int | None = None,
 ) -> jax.Array:
     """Shapley values of the real tokens estimated by KernelSHAP (module docstring).
 
@@ -685,6 +773,7 @@ def kernel_shap(
       chunk_size: coalitions scored at once (`coalition_values`); None: all in one call.
       linear_map: L of an affine first layer, `score_fn` then scoring L's outputs
         (`coalition_values`); None: `score_fn` scores the vectors.
+      prefix_radius: how far L reaches (`occlusion`), or None: anywhere.
 
     Returns:
       [B, T] signed scores, 0 at padding, summing to f_c(e) - f_c(e') over t.
@@ -693,7 +782,14 @@ def kernel_shap(
     coalitions, weights = shapley_kernel_design(key, mask, n_samples)
     ends = jnp.stack([mask, jnp.zeros_like(mask)])
     values = coalition_values(
-        score_fn, embeddings, baseline, target, jnp.concatenate([coalitions, ends]), chunk_size, linear_map
+        score_fn,
+        embeddings,
+        baseline,
+        target,
+        jnp.concatenate([coalitions, ends]),
+        chunk_size,
+        linear_map,
+        prefix_radius,
     )
     return constrained_shapley_regression(values[:-2], values[-2], values[-1], coalitions, mask, weights)
 
@@ -709,6 +805,7 @@ def shapley_sampling(
     baseline: jax.Array | None = None,
     chunk_size: int | None = None,
     linear_map: Callable[[jax.Array], jax.Array] | None = None,
+    prefix_radius: int | None = None,
 ) -> jax.Array:
     """Shapley values of the real tokens from antithetic permutation sampling.
 
@@ -722,7 +819,7 @@ def shapley_sampling(
       n_permutations: P, even (an odd P is rounded up); costs P (T + 1) forward rows an example.
       baseline: e' broadcastable to e; zeros when None.
       chunk_size: coalitions scored at once (`coalition_values`); None: all in one call.
-      linear_map: as `kernel_shap`'s.
+      linear_map, prefix_radius: as `kernel_shap`'s.
 
     Returns:
       [B, T] signed scores, 0 at padding, summing exactly to f_c(e) - f_c(e') over t.
@@ -735,7 +832,14 @@ def shapley_sampling(
     steps = jnp.arange(mask.shape[1] + 1)
     coalitions = (ranks[:, None] < steps[None, :, None, None]) & mask[None, None]  # [P, T + 1, B, T]
     values = coalition_values(
-        score_fn, embeddings, baseline, target, coalitions.reshape((-1,) + mask.shape), chunk_size, linear_map
+        score_fn,
+        embeddings,
+        baseline,
+        target,
+        coalitions.reshape((-1,) + mask.shape),
+        chunk_size,
+        linear_map,
+        prefix_radius,
     ).reshape(coalitions.shape[:3])  # [P, T + 1, B]
     by_order = jnp.moveaxis(values, 1, -1)  # [P, B, T + 1]
     joined = jnp.take_along_axis(by_order, ranks + 1, axis=-1) - jnp.take_along_axis(by_order, ranks, axis=-1)
@@ -790,17 +894,18 @@ def lime(
     baseline: jax.Array | None = None,
     chunk_size: int | None = None,
     linear_map: Callable[[jax.Array], jax.Array] | None = None,
+    prefix_radius: int | None = None,
 ) -> jax.Array:
     """LIME's per-token weights (module docstring): `n_samples` coalitions (`lime_coalitions`),
     scored in one batched call, weighted by `lime_weights` and fitted by `weighted_ridge`;
-    `linear_map` as `kernel_shap`'s.
+    `linear_map` and `prefix_radius` as `kernel_shap`'s.
 
     Returns:
       [B, T] signed coefficients, 0 at padding.
     """
     baseline = _baseline(embeddings, baseline)
     coalitions = lime_coalitions(key, mask, n_samples)
-    values = coalition_values(score_fn, embeddings, baseline, target, coalitions, chunk_size, linear_map)
+    values = coalition_values(score_fn, embeddings, baseline, target, coalitions, chunk_size, linear_map, prefix_radius)
     return weighted_ridge(values, coalitions, lime_weights(coalitions, mask, kernel_width), mask, alpha)
 
 

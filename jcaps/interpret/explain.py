@@ -198,6 +198,12 @@ class _ExplainedModel:
 
         return linear_of_vectors, outputs_after
 
+    def prefix_radius(self) -> int | None:
+        """How far the affine prefix's L reaches (the methods' `prefix_radius`), or None."""
+        if self.explanation.prefix_radius is None:
+            return None
+        return self.explanation.prefix_radius(self.model_config)
+
     def probabilities(self, params, x, side) -> jax.Array:
         """[R, C] the probability of each explainable output (faithfulness reads these)."""
         outputs = apply_rows(self.model, params, x, side)
@@ -244,6 +250,8 @@ def _scores(explained_model: _ExplainedModel, method: str, params, x, side, targ
     method_options = options.of_method(method, x.shape[0], dict(explained_model.explanation.copies_per_call))
     if "affine_prefix" in entry.options:
         method_options["affine_prefix"] = explained_model.affine_prefix(params)
+    if "prefix_radius" in entry.options and method_options.get("affine_prefix") is not None:
+        method_options["prefix_radius"] = explained_model.prefix_radius()
     scores = entry.function(f, vectors, targets, mask=mask, args=args, key=key, **method_options)
     if method != "integrated_gradients":
         return scores, None

@@ -108,18 +108,26 @@ def labels_at_threshold(probabilities, model_config):
 
 
 def region_convolution_prefix(model, params, model_config):
-    """(L, g) with the outputs on x = g(x, L(x, e)), L(x, e) the region convolution of the word
-    vectors e, affine in e; g applies the convolution activation (`conv_activation`) and the rest
+    """(L, g) with the outputs on x = g(x, L(x, e)), L(x, e) [R, P, d_w] the region convolution of
+    the word vectors e [R, P, D] by position (iCapsNets Long: sentence by sentence, M x N
+    positions), affine in e; g applies the convolution activation (`conv_activation`) and the rest
     of the model to the regions it is given."""
     del model_config
 
     def region_convolution(x, e):
-        return model.apply({"params": params}, x, e.reshape(x.shape + e.shape[-1:]), method="region_conv_of")
+        regions = model.apply({"params": params}, x, e.reshape(x.shape + e.shape[-1:]), method="region_conv_of")
+        return regions.reshape(e.shape[:2] + regions.shape[-1:])
 
     def after(x, z):
-        return apply_rows(model, params, x, None, regions=z)
+        return apply_rows(model, params, x, None, regions=z.reshape(x.shape + z.shape[-1:]))
 
     return region_convolution, after
+
+
+def region_convolution_radius(model_config) -> int:
+    """How far the region convolution reaches: word n's region reads words n - K // 2 .. n + K // 2
+    of its sentence ('same' padding, K odd), never another sentence's."""
+    return model_config.kernel_size // 2
 
 
 def source_attention_of_step(outputs: ModelOutput, x, side, targets):
@@ -197,6 +205,9 @@ class Explanation:
     # (model, params, model_config) -> (L, g) with the outputs on x = g(x, L(x, e)) and L affine in
     # the vectors e, or None: integrated gradients then integrates behind L
     affine_prefix: Callable | None = None
+    # (model_config) -> r: L's output at position p reads the vectors within r positions of p
+    # (occlusion and the sampling methods' `prefix_radius`), or None: anywhere
+    prefix_radius: Callable | None = None
     # the model's own explanation of its positions: "capsules" (iCapsNets' local interpretation)
     # or "attention" (the `attention` callable below); None: it has none
     native: str | None = None
@@ -212,7 +223,9 @@ class Explanation:
     copies_per_call: tuple[tuple[str, int], ...] = ()
 
 
-ICAPSNET_EXPLANATION = Explanation(native="capsules", affine_prefix=region_convolution_prefix)
+ICAPSNET_EXPLANATION = Explanation(
+    native="capsules", affine_prefix=region_convolution_prefix, prefix_radius=region_convolution_radius
+)
 
 EXPLANATIONS: dict[str, Explanation] = {
     "fasttext": Explanation(no_native_reason="it averages its words"),

@@ -155,6 +155,15 @@ def _game(f, x, target, mask, args, baseline) -> _Game:
     return _Game(f, args, x, targets, mask, baseline, batch, num_targets)
 
 
+def _checked_prefix_radius(prefix_radius, affine_prefix) -> int | None:
+    """`prefix_radius`: None, or an int >= 0 given with an `affine_prefix`."""
+    if prefix_radius is None:
+        return None
+    if affine_prefix is None:
+        raise ValueError("prefix_radius: says how far an affine_prefix's L reaches; pass affine_prefix=(L, g) with it")
+    return arguments.checked_count("prefix_radius", prefix_radius, minimum=0)
+
+
 def _position_scores(values: jax.Array, mask: jax.Array, reduce: str) -> jax.Array:
     """[R, T, ...] per-value attributions -> [R, T]: their sum, or their L2 norm."""
     flat = values.reshape(values.shape[:2] + (-1,)).astype(jnp.float32)
@@ -255,24 +264,51 @@ def smoothgrad(
 
 
 def occlusion(
-    f, x, target, *, mask=None, args=(), key=None, baseline=None, max_rows: int = DEFAULT_MAX_ROWS
+    f,
+    x,
+    target,
+    *,
+    mask=None,
+    args=(),
+    key=None,
+    baseline=None,
+    affine_prefix: tuple[Callable, Callable] | None = None,
+    prefix_radius: int | None = None,
+    max_rows: int = DEFAULT_MAX_ROWS,
 ) -> jax.Array:
-    """f(x) - f(x with position t at the baseline), for every real position t."""
+    """f(x) - f(x with position t at the baseline), for every real position t.
+
+    `affine_prefix` (L, g) with `prefix_radius` r, for a model whose first layer is affine in x
+    and local (a convolution of width 2r + 1, 'same' padding): L(x, *args) is [B, T, ...], its
+    value at position p reading x only at positions within r of p. Occluding t then changes L
+    at |p - t| <= r alone, and positions s = 2r + 1 apart change it at disjoint windows, so all T
+    occluded inputs of g come from s calls of L instead of T (`attribution.occlusion`): the same
+    scores. Without the radius the prefix saves nothing, and f is scored as usual."""
     del key
     game = _game(f, x, target, mask, args, baseline)
+    radius = _checked_prefix_radius(prefix_radius, affine_prefix)
     chunk = game.rows_per_call(arguments.checked_count("max_rows", max_rows))
+    score_fn, linear_map = game.split_at(affine_prefix if radius is not None else None)
     scores = attribution.occlusion(
-        game.score_fn, game.x, game.targets, game.mask, baseline=game.baseline, chunk_size=chunk
+        score_fn,
+        game.x,
+        game.targets,
+        game.mask,
+        baseline=game.baseline,
+        chunk_size=chunk,
+        linear_map=linear_map,
+        prefix_radius=radius,
     )
     return game.unflatten(scores)
 
 
 def _sampling_estimate(
-    estimate, name: str, f, x, target, mask, args, key, baseline, max_rows: int, affine_prefix, **budget
+    estimate, name: str, f, x, target, mask, args, key, baseline, max_rows: int, affine_prefix, prefix_radius, **budget
 ):
     """A sampling method of `attribution` (`estimate`) on the game of these arguments; with
     `affine_prefix` (L, g) the coalitions are scored behind L (`attribution.coalition_values`)."""
     game = _game(f, x, target, mask, args, baseline)
+    radius = _checked_prefix_radius(prefix_radius, affine_prefix)
     budget = {option: arguments.checked_count(option, value) for option, value in budget.items()}
     score_fn, linear_map = game.split_at(affine_prefix)
     return game.unflatten(
@@ -285,6 +321,7 @@ def _sampling_estimate(
             baseline=game.baseline,
             chunk_size=game.rows_per_call(arguments.checked_count("max_rows", max_rows)),
             linear_map=linear_map,
+            prefix_radius=radius,
             **budget,
         )
     )
@@ -301,6 +338,7 @@ def kernel_shap(
     baseline=None,
     n_samples: int = 256,
     affine_prefix: tuple[Callable, Callable] | None = None,
+    prefix_radius: int | None = None,
     max_rows: int = DEFAULT_MAX_ROWS,
 ) -> jax.Array:
     """Shapley values by KernelSHAP (`attribution.shapley_kernel_design`), `n_samples`
@@ -309,7 +347,8 @@ def kernel_shap(
     `affine_prefix` (L, g), f(x, *args) = g(L(x, *args), *args) with L affine in x: each
     coalition's input to g is L(x') plus the changes its positions make to L, computed once for
     every position, so a coalition costs g and a small product instead of f (the same
-    estimate); worth it where L dominates f and coalitions outnumber positions."""
+    estimate); worth it where L dominates f and coalitions outnumber positions. With
+    `prefix_radius` (as `occlusion`'s) those changes cost 2r + 1 calls of L instead of T."""
     return _sampling_estimate(
         attribution.kernel_shap,
         "kernel_shap",
@@ -322,6 +361,7 @@ def kernel_shap(
         baseline,
         max_rows,
         affine_prefix,
+        prefix_radius,
         n_samples=n_samples,
     )
 
@@ -337,10 +377,11 @@ def shapley_sampling(
     baseline=None,
     n_permutations: int = 8,
     affine_prefix: tuple[Callable, Callable] | None = None,
+    prefix_radius: int | None = None,
     max_rows: int = DEFAULT_MAX_ROWS,
 ) -> jax.Array:
     """Shapley values from `n_permutations` antithetic orders; they sum to f(x) - f(x').
-    `affine_prefix` as `kernel_shap`'s."""
+    `affine_prefix` and `prefix_radius` as `kernel_shap`'s."""
     return _sampling_estimate(
         attribution.shapley_sampling,
         "shapley_sampling",
@@ -353,6 +394,7 @@ def shapley_sampling(
         baseline,
         max_rows,
         affine_prefix,
+        prefix_radius,
         n_permutations=n_permutations,
     )
 
@@ -368,10 +410,11 @@ def lime(
     baseline=None,
     n_samples: int = 256,
     affine_prefix: tuple[Callable, Callable] | None = None,
+    prefix_radius: int | None = None,
     max_rows: int = DEFAULT_MAX_ROWS,
 ) -> jax.Array:
     """LIME's local linear surrogate over `n_samples` coalitions (Ribeiro et al. 2016).
-    `affine_prefix` as `kernel_shap`'s."""
+    `affine_prefix` and `prefix_radius` as `kernel_shap`'s."""
     return _sampling_estimate(
         attribution.lime,
         "lime",
@@ -384,6 +427,7 @@ def lime(
         baseline,
         max_rows,
         affine_prefix,
+        prefix_radius,
         n_samples=n_samples,
     )
 

@@ -132,31 +132,42 @@ def test_results_do_not_depend_on_max_rows(name, option):
     np.testing.assert_allclose(one_copy, at_once, rtol=1e-6, atol=1e-6)
 
 
+def shifted_linear(vectors, tokens):
+    """An affine L mixing each position with the one before it (a convolution of width 2)."""
+    del tokens
+    previous = jnp.pad(vectors, ((0, 0), (1, 0), (0, 0)))[:, :-1]
+    return previous @ W1.T * 0.5 + vectors @ W1 + 0.1
+
+
+def after_shifted_linear(z, tokens):
+    return jnp.einsum("btd,dc->bc", jnp.where((tokens > 0)[..., None], jnp.tanh(z), 0.0), W2) / T
+
+
+def behind_shifted_linear(vectors, tokens):
+    return after_shifted_linear(shifted_linear(vectors, tokens), tokens)
+
+
 @pytest.mark.parametrize("name", sorted(n for n, m in interpret.METHODS.items() if "affine_prefix" in m.options))
 def test_behind_an_affine_prefix_a_method_gives_the_same_scores(name):
-    """f = g(L(x)) with L affine in x and mixing positions (a convolution of width 2): the
-    method run behind L (`affine_prefix`: integrated gradients integrates behind it, the
-    sampling methods score their coalitions from L's per-position changes) gives the scores of
-    the method run on f, for one target an example and for two (the args repeated with the
-    rows), in chunks of two copies of the rows a call."""
-
-    def linear(vectors, tokens):
-        del tokens
-        previous = jnp.pad(vectors, ((0, 0), (1, 0), (0, 0)))[:, :-1]
-        return previous @ W1.T * 0.5 + vectors @ W1 + 0.1
-
-    def after(z, tokens):
-        return jnp.einsum("btd,dc->bc", jnp.where((tokens > 0)[..., None], jnp.tanh(z), 0.0), W2) / T
-
-    def f(vectors, tokens):
-        return after(linear(vectors, tokens), tokens)
-
+    """f = g(L(x)) with L affine in x and mixing positions (a convolution of width 2, radius 1):
+    the method run behind L (`affine_prefix`: integrated gradients integrates behind it, the
+    sampling methods score their coalitions from L's per-position changes, occlusion reads each
+    occluded L from s = 2r + 1 calls) gives the scores of the method run on f, for one target an
+    example and for two (the args repeated with the rows), in chunks of two copies of the rows a
+    call. A radius smaller than L's (0) changes them: the radius is what the method relies on."""
+    f, prefix = behind_shifted_linear, (shifted_linear, after_shifted_linear)
     options = {**small(name), "max_rows": 2 * B}
+    radii = (None, 1, 2) if "prefix_radius" in interpret.METHODS[name].options else (None,)
     for target in (TARGET, TWO_TARGETS):
         plain = np.asarray(call(name, f, target=target, **options))
-        behind = np.asarray(call(name, f, target=target, affine_prefix=(linear, after), **options))
         assert np.abs(plain).max() > 1e-3
-        np.testing.assert_allclose(behind, plain, rtol=1e-4, atol=1e-5)
+        for radius in radii:
+            reach = {} if radius is None else {"prefix_radius": radius}
+            behind = np.asarray(call(name, f, target=target, affine_prefix=prefix, **reach, **options))
+            np.testing.assert_allclose(behind, plain, rtol=1e-4, atol=1e-5, err_msg=f"prefix_radius={radius}")
+    if "prefix_radius" in interpret.METHODS[name].options:
+        too_short = np.asarray(call(name, f, affine_prefix=prefix, prefix_radius=0, **options))
+        assert np.abs(too_short - np.asarray(call(name, f, **options))).max() > 1e-3
 
 
 def test_vmap_over_keys():
@@ -219,6 +230,12 @@ def test_bad_arguments_get_one_line_naming_them():
         (lambda: jax.jit(functools.partial(interpret.integrated_gradients, f))(VECTORS, TARGET, args=tokens,
                                                                                n_steps=jnp.int32(8)),
          r"^n_steps: a Python int"),
+        (lambda: interpret.occlusion(f, VECTORS, TARGET, args=tokens, prefix_radius=1), r"^prefix_radius: .*affine_prefix"),
+        (lambda: interpret.lime(f, VECTORS, TARGET, args=tokens, key=jax.random.key(0), prefix_radius=-1,
+                                affine_prefix=(shifted_linear, after_shifted_linear)), r"^prefix_radius: expected an int >= 0"),
+        (lambda: interpret.occlusion(f, VECTORS, TARGET, args=tokens, prefix_radius=1,
+                                     affine_prefix=(lambda v, t: shifted_linear(v, t).reshape(B, -1), None)),
+         r"^prefix_radius: the affine prefix's outputs must be \[B, T, \.\.\.\]"),
     ]
     for run, message in cases:
         with pytest.raises((ValueError, TypeError), match=message) as caught:
