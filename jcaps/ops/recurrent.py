@@ -5,7 +5,9 @@ Pure functions on arrays, usable under `jit`, `vmap` and `grad`. Sequences are b
 [..., T]. Inside, the scans read time-major [T, B, F], the layout `lax.scan` walks: the
 transposes sit next to elementwise work (the bias of the input projections, the zeroing of
 the padded steps) into which XLA fuses them. The input projections of all time steps are one
-matmul before the scan, so the loop body holds only the recurrent matmul and the gate math.
+matmul before the scan, so the loop body holds only the recurrent matmul and the gate math;
+a bidirectional GRU's forward pass over many sequences projects inside its loop instead
+(`IN_LOOP_PROJECTION_ROWS`), and is differentiated as the others are.
 
 Padding: the `mask` marks real steps. At a padded step the state is carried through
 unchanged and the output is zero, so trailing pads never touch the forward direction's valid
@@ -20,6 +22,8 @@ References:
         forget gate of the form used here is Gers et al. 2000).
     PyTorch `torch.nn.LSTM` documentation (gate order i, f, g, o; two biases per gate).
 """
+
+import math
 
 import jax
 import jax.numpy as jnp
@@ -294,7 +298,64 @@ def bidirectional_gru(
           [0.    0.   ]
           [0.    0.   ]]]
     """
+    rows = math.prod(x.shape[:-2])
+    if rows >= IN_LOOP_PROJECTION_ROWS:
+        return _bidirectional_gru_projecting_in_loop(x, input_kernel, input_bias, hidden_kernel, hidden_bias, mask)
     return _bidirectional(_gru_states, x, input_kernel, input_bias, hidden_kernel, hidden_bias, mask)
+
+
+# From this many sequences a step, a bidirectional GRU's forward pass projects each step's input
+# inside the loop instead of all steps before it: the [T, B, 6H] input gates are never written
+# out, and a [B, D] x [D, 3H] product a step stays in cache. XLA:CPU, T = 64, H = 128, D = 64
+# (D = 256): 1024 rows 0.325 s -> 0.198 s (0.424 -> 0.301), 256 rows 0.089 -> 0.047 (0.106 ->
+# 0.084), 128 rows 0.045 -> 0.033 (0.061 -> 0.060), 64 rows 0.015 -> 0.016, 32 rows 0.008 ->
+# 0.010: below it, the one large product is as fast or faster.
+IN_LOOP_PROJECTION_ROWS = 128
+
+
+@jax.custom_vjp
+def _bidirectional_gru_projecting_in_loop(x, input_kernel, input_bias, hidden_kernel, hidden_bias, mask):
+    """`bidirectional_gru` with each step's input projected inside the loop. Differentiated, it
+    runs as `bidirectional_gru` does below `IN_LOOP_PROJECTION_ROWS` (its backward pass needs
+    every step's input gates anyway)."""
+    x_steps = _time_major(x)
+    valid = _time_major_mask(mask, x.shape[:-1])
+    new_biases = tuple(_new_gate_bias(bias, (x_steps.shape[1], hidden_kernel.shape[1])) for bias in hidden_bias)
+    # Per direction: the (r, z, n) input kernels, and their biases with b_hr and b_hz folded in.
+    projections = tuple(
+        tuple(zip(_split_gates(input_kernel[d]), _input_gate_parts(input_bias[d], hidden_bias[d]))) for d in range(2)
+    )
+
+    def step(states, inputs):
+        new_states = []
+        for h, kernel, new_bias, parts, (x_t, valid_t) in zip(states, hidden_kernel, new_biases, projections, inputs):
+            step_parts = [add_bias(x_t @ w, b) for w, b in parts]
+            _, update, _, new = _gates(*step_parts, h @ kernel, new_bias)
+            new_states.append(jnp.where(valid_t[..., None], new + update * (h - new), h))
+        return tuple(new_states), tuple(new_states)
+
+    initial = tuple(jnp.zeros_like(b) for b in new_biases)
+    inputs = ((x_steps, valid), (jnp.flip(x_steps, axis=0), jnp.flip(valid, axis=0)))
+    forward, backward = jax.lax.scan(step, initial, inputs)[1]
+    states = jnp.stack([forward, jnp.flip(backward, axis=0)], axis=2)
+    return zero_padding(_batch_major(states, x.shape[:-2]), mask)
+
+
+def _projecting_in_loop_forward(x, input_kernel, input_bias, hidden_kernel, hidden_bias, mask):
+    def layer(*arrays):
+        return _bidirectional(_gru_states, *arrays, mask)
+
+    # jax.vjp's function is a pytree of its residuals: the backward pass runs through the
+    # projection before the loop and `_gru_states`, as `bidirectional_gru`'s does for fewer rows.
+    states, pullback = jax.vjp(layer, x, input_kernel, input_bias, hidden_kernel, hidden_bias)
+    return states, pullback
+
+
+def _projecting_in_loop_backward(pullback, cotangent):
+    return (*pullback(cotangent), None)  # the mask has no cotangent
+
+
+_bidirectional_gru_projecting_in_loop.defvjp(_projecting_in_loop_forward, _projecting_in_loop_backward)
 
 
 def _bidirectional(states_fn, x, input_kernel, input_bias, hidden_kernel, hidden_bias, mask):

@@ -46,6 +46,29 @@ def test_bidirectional_layers_match_numpy_loops_on_padded_batch(bidirectional):
         np.testing.assert_allclose(out[b, n - 1, 1], first_step, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("masked", [True, False])
+def test_a_gru_of_many_rows_projects_in_its_loop_with_the_same_values_and_gradients(masked):
+    """From `IN_LOOP_PROJECTION_ROWS` sequences the GRU's forward pass projects each step's input
+    inside its loop; its values are the NumPy loops', and its gradients (the backward pass of
+    the projection before the loop) are the small batch's, row by row and summed for the weights."""
+    x, mask, params = _padded_batch(3)
+    copies = -(-recurrent.IN_LOOP_PROJECTION_ROWS // B)
+    many_x, many_mask = np.tile(x, (copies, 1, 1)), np.tile(mask, (copies, 1))
+    layer = jax.jit(lambda x, *params, mask: recurrent.bidirectional_gru(x, *params, mask=mask if masked else None))
+    out = layer(many_x, *params, mask=many_mask)
+    reference = np_bidirectional(x, mask if masked else np.ones_like(mask), params, np_gru)
+    np.testing.assert_allclose(out, np.tile(reference, (copies, 1, 1, 1)), rtol=1e-5, atol=1e-5)
+
+    def loss(x, *params, mask):
+        return jnp.sum(jnp.sin(layer(x, *params, mask=mask)))
+
+    grads = jax.grad(loss, argnums=range(5))(many_x, *params, mask=many_mask)
+    small = jax.grad(loss, argnums=range(5))(x, *params, mask=mask)
+    np.testing.assert_allclose(grads[0], np.tile(small[0], (copies, 1, 1)), rtol=1e-5, atol=1e-6)
+    for many, one in zip(grads[1:], small[1:]):
+        np.testing.assert_allclose(many, copies * np.asarray(one), rtol=1e-4, atol=1e-5)
+
+
 def test_extra_padding_changes_no_valid_output(bidirectional):
     layer, _, x, mask, params = bidirectional
     out = layer(x, *params, mask=mask)
