@@ -362,7 +362,7 @@ def occlusion(
     and the tokens t = c, c + s, c + 2s, ... (s = 2r + 1) change it at disjoint positions, so
     L(e with all of them occluded) gives each one's occluded L, read inside its own window. All T
     occluded copies then cost s calls of L and T of g instead of T of both: the same values,
-    as exactly as L's own arithmetic.
+    as exactly as L's own arithmetic. Without `prefix_radius`, s = T: L may read every position.
 
     Returns:
       [B, T] scores, 0 at padding.
@@ -371,10 +371,10 @@ def occlusion(
     baseline = _baseline(embeddings, baseline)
     length = embeddings.shape[1]
     positions = jnp.arange(length)
-    if linear_map is None or prefix_radius is None:
+    if linear_map is None:
         all_but_one = jnp.broadcast_to(~jnp.eye(length, dtype=bool)[:, None, :], (length,) + mask.shape)
-        occluded = coalition_values(score_fn, embeddings, baseline, targets, all_but_one, chunk_size, linear_map)
-        full_input = embeddings if linear_map is None else linear_map(embeddings)
+        occluded = coalition_values(score_fn, embeddings, baseline, targets, all_but_one, chunk_size)
+        full_input = embeddings
     else:
         full_input = linear_map(embeddings)
         stride, windows = _strided_windows(length, prefix_radius, full_input.shape, embeddings.shape)
@@ -382,8 +382,9 @@ def occlusion(
         occluded_classes = _linear_of_classes(linear_map, baseline, embeddings, stride, chunk_size)
 
         def occluded_inputs(ts: jax.Array) -> jax.Array:  # [chunk] -> [chunk * B, P, ...]
-            inside = _expand_to(windows[ts][:, None], full_input.ndim + 1)
-            rows = jnp.where(inside, occluded_classes[ts % stride], full_input[None])
+            rows = occluded_classes[ts % stride]
+            if windows is not None:
+                rows = jnp.where(_expand_to(windows[ts][:, None], full_input.ndim + 1), rows, full_input[None])
             return rows.reshape((-1,) + full_input.shape[1:])
 
         occluded = _scored_in_chunks(score_fn, targets, positions, chunk_size, occluded_inputs)
@@ -495,10 +496,14 @@ def _expand_to(z: jax.Array, ndim: int) -> jax.Array:
     return z.reshape(z.shape + (1,) * (ndim - z.ndim))
 
 
-def _strided_windows(length: int, radius: int, output_shape: tuple, input_shape: tuple) -> tuple[int, jax.Array]:
+def _strided_windows(
+    length: int, radius: int | None, output_shape: tuple, input_shape: tuple
+) -> tuple[int, jax.Array | None]:
     """(s, windows [T, T] bool): positions t = c mod s (s = 2r + 1, at most T) change an L of
-    radius r at the disjoint windows[t] = (|p - t| <= r). L's outputs must be [B, T, ...], by
-    position like its inputs."""
+    radius r at the disjoint windows[t] = (|p - t| <= r); L's outputs must then be [B, T, ...], by
+    position like its inputs. radius None: (T, None), one position a class, L changed anywhere."""
+    if radius is None:
+        return length, None
     if output_shape[:2] != input_shape[:2]:
         raise ValueError(
             f"prefix_radius: the affine prefix's outputs must be [B, T, ...] position by position like its "
