@@ -42,6 +42,16 @@ from jcaps.data.readers import idx, jsonl, text_labels, ts, zhang_csv
 from jcaps.data.vocab import LabelMap
 from jcaps.errors import ConfigError
 
+
+class _LocalDatasetInfo(tfds.core.DatasetInfo):
+    """The `DatasetInfo` of a builder of local files: TFDS' bucket holds no metadata of theirs,
+    and the base class makes a temporary folder for it before it finds none, which it never
+    removes (one empty `/tmp/tmp*tfds` each time a dataset is prepared)."""
+
+    def initialize_from_bucket(self) -> None:
+        pass
+
+
 # ---------------------------------------------------------------------------------------------
 # Text formats: the files of each split, the class names, one builder a format
 # ---------------------------------------------------------------------------------------------
@@ -173,7 +183,7 @@ class TextFilesBuilder(tfds.core.GeneratorBasedBuilder):
         }
         if self._group_key:
             features[self._group_key] = tfds.features.Text()
-        return tfds.core.DatasetInfo(
+        return _LocalDatasetInfo(
             builder=self, description=self.builder_config.description, features=tfds.features.FeaturesDict(features)
         )
 
@@ -383,7 +393,7 @@ class SeriesBuilder(tfds.core.GeneratorBasedBuilder):
         # two for these sizes) even when the prepared copy is reused.
         splits, names = self.raw
         num_features = int(splits["train"].series[0].shape[1])
-        return tfds.core.DatasetInfo(
+        return _LocalDatasetInfo(
             builder=self,
             description=self.builder_config.description,
             features=tfds.features.FeaturesDict(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import tempfile
 import time
 
 import pytest
@@ -14,7 +15,7 @@ from jcaps.data import preparation
 from jcaps.data.errors import DataError
 from jcaps.errors import ConfigError, UserError
 from jcaps.train import loop
-from jcaps.train.config import base_config, load
+from jcaps.train.config import base_config, load, series_config
 from tests.data.test_pipeline import data_config, write
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -112,6 +113,24 @@ def test_a_failed_preparation_leaves_no_empty_or_partial_folders(tmp_path, drop_
         preparation.prepare_text_splits(config, seed=0)
     assert directories(cache) == ["empty_before", "other"]
     assert (cache / "other" / "kept.txt").is_file()
+
+
+def test_preparing_local_files_leaves_nothing_in_the_temporary_folder(tmp_path, monkeypatch):
+    # TFDS' DatasetInfo makes a temporary folder for metadata from its bucket, which local
+    # files never have, before it looks; a text and a series builder skip that.
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    folder = tmp_path / "news"
+    folder.mkdir()
+    write(folder / "train.csv", "".join(f'{1 + i % 2},"t{i}","text {i}"\n' for i in range(8)))
+    write(folder / "test.csv", '1,"ok","fine"\n2,"also","fine"\n')
+    preparation.prepare_text_splits(data_config(folder, tmp_path / "cache"), seed=0)
+    boxes = series_config().data
+    boxes.update(format="boxes", cache_dir=str(tmp_path / "cache"), box_train_size=8, box_test_size=4,
+                 box_time_steps=5, box_features=3)
+    preparation.prepare_series_splits(boxes)
+    assert list(temporary.iterdir()) == []
 
 
 def test_removing_new_directories_keeps_what_holds_files_it_did_not_make(tmp_path):
