@@ -11,10 +11,17 @@ import os
 #   28 s against 38 s; the SGM and CCCapsNet tests of interpret/test_explain.py: 73 s against
 #   100 s), and a CCCapsNet `:smoke` training runs about as fast (19.7 s against 19.1 s). Whole
 #   suite at -O1: 22:33 -> 16:18.
-# - LLVM at -O0 instead of XLA:CPU's -O2: the whole suite then took 13:37 against 16:18 at -O1,
-#   although its bfloat16 trainings (tests/train/test_mixed_precision.py) ran slower, 218 s
-#   against 197 s.
+# - LLVM at -O0 instead of -O1: the whole suite then took 13:37 against 16:18, although its
+#   bfloat16 trainings (tests/train/test_mixed_precision.py) ran slower, 218 s against 197 s.
+#   JAX's `jax_disable_most_optimizations` instead, which a test could turn off for one run,
+#   took tests/models/test_outputs.py from 15 s to 34 s.
 SUITE_XLA_FLAGS = "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
+
+# The devices of the test processes: two, so that every in-process training runs the sharded
+# path (batches split over a mesh, gradients reduced across it). Eight made the `:smoke` trainings
+# a quarter slower on two cores (the bfloat16 ones of tests/train/test_mixed_precision.py: 168 s
+# against 123 s, `-n 2`); the eight-device case is a command's (tests/train/test_multiprocess.py).
+TEST_DEVICES = 2
 
 
 def xla_flags(devices: int) -> str:

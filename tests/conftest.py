@@ -7,9 +7,9 @@ import json
 import os
 import shutil
 
-from tests.command_env import xla_flags
+from tests.command_env import TEST_DEVICES, xla_flags
 
-os.environ.setdefault("XLA_FLAGS", xla_flags(8))
+os.environ.setdefault("XLA_FLAGS", xla_flags(TEST_DEVICES))
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import jax  # noqa: E402
@@ -142,7 +142,7 @@ def trained_smoke_workdir(built_once, config_file, cache_dir):
 
 @pytest.fixture(scope="session")
 def checkpointed_smoke_workdir(built_once, config_file, cache_dir):
-    """The fastText `:smoke` run in-process (on the 8 devices), checkpointed every 10 of its 60
+    """The fastText `:smoke` run in-process (on the test devices), checkpointed every 10 of its 60
     steps, once a session (`built_once`): the uninterrupted run that the checkpoint-fault tests
     and the one-device `train.py` run compare theirs with."""
     from jcaps.train import loop

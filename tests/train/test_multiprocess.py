@@ -1,5 +1,6 @@
-"""Two CPU processes with two devices each train like one process with four, and their checkpoint
-restores in a single-process run (jax.distributed over localhost, gloo collectives)."""
+"""Two CPU processes with four devices each train like one process with eight, and their checkpoint
+restores in a single-process run (jax.distributed over localhost, gloo collectives). Eight
+devices split the `:smoke` batch of 16 two examples a device, as finely as the tests split it."""
 
 from __future__ import annotations
 
@@ -40,12 +41,12 @@ def train_losses(workdir) -> dict[int, float]:
 
 @pytest.fixture(scope="session")
 def runs(built_once, cache_dir):
-    """(folder, the two processes' output): the smoke config trained 12 steps by one process on 4
-    devices (folder/single) and by two processes on 2 devices each (folder/two), once a session
+    """(folder, the two processes' output): the smoke config trained 12 steps by one process on 8
+    devices (folder/single) and by two processes on 4 devices each (folder/two), once a session
     (`built_once`)."""
 
     def train(root):
-        single = subprocess.run(command(root / "single", cache_dir, 12), env=command_env(4), cwd=ROOT,
+        single = subprocess.run(command(root / "single", cache_dir, 12), env=command_env(8), cwd=ROOT,
                                 capture_output=True, text=True, timeout=300)
         assert single.returncode == 0, single.stdout + single.stderr
         port = free_port()
@@ -53,7 +54,7 @@ def runs(built_once, cache_dir):
             subprocess.Popen(
                 command(root / "two", cache_dir, 12, "--num_processes=2", f"--process_id={i}",
                         f"--coordinator_address=localhost:{port}"),
-                env=command_env(2), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                env=command_env(4), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             )
             for i in range(2)
         ]
