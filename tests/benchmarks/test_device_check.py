@@ -25,7 +25,7 @@ FILES = {"environment.json", "tests.xml", "rnn_impl.json", "run_all_float32.json
 
 def test_dry_run_writes_every_file_the_device_run_brings_back(tmp_path):
     out = tmp_path / "out"
-    # One CPU device, as the GPU machine has one GPU (the suite's eight would split batches of 4).
+    # One CPU device, as the GPU machine has one GPU (the suite's two would split batches of 4).
     env = command_env(PYTHON=sys.executable, DEVICE_CHECK_MODELS="fasttext_ag_news")
     env.pop("JAX_PLATFORMS", None)
     result = subprocess.run(["bash", "benchmarks/device_check.sh", str(out), "--dry-run"], cwd=ROOT, env=env,
