@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 
 # The suite compiles thousands of small programs, most of them once, and compiling was most of
-# its time, so it trades run time for compile time (whole suite, `-n 2`, 2 cores, one checkout):
+# its time, so it trades run time for compile time (whole suite, `-n 2`, 2 cores, one checkout,
+# eight test devices then):
 # - XLA:CPU's classic loop emitters instead of its MLIR fusion emitters compile the same programs
 #   in about three quarters of the time (tests/models/test_outputs.py with ops/test_capsules.py:
 #   28 s against 38 s; the SGM and CCCapsNet tests of interpret/test_explain.py: 73 s against

@@ -570,9 +570,10 @@ def row_keys(key: jax.Array, rows: int) -> jax.Array:
     return jax.random.split(key, rows) if key_count(key, rows) is None else key
 
 
-# The coalition designs and the regressions are jitted (sizes static): called eagerly, outside a
-# jit of the caller's, each of their many small operations compiled on its own, and an eager
-# KernelSHAP's first call took 7.4 s against 2.8 s (4 rows of 12 tokens, 256 coalitions).
+# This function and the coalition designs and regressions below are jitted (sizes static):
+# called eagerly, outside a jit of the caller's, each of their many small operations compiled on
+# its own, and an eager KernelSHAP's first call took 7.4 s against 2.8 s (4 rows of 12 tokens,
+# 256 coalitions).
 @functools.partial(jax.jit, static_argnames="shape")
 def _random_ranks(key: jax.Array, mask: jax.Array, shape: tuple) -> jax.Array:
     """[*shape, B, T] a uniformly random order of each row's real tokens (ranks 0..M-1), the
