@@ -24,8 +24,8 @@ Writes DIR/results.json: {"runs": {LIMIT: {"examples", "peak_rss_mib", "wall_sec
 ...}}}, "rss_ratio": peak of the largest limit / peak of the smallest, "kills": {"count" (the runs
 actually killed), "identical", "examples", "each_once"}, "_run": `recording.provenance.run_metadata`}.
 
-`--tiny`: trains the fastText `:smoke` config (generated data) into DIR/workdir and uses limits
-40,128 and 1 kill (the tests run it).
+`--tiny`: limits 40,128 and 1 kill, on `--workdir` where one is given, else on the fastText
+`:smoke` config (generated data) trained into DIR/workdir first (the tests run it).
 """
 
 from __future__ import annotations
@@ -157,8 +157,9 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     limits = [int(limit) for limit in args.limits.split(",")]
     if args.tiny:
-        args.workdir, limits, args.kills = os.path.join(args.out, "workdir"), [40, 128], 1
-        args.cache_dir = os.path.join(args.out, "data")
+        limits, args.kills = [40, 128], 1
+    if args.tiny and not args.workdir:
+        args.workdir, args.cache_dir = os.path.join(args.out, "workdir"), os.path.join(args.out, "data")
         if not os.path.isdir(args.workdir):
             subprocess.run([sys.executable, os.path.join(ROOT, "train.py"), "--config", "fasttext_ag_news:smoke",
                             "--workdir", args.workdir, f"--config.data.cache_dir={args.cache_dir}",
