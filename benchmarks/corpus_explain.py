@@ -158,12 +158,12 @@ def main():
     limits = [int(limit) for limit in args.limits.split(",")]
     if args.tiny:
         limits, args.kills = [40, 128], 1
-    if args.tiny and not args.workdir:
-        args.workdir, args.cache_dir = os.path.join(args.out, "workdir"), os.path.join(args.out, "data")
-        if not os.path.isdir(args.workdir):
-            subprocess.run([sys.executable, os.path.join(ROOT, "train.py"), "--config", "fasttext_ag_news:smoke",
-                            "--workdir", args.workdir, f"--config.data.cache_dir={args.cache_dir}",
-                            "--config.train.progress=none"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+        if not args.workdir:
+            args.workdir, args.cache_dir = os.path.join(args.out, "workdir"), os.path.join(args.out, "data")
+            if not os.path.isdir(args.workdir):
+                subprocess.run([sys.executable, os.path.join(ROOT, "train.py"), "--config", "fasttext_ag_news:smoke",
+                                "--workdir", args.workdir, f"--config.data.cache_dir={args.cache_dir}",
+                                "--config.train.progress=none"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
     elif not args.workdir:
         parser.error("--workdir is required (or --tiny)")
     results = {"runs": {}, "_run": metadata}
