@@ -39,6 +39,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from recording.provenance import run_metadata
 from recording.results import write_results
@@ -94,9 +95,9 @@ def explained_lines(out: str) -> list[str]:
 def explain_to_the_end(args, out: str, limit: int) -> list[dict]:
     """Runs (or resumes) the command into `out` until it finishes; every invocation's record."""
     path = out + ".invocations.json"
-    invocations = json.load(open(path, encoding="utf-8")) if os.path.isfile(path) else []  # noqa: SIM115
+    invocations = json.loads(Path(path).read_text(encoding="utf-8")) if os.path.isfile(path) else []
     run = os.path.join(out, "run.json")
-    if invocations and os.path.isfile(run) and json.load(open(run, encoding="utf-8")).get("finished"):  # noqa: SIM115
+    if invocations and os.path.isfile(run) and json.loads(Path(run).read_text(encoding="utf-8")).get("finished"):
         return invocations
     record = invoke(interpret_command(args, out, limit), out + ".log")
     if record["status"] != 0:

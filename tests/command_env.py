@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import subprocess
+import sys
 
 # The suite compiles thousands of small programs, most of them once, and compiling was most of
 # its time, so it trades run time for compile time (whole suite, `-n 2`, 2 cores, one checkout,
@@ -18,7 +20,13 @@ import os
 #   bfloat16 trainings (tests/train/test_mixed_precision.py) ran slower, 218 s against 197 s.
 #   JAX's `jax_disable_most_optimizations` instead, which a test could turn off for one run,
 #   took tests/models/test_outputs.py from 15 s to 34 s.
-SUITE_XLA_FLAGS = "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
+# XLA aborts a process whose XLA_FLAGS name a flag it does not have, and the classic emitters'
+# flag is gone from newer XLAs (jaxlib 0.12): the suite keeps each of these flags only where the
+# installed XLA accepts it (`suite_xla_flags`).
+SUITE_XLA_FLAGS = ("--xla_backend_optimization_level=0", "--xla_cpu_use_fusion_emitters=false")
+# Where the test session leaves the accepted flags for its workers and the commands they start,
+# so that the installed XLA is asked once a session.
+ACCEPTED_FLAGS_VARIABLE = "JCAPS_TEST_XLA_FLAGS"
 
 # The exceptions: the recurrent encoders of CCCapsNet (a BiGRU) and of the binary-relevance
 # baseline (SGM's BiLSTM) run so much slower at -O0 that -O2's longer compile pays, so the tests
@@ -36,9 +44,26 @@ O2_COMPILED_CONFIGS = frozenset({"cccapsnet_ag_news.py", "br_reuters.py"})
 TEST_DEVICES = 2
 
 
+def _xla_accepts(flags: str) -> bool:
+    """Whether a CPU backend starts with XLA_FLAGS=`flags`, in a process of its own."""
+    probe = [sys.executable, "-c", "import jax; jax.devices()"]
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": flags}
+    return subprocess.run(probe, env=env, capture_output=True, check=False).returncode == 0
+
+
+def suite_xla_flags() -> str:
+    """Those of `SUITE_XLA_FLAGS` the installed XLA accepts, asked once a session."""
+    accepted = os.environ.get(ACCEPTED_FLAGS_VARIABLE)
+    if accepted is None:
+        every = " ".join(SUITE_XLA_FLAGS)
+        accepted = every if _xla_accepts(every) else " ".join(f for f in SUITE_XLA_FLAGS if _xla_accepts(f))
+        os.environ[ACCEPTED_FLAGS_VARIABLE] = accepted
+    return accepted
+
+
 def xla_flags(devices: int) -> str:
     """XLA_FLAGS for `devices` CPU devices with the suite's settings."""
-    return f"--xla_force_host_platform_device_count={devices} {SUITE_XLA_FLAGS}"
+    return f"--xla_force_host_platform_device_count={devices} {suite_xla_flags()}".strip()
 
 
 def command_env(devices: int = 1, **variables: str) -> dict[str, str]:

@@ -5,6 +5,7 @@ with the token ids passed through `args`."""
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -352,7 +353,7 @@ def test_a_model_of_ones_own_gets_faithfulness_checks_and_the_report(tmp_path):
     words = [[f"w{t}" for t in row] for row in tokens.tolist()]
     path = interpret.report.write_html(tmp_path / "report.html", words, scores, targets=[f"class {c}" for c in labels],
                                        faithfulness=faithful, checks=summary)
-    page = open(path, encoding="utf-8").read()
+    page = Path(path).read_text(encoding="utf-8")
     assert "Sanity checks" in page and f"{ig:.4f}" in page and "class 2" in page
     assert page.count('class="example"') == len(tokens) and all(f">{m}</label>" in page for m in methods)
     with pytest.raises(ValueError, match=r"^scores_by_method\['occlusion'\]: expected \[B, T\] with B = 16"):

@@ -14,6 +14,7 @@ import pytest
 from jcaps.models.choices import InputCellLSTMVariant
 from jcaps.models.input_cell_lstm import InputCellLSTM
 from jcaps.ops.pooling import causal_softmax_pool_quadratic
+from tests.float32 import summed_atol
 from tests.ops.recurrent_references import np_lstm as np_lstm_loop
 
 B, T, N, C = 3, 7, 4, 2
@@ -128,8 +129,11 @@ def test_variant_shapes_numpy_reference_and_padding_invariance(batch, variant):
     longer = apply(params, longer_series, longer_mask)
     np.testing.assert_allclose(longer.scores, outputs.scores, rtol=1e-6, atol=1e-6)
     if variant == "input_cell":
+        # Each logit sums N inputs into each of the attention_dim units, then those units.
+        expected = outputs.input_attention_logits[mask]
+        terms = N * SMALL["attention_dim"]
         np.testing.assert_allclose(
-            longer.input_attention_logits[:, :T][mask], outputs.input_attention_logits[mask], rtol=1e-6
+            longer.input_attention_logits[:, :T][mask], expected, rtol=0, atol=summed_atol(terms, expected)
         )
     if variant == "lstm_self_attention":
         np.testing.assert_allclose(longer.hop_attention[..., :T], outputs.hop_attention, rtol=1e-6, atol=1e-7)

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import types
+from pathlib import Path
 
 import orbax.checkpoint as ocp
 import pytest
@@ -24,8 +25,7 @@ import pytest
 from jcaps.data import datasets
 from jcaps.errors import UserError, WriteFailed
 from jcaps.train import checkpoints as checkpoints_lib
-from jcaps.train import final_params
-from jcaps.train import loop
+from jcaps.train import final_params, loop
 from jcaps.train.checkpoints import CHECKSUMS_FILE, Checkpoints, DamagedCheckpoint, SaveFailed
 from jcaps.train.config import load
 from tests.command_env import command_env
@@ -63,7 +63,7 @@ def step_files(workdir, *steps: str) -> list[str]:
 
 
 def flip_byte(path: str, position: int | None = None) -> None:
-    data = bytearray(open(path, "rb").read())
+    data = bytearray(Path(path).read_bytes())
     position = len(data) // 2 if position is None else position
     data[position] ^= 0xFF
     with open(path, "wb") as f:
@@ -198,7 +198,7 @@ def test_damaged_latest_checkpoint_is_moved_aside_and_the_previous_one_resumes(
     assert (workdir / "checkpoints" / "40.damaged").is_dir()
     assert_same_finals(workdir, reference[1])
     # The metrics of steps 31..40 were written again, once.
-    steps = [(r["step"], r["split"]) for r in map(json.loads, open(workdir / "metrics.jsonl")) if not r.get("final")]
+    steps = [(r["step"], r["split"]) for r in map(json.loads, (workdir / "metrics.jsonl").read_text().splitlines()) if not r.get("final")]
     assert len(steps) == len(set(steps))
 
 
@@ -472,7 +472,7 @@ def strict_records(path) -> list[dict]:
     def refuse(token):
         raise AssertionError(f"{path}: {token} is not JSON")
 
-    return [json.loads(line, parse_constant=refuse) for line in open(path, encoding="utf-8")]
+    return [json.loads(line, parse_constant=refuse) for line in Path(path).read_text(encoding="utf-8").splitlines()]
 
 
 @pytest.mark.slow
