@@ -41,7 +41,7 @@ from absl import logging
 from benchmarks.sgm_speed import sized
 from benchmarks.throughput import synthetic_batch
 from jcaps.train import mesh as mesh_lib
-from jcaps.train.checkpoints import Checkpoints
+from jcaps.train.checkpoints import Checkpoints, savable
 from jcaps.train.config import load
 from jcaps.train.families import build_model, get_family
 from jcaps.train.state import DTYPES, create_train_state, parameter_count
@@ -78,18 +78,18 @@ def timed(fn) -> float:
 
 
 def measure(state, scratch: str, repeats: int) -> dict:
-    savable = {"step": state.step, "params": state.params, "opt_state": state.opt_state, "rng": state.rng}
+    tree = savable(state)
     times = {key: [] for key in ("async_return_s", "orbax_save_s", "jcaps_save_s", "orbax_restore_s",
                                  "jcaps_restore_s")}
     for repeat in range(repeats):
         plain_dir = os.path.join(scratch, f"orbax_{repeat}")
         manager = ocp.CheckpointManager(plain_dir, item_names=("state",))
         started = time.perf_counter()
-        manager.save(1, args=ocp.args.Composite(state=ocp.args.StandardSave(savable)), force=True)
+        manager.save(1, args=ocp.args.Composite(state=ocp.args.StandardSave(tree)), force=True)
         times["async_return_s"].append(time.perf_counter() - started)
         manager.wait_until_finished()
         times["orbax_save_s"].append(time.perf_counter() - started)
-        abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, savable)
+        abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, tree)
         args = ocp.args.Composite(state=ocp.args.StandardRestore(abstract))
         times["orbax_restore_s"].append(timed(lambda: jax.block_until_ready(manager.restore(1, args=args)["state"])))
         manager.close()

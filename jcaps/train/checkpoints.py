@@ -220,7 +220,7 @@ class Checkpoints:
     def save(self, step: int, state, data_state: dict | None) -> None:
         """Saves `step`, waits for it to be committed and writes its checksums; raises
         `SaveFailed` (the step is not committed) when the files cannot be written."""
-        items = {"state": ocp.args.StandardSave(_savable(state))}
+        items = {"state": ocp.args.StandardSave(savable(state))}
         if data_state is not None:
             items["data"] = ocp.args.JsonSave(data_state)
         self._save(self._manager, self.directory, step, ocp.args.Composite(**items))
@@ -229,14 +229,17 @@ class Checkpoints:
         """Restores into the structure (and shardings) of `state`; returns (state, data_state).
         Raises `DamagedCheckpoint` when the step does not read back as saved."""
         step = self._manager.latest_step() if step is None else step
-        target = jax.tree.map(ocp.utils.to_shape_dtype_struct, _savable(state))
+        target = jax.tree.map(ocp.utils.to_shape_dtype_struct, savable(state))
         items = {"state": ocp.args.StandardRestore(target)}
         if with_data:
             items["data"] = ocp.args.JsonRestore()
         restored = self._read(self._manager, self.directory, step, ocp.args.Composite(**items))
         saved = restored["state"]
         state = state.replace(
-            step=saved["step"], params=saved["params"], opt_state=saved["opt_state"], rng=saved["rng"]
+            step=saved["step"],
+            params=saved["params"],
+            opt_state=saved["opt_state"],
+            rng=jax.random.wrap_key_data(saved["rng"]),
         )
         return state, (restored["data"] if with_data else None)
 
@@ -421,5 +424,9 @@ def keep_if_best(checkpoints: Checkpoints, best: dict | None, step: int, params,
     return best
 
 
-def _savable(state) -> dict:
-    return {"step": state.step, "params": state.params, "opt_state": state.opt_state, "rng": state.rng}
+def savable(state) -> dict:
+    """The checkpointed tree of `state`: its typed key as the key's data (uint32[2] for the default
+    threefry keys), which is what the legacy `jax.random.PRNGKey`s of older workdirs were, so those
+    restore as the same key."""
+    rng = jax.random.key_data(state.rng)
+    return {"step": state.step, "params": state.params, "opt_state": state.opt_state, "rng": rng}

@@ -47,7 +47,7 @@ def _init_params(model, inputs: tuple):
 def parameter_shapes(config, model, inputs: tuple):
     """The parameter tree of `model` with `jax.ShapeDtypeStruct` leaves: traced by
     `jax.eval_shape` of its init on `inputs` (`dummy_inputs`), never computed."""
-    return jax.eval_shape(_init_params(model, inputs), jax.random.PRNGKey(config.train.seed))
+    return jax.eval_shape(_init_params(model, inputs), jax.random.key(config.train.seed))
 
 
 def create_train_state(config, model, inputs: tuple, num_steps: int, mesh) -> TrainState:
@@ -57,7 +57,7 @@ def create_train_state(config, model, inputs: tuple, num_steps: int, mesh) -> Tr
     from jcaps.train.optim import make_optimizer  # optax: loaded only by training
     from jcaps.train.steps import TrainState
 
-    init_rng, state_rng = jax.random.split(jax.random.PRNGKey(config.train.seed))
+    init_rng, state_rng = jax.random.split(jax.random.key(config.train.seed))
     init_params = _init_params(model, inputs)
     tx = make_optimizer(config.train, num_steps)
 

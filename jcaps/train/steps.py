@@ -20,7 +20,8 @@ from jcaps.train.metrics import multilabel_sums
 
 
 class TrainState(train_state.TrainState):
-    """Flax's TrainState (step, params, optimiser state) with the run's base RNG key."""
+    """Flax's TrainState (step, params, optimiser state) with the run's base RNG key (a typed
+    key, `jax.random.key`; checkpoints hold its `key_data`, as they held the legacy uint32 keys)."""
 
     rng: jax.Array
 

@@ -75,7 +75,7 @@ class TrainedModel:
         from jcaps.train.steps import TrainState
 
         return TrainState.create(
-            apply_fn=self.model.apply, params=self.params, tx=optax.identity(), rng=jax.random.PRNGKey(0)
+            apply_fn=self.model.apply, params=self.params, tx=optax.identity(), rng=jax.random.key(0)
         ).replace(step=self.selected_step)
 
 

@@ -241,7 +241,7 @@ def test_region_convolution_prefix_reproduces_the_model(activation):
     config.model.conv_activation = activation
     model = build_model(config.model, 30, 4)
     tokens = np.array([[3, 4, 5, 6, 7, 0], [8, 9, 2, 0, 0, 0]], np.int32)
-    params = model.init(jax.random.PRNGKey(0), tokens)["params"]
+    params = model.init(jax.random.key(0), tokens)["params"]
     embeddings = model.apply({"params": params}, tokens).embeddings
     linear, after = region_convolution_prefix(model, params, config.model)
     direct = model.apply({"params": params}, tokens, embeddings=embeddings).scores

@@ -45,7 +45,7 @@ def state_of(kernel) -> TrainState:
     model = Linear(num_classes=kernel.shape[1])
     return TrainState.create(
         apply_fn=model.apply, params={"kernel": jnp.asarray(kernel)}, tx=optax.sgd(LEARNING_RATE),
-        rng=jax.random.PRNGKey(0),
+        rng=jax.random.key(0),
     )
 
 
