@@ -18,8 +18,20 @@ from collections.abc import Callable
 from typing import get_args
 
 from absl import app, flags
+from absl import logging as absl_logging
 
 from jcaps.errors import UserError
+
+# The `jcaps COMMAND` of each command's module. Each module defines its flags when run as a
+# program, so `jcaps COMMAND` runs it as `__main__`, exactly as `python -m MODULE` does.
+COMMAND_MODULES = {
+    "train": "jcaps.train_command",
+    "evaluate": "jcaps.evaluate",
+    "predict": "jcaps.predict",
+    "interpret": "jcaps.interpret",
+    "params": "jcaps.params",
+    "configs": "jcaps.list_configs",
+}
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 128 + signal.SIGINT  # as a shell reports a command Ctrl-C stopped
@@ -42,6 +54,13 @@ def quiet_backend_discovery() -> None:
     logger = logging.getLogger(BACKEND_PROBE_LOGGER)
     if not any(isinstance(f, _OptionalBackendProbe) for f in logger.filters):
         logger.addFilter(_OptionalBackendProbe())
+
+
+def quiet_library_logs() -> None:
+    """The libraries' INFO records (matplotlib's `generated new fontManager`, orbax's saves) stay
+    off stderr: Python's logging at WARNING, unless the user asked for more with `--verbosity`."""
+    if not flags.FLAGS["verbosity"].present:
+        absl_logging.set_verbosity(absl_logging.WARNING)
 
 
 def _one_line(text: object) -> str:
@@ -133,8 +152,20 @@ def _check_config_files_loaded() -> None:
             continue
         path = getattr(flags.FLAGS[name], "_config_filename", "")
         if "No such file or directory" in str(load_error):
-            raise UserError(f"--{name}: config file {path} not found", hint="configs/ lists the configs")
+            raise UserError(_config_not_found_message(name, path), hint="jcaps configs lists the shipped configs")
         raise UserError(f"--{name}: config file {path} does not load: {_one_line(load_error)}")
+
+
+def _config_not_found_message(flag: str, path: str) -> str:
+    """`--config: no shipped config or file fasttxt_ag_news; did you mean "fasttext_ag_news"?` for a
+    bare name (a misspelt shipped config), `--config: config file PATH not found` for a path."""
+    from jcaps.train.config import closest_config_name  # ml_collections and the standard library only
+
+    name = path.partition(":")[0]
+    if os.sep in name or name.endswith(".py"):
+        return f"--{flag}: config file {name} not found"
+    closest = closest_config_name(name)
+    return f"--{flag}: no shipped config or file {name}" + (f'; did you mean "{closest}"?' if closest else "")
 
 
 def _user_code_line(error: BaseException) -> str | None:
@@ -187,9 +218,21 @@ def _one_flag_help(flag: flags.Flag) -> str:
     return f"  --{flag.name}: {flag.help}{default}"
 
 
+def program_name(argv0: str) -> str:
+    """How the user runs this command: `jcaps train` for `jcaps train` and `python -m
+    jcaps.train_command` alike (the command every install has), else the program's file name
+    (`train.py` in a checkout)."""
+    if argv0.startswith("jcaps "):
+        return argv0
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    module = spec.name.removesuffix(".__main__") if spec is not None else None
+    command = next((name for name, command_module in COMMAND_MODULES.items() if command_module == module), None)
+    return f"jcaps {command}" if command else os.path.basename(argv0)
+
+
 def parse_flags(argv: list[str]) -> list[str]:
     """absl's flag parser with jcaps' error style (the `flags_parser` of `app.run`)."""
-    hint = f"see {os.path.basename(argv[0])} --help"
+    hint = f"see {program_name(argv[0])} --help"
     if HELP_FLAGS.intersection(argv[1:]):
         print_help(argv[0])
         sys.exit(0)
@@ -224,10 +267,11 @@ def run(main: Callable[[list[str]], object], *, skip_teardown: bool = False) -> 
     leave nothing to finish: every file they wrote is closed, no thread still works."""
 
     def main_with_usage_errors(argv):
+        quiet_library_logs()
         try:
             result = main(argv)
         except app.UsageError as error:
-            raise UserError(str(error), hint=f"see {os.path.basename(argv[0])} --help") from error
+            raise UserError(str(error), hint=f"see {program_name(argv[0])} --help") from error
         if skip_teardown and result is None:
             logging.shutdown()
             sys.stdout.flush()

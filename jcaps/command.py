@@ -5,6 +5,7 @@ jcaps evaluate --workdir W
 jcaps predict --workdir W --text "..."
 jcaps interpret --workdir W --limit 8
 jcaps params --config cccapsnet_ag_news
+jcaps configs
 """
 
 from __future__ import annotations
@@ -12,15 +13,7 @@ from __future__ import annotations
 import runpy
 import sys
 
-# Each command's module defines its flags when run as a program, so running it as `__main__` is
-# exactly `python -m MODULE`.
-COMMAND_MODULES = {
-    "train": "jcaps.train_command",
-    "evaluate": "jcaps.evaluate",
-    "predict": "jcaps.predict",
-    "interpret": "jcaps.interpret",
-    "params": "jcaps.params",
-}
+from jcaps.cli import COMMAND_MODULES
 
 USAGE = (
     "usage: jcaps COMMAND [FLAGS]   (jcaps COMMAND --help lists its flags)\n\ncommands:\n"
@@ -29,6 +22,7 @@ USAGE = (
     "  predict    classify texts with a trained workdir\n"
     "  interpret  explain a trained model's predictions and measure the explanations\n"
     "  params     count a config's parameters without training it\n"
+    "  configs    list the shipped configs, which --config takes by name\n"
 )
 
 

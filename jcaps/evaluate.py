@@ -96,7 +96,7 @@ def main(argv):
 
 if __name__ == "__main__":
     # Flags are defined only when run as a program, so importing this module defines none.
-    flags.DEFINE_string("workdir", None, "A workdir written by train.py.", required=True)
+    flags.DEFINE_string("workdir", None, "A workdir written by jcaps train.", required=True)
     flags.DEFINE_string("split", "test", "Split to evaluate: train, validation or test.")
     cli.define_data_location_flags()
     cli.define_decoding_flags()

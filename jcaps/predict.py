@@ -291,7 +291,7 @@ def main(argv):
 
 if __name__ == "__main__":
     # Flags are defined only when run as a program, so importing this module defines none.
-    flags.DEFINE_string("workdir", None, "A workdir written by train.py.")
+    flags.DEFINE_string("workdir", None, "A workdir written by jcaps train.")
     flags.DEFINE_multi_string("text", [], "A text to classify (repeatable).")
     flags.DEFINE_string("input", None, "A UTF-8 file with one text a line, or '-' for standard input.")
     flags.DEFINE_enum(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import subprocess
 import sys
 
@@ -86,3 +87,12 @@ def compiled_at_o2(config_name: str):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(jax, "jit", functools.partial(jax.jit, compiler_options={"xla_backend_optimization_level": 2}))
         yield
+
+
+# A record of a library's Python logging as absl prints it (`I1207 02:46:09.056723 1397... file.py:1848] ...`).
+_ABSL_RECORD = re.compile(r"^[DIWEF]\d{4} \d\d:\d\d:\d\d")
+
+
+def library_log_lines(stderr: str) -> list[str]:
+    """The lines of a command's stderr that a library logged (absl's record format, matplotlib)."""
+    return [line for line in stderr.splitlines() if _ABSL_RECORD.match(line) or "matplotlib" in line]

@@ -40,12 +40,42 @@ def run_jcaps(*arguments, cwd):
 def test_the_jcaps_command_lists_its_commands_and_refuses_an_unknown_one(tmp_path):
     listing = run_jcaps("--help", cwd=tmp_path)
     assert listing.returncode == 0
-    for command in ("train", "evaluate", "predict", "interpret", "params"):
+    for command in ("train", "evaluate", "predict", "interpret", "params", "configs"):
         assert f"\n  {command} " in listing.stdout
     unknown = run_jcaps("fit", cwd=tmp_path)
     assert unknown.returncode == 2
     assert unknown.stderr.strip().splitlines() == [
-        "jcaps: unknown command 'fit'; one of train, evaluate, predict, interpret, params (see jcaps --help)"]
+        "jcaps: unknown command 'fit'; one of train, evaluate, predict, interpret, params, configs (see jcaps --help)"]
+
+
+def test_the_shipped_configs_are_listed_with_their_docstrings_first_paragraph():
+    summaries = config_lib.shipped_configs()
+    assert sorted(summaries) == sorted(path.stem for path in (ROOT / "configs").glob("[!_]*.py"))
+    assert summaries["fasttext_ag_news"] == "fastText baseline (Joulin et al. 2017) on AG News."
+    assert all(summaries.values())
+    assert config_lib.closest_config_name("fasttxt_ag_news") == "fasttext_ag_news"
+    assert config_lib.closest_config_name("zzzz") is None
+
+
+@pytest.mark.slow
+def test_jcaps_configs_lists_every_config_and_a_misspelt_name_gets_the_closest(tmp_path):
+    listed = run_jcaps("configs", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    names = [line.split()[0] for line in listed.stdout.splitlines()[1:] if line and not line[0].isspace()]
+    assert names == sorted(config_lib.shipped_configs())
+    assert any(line.startswith("fasttext_ag_news ") and line.endswith("fastText baseline (Joulin et al. 2017) on AG News.")
+               for line in listed.stdout.splitlines())
+
+    misspelt = run_jcaps("train", "--config", "fasttxt_ag_news:smoke", "--workdir", str(tmp_path / "w"), cwd=tmp_path)
+    assert misspelt.returncode == 2
+    assert misspelt.stderr.strip().splitlines() == [
+        'error: --config: no shipped config or file fasttxt_ag_news; did you mean "fasttext_ag_news"?',
+        "hint: jcaps configs lists the shipped configs",
+    ]
+    assert not (tmp_path / "w").exists()
+    # Every hint names a command a wheel's user has.
+    flag_typo = run_jcaps("train", "--config", "fasttext_ag_news:smoke", "--workdr", "w", cwd=tmp_path)
+    assert flag_typo.stderr.strip().splitlines()[-1] == "hint: see jcaps train --help"
 
 
 @pytest.mark.slow

@@ -31,7 +31,7 @@ from jcaps.predict import (
 from jcaps.train import config as config_lib
 from jcaps.train import loop
 from jcaps.train.workdir import load_trained
-from tests.command_env import command_env
+from tests.command_env import command_env, library_log_lines
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SMOKE = os.path.join(ROOT, "configs", "fasttext_ag_news.py:smoke")
@@ -247,6 +247,7 @@ def test_cli_predict_stdin_answers_every_line(trained_run, tmp_path):
     long = records[5]
     assert long["text_truncated"] and long["text_chars"] == 500 and len(long["text"]) == 51
     assert "texts/s" in stderr
+    assert not library_log_lines(stderr), stderr
 
 
 @pytest.mark.slow
@@ -326,6 +327,7 @@ def test_cli_evaluate_reads_moved_data_from_config_data_dir(trained_run, tmp_pat
         f"--config.data.cache_dir={cache_dir}", tmp_path=tmp_path,
     )
     assert returncode == 0, stderr
+    assert not library_log_lines(stderr), stderr
     result = json.loads(stdout.decode("utf-8").strip().splitlines()[-1])
     assert result["split"] == "validation" and result["parameters"] == "best"
     assert isinstance(result["selected_step"], int) and result["selected_step"] <= result["last_step"]

@@ -33,7 +33,7 @@ from jcaps.interpret.options import METHOD_NAMES, NATIVE_METHODS, REMOVALS, Opti
 DEFAULT_CHECK_LIMIT = 200  # examples the sanity checks use when --limit is not given
 DEFAULT_SERIES_FIGURES = 8
 
-flags.DEFINE_string("workdir", None, "A workdir written by train.py.", required=True)
+flags.DEFINE_string("workdir", None, "A workdir written by jcaps train.", required=True)
 flags.DEFINE_string("split", "test", "Split to explain.")
 flags.DEFINE_string("out", None, "Output directory (default WORKDIR/interpretation).")
 flags.DEFINE_integer(

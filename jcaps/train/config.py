@@ -8,6 +8,8 @@ shared key's type and range before any data is read (a `ConfigError` naming the 
 
 from __future__ import annotations
 
+import ast
+import difflib
 import importlib.util
 import json
 import math
@@ -496,6 +498,26 @@ def shipped_configs_dir() -> str:
     if spec is not None and spec.submodule_search_locations:
         return next(iter(spec.submodule_search_locations))
     return os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "configs")
+
+
+def shipped_configs() -> dict[str, str]:
+    """{name: summary} of the shipped configs, by name: each file's docstring's first paragraph on
+    one line, read from the file without running it."""
+    folder = shipped_configs_dir()
+    summaries = {}
+    for file in sorted(os.listdir(folder)):
+        if not file.endswith(".py") or file.startswith("_"):
+            continue
+        with open(os.path.join(folder, file), encoding="utf-8") as f:
+            docstring = ast.get_docstring(ast.parse(f.read(), file)) or ""
+        summaries[file.removesuffix(".py")] = " ".join(docstring.split("\n\n", 1)[0].split())
+    return summaries
+
+
+def closest_config_name(name: str) -> str | None:
+    """The shipped config's name closest to a misspelt `name`, or None when none is close."""
+    matches = difflib.get_close_matches(name, list(shipped_configs()), n=1)
+    return matches[0] if matches else None
 
 
 def resolve(name_or_path_with_arg: str) -> str:

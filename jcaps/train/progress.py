@@ -57,6 +57,7 @@ class Progress:
         if self._mode not in ("bar", "lines", "none"):
             raise ConfigError(f"train.progress must be auto, bar, lines or none, not {mode!r}")
         self._total, self._initial, self._clock, self._unit = total, initial, clock, unit
+        self._created = clock()
         self._started: tuple[int, float] | None = None  # (step, time) at the end of the first step
         self._bar = None
 
@@ -84,8 +85,12 @@ class Progress:
                 self._started = (step, since + self._clock() - begin)
 
     def steps_per_second(self, step: int) -> float | None:
-        """Steps a second since `start` (None before a step beyond it has finished)."""
+        """Steps a second since `start` (None before a step beyond it has finished); once the
+        last step has finished, and no later step than the first can give a rate (a run of one
+        batch), the whole run's, compiling included."""
         if self._started is None or step <= self._started[0]:
+            if step >= self._total and step > self._initial:
+                return (step - self._initial) / max(self._clock() - self._created, 1e-9)
             return None
         first, since = self._started
         return (step - first) / max(self._clock() - since, 1e-9)

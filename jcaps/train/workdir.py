@@ -97,10 +97,10 @@ def read_config(workdir: str):
     if not os.path.isfile(path):
         if not os.path.isdir(workdir):
             raise UserError(
-                f"{workdir} does not exist: not a jcaps workdir", hint="pass the --workdir of a train.py run"
+                f"{workdir} does not exist: not a jcaps workdir", hint="pass the --workdir of a jcaps train run"
             )
         raise UserError(
-            f"{workdir} has no config.json: not a jcaps workdir", hint="pass the --workdir of a train.py run"
+            f"{workdir} has no config.json: not a jcaps workdir", hint="pass the --workdir of a jcaps train run"
         )
     try:
         with open(path, encoding="utf-8") as f:
@@ -138,7 +138,9 @@ def load_trained(
         config_lib.validate(config)
     directory = os.path.join(os.path.abspath(workdir), "checkpoints")
     if not os.path.isfile(os.path.join(directory, LABELS_FILE)) or not _has_steps(directory):
-        raise UserError(f"{workdir} has no checkpoint yet", hint="train it first with train.py --workdir " + workdir)
+        raise UserError(
+            f"{workdir} has no checkpoint yet", hint=f"train it first: jcaps train --config NAME --workdir {workdir}"
+        )
 
     family = get_family(config.model.name)
     dataset = _open_dataset(config, family, directory, with_data)

@@ -75,6 +75,16 @@ def test_a_progress_line_before_any_rate_says_so(capsys):
     assert capsys.readouterr().out.strip() == "step 5/10 (50%) | loss 1.0000 | ? steps/s | ETA ?"
 
 
+def test_a_run_whose_only_progress_line_is_its_last_gives_the_whole_runs_rate(capsys):
+    """An explanation run of one batch: no later line can measure a rate without the compile, so
+    its one line gives the whole run's, and no time left."""
+    clock = FakeClock()
+    progress = Progress("lines", total=8, clock=clock, unit="example")
+    clock.now = 2.0
+    progress.update(8, {})
+    assert capsys.readouterr().out.strip() == "example 8/8 (100%) | 4.0 examples/s | ETA 0:00:00"
+
+
 def test_the_summary_says_what_was_trained_selected_and_where_it_is():
     text = run_summary(
         workdir="/w", step=60, final={"validation": {"accuracy": 0.9, "count": 26}, "test": {"accuracy": 0.875}},

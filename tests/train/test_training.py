@@ -25,7 +25,7 @@ from jcaps.folder_lock import FolderInUse
 from jcaps.train import loop
 from jcaps.train.checkpoints import Checkpoints, keep_if_best
 from jcaps.train.config import load
-from tests.command_env import TEST_DEVICES, command_env
+from tests.command_env import TEST_DEVICES, command_env, library_log_lines
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SMOKE = os.path.join(ROOT, "configs", "fasttext_ag_news.py") + ":smoke"
@@ -96,6 +96,7 @@ def test_train_py_writes_the_workdir_and_learns(reference_run):
     for name in ("config.json", "checkpoints/vocab.json", "checkpoints/labels.json", "tensorboard"):
         assert os.path.exists(os.path.join(workdir, name)), name
     assert "steps/s" in result.stdout and "ETA" in result.stdout
+    assert not library_log_lines(result.stderr), result.stderr
     # The summary: what was trained, the final model and metrics, where the files are.
     assert "trained to step 60: 60 steps in" in result.stdout
     assert "final model: step " in result.stdout
