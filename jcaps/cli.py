@@ -359,6 +359,29 @@ def decoding_overrides() -> dict:
     return {key: value for key, value in values.items() if value is not None}
 
 
+# The environment variables by which JAX's `jax.distributed.initialize()` finds, without any
+# argument, the processes of a job that a cluster's launcher started: {cluster: (the variables
+# it reads, the one that counts the job's processes)}. Where they say several processes, the
+# commands join them without a flag; other clusters (TPU pods, GCE, Kubernetes) are found by
+# asking services, which `--num_processes auto` leaves to JAX.
+CLUSTER_VARIABLES = {
+    "Slurm": (("SLURM_JOB_ID", "SLURM_STEP_NODELIST", "SLURM_NTASKS", "SLURM_PROCID", "SLURM_LOCALID"), "SLURM_NTASKS"),
+    "Open MPI": (
+        ("OMPI_MCA_orte_hnp_uri", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"),
+        "OMPI_COMM_WORLD_SIZE",
+    ),
+}
+
+
+def detected_cluster(environ=os.environ) -> str | None:
+    """The cluster of `CLUSTER_VARIABLES` whose variables `environ` sets for a job of several
+    processes, or None."""
+    for cluster, (variables, count) in CLUSTER_VARIABLES.items():
+        if all(name in environ for name in variables) and environ[count].strip().isdigit() and int(environ[count]) > 1:
+            return cluster
+    return None
+
+
 def define_process_flags() -> None:
     """`--num_processes`, `--process_id` and `--coordinator_address` (or the environment variables
     JAX_NUM_PROCESSES, JAX_PROCESS_ID, JAX_COORDINATOR_ADDRESS) for the commands that several
@@ -366,27 +389,38 @@ def define_process_flags() -> None:
     flags.DEFINE_string(
         "coordinator_address",
         os.environ.get("JAX_COORDINATOR_ADDRESS", ""),
-        "Multi-process runs: HOST:PORT of process 0's coordinator.",
+        "Multi-process runs: HOST:PORT of process 0's coordinator (with auto: found by JAX when not given).",
     )
-    flags.DEFINE_integer(
+    flags.DEFINE_string(
         "num_processes",
-        int(os.environ.get("JAX_NUM_PROCESSES", "1")),
-        "Multi-process runs: how many processes run together.",
+        os.environ.get("JAX_NUM_PROCESSES", ""),
+        "Multi-process runs: how many processes run together, or auto: jax.distributed finds the job's "
+        "processes (Slurm, Open MPI, TPU pods, GCE, Kubernetes). Not given: one process, or a Slurm or "
+        "Open MPI job's processes where its environment names several.",
     )
     flags.DEFINE_integer(
         "process_id",
-        int(os.environ.get("JAX_PROCESS_ID", "0")),
-        "Multi-process runs: this process's index, 0 .. num_processes - 1.",
+        int(os.environ["JAX_PROCESS_ID"]) if os.environ.get("JAX_PROCESS_ID", "").isdigit() else None,
+        "Multi-process runs: this process's index, 0 .. num_processes - 1 (default 0; with auto: found by JAX).",
     )
 
 
 def initialize_processes() -> None:
     """Joins the run's processes (`define_process_flags`; nothing for one process)."""
-    if flags.FLAGS.num_processes > 1 and not flags.FLAGS.coordinator_address:
-        raise app.UsageError("--num_processes > 1 needs --coordinator_address HOST:PORT")
     from jcaps.train.mesh import initialize_distributed
 
-    initialize_distributed(flags.FLAGS.coordinator_address, flags.FLAGS.num_processes, flags.FLAGS.process_id)
+    requested = flags.FLAGS.num_processes.strip()
+    coordinator, process_id = flags.FLAGS.coordinator_address or None, flags.FLAGS.process_id
+    if requested == "auto" or (requested == "" and detected_cluster() is not None):
+        initialize_distributed(coordinator, None, process_id)
+        return
+    if requested and not (requested.isdigit() and int(requested) >= 1):
+        raise app.UsageError(f"--num_processes must be a count >= 1 or auto, not {requested!r}")
+    count = int(requested or "1")
+    if count > 1 and coordinator is None:
+        raise app.UsageError("--num_processes > 1 needs --coordinator_address HOST:PORT (or --num_processes auto)")
+    if count > 1:
+        initialize_distributed(coordinator, count, process_id or 0)
 
 
 def define_parameters_flag() -> None:

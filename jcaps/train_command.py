@@ -6,7 +6,9 @@ trained to the end is left as it is (`--reevaluate` evaluates its final model ag
 
 Several processes (one per host, or several on one machine) train one model together when
 started with `--num_processes N --process_id I --coordinator_address HOST:PORT` (or the
-environment variables JAX_NUM_PROCESSES, JAX_PROCESS_ID, JAX_COORDINATOR_ADDRESS), all with
+environment variables JAX_NUM_PROCESSES, JAX_PROCESS_ID, JAX_COORDINATOR_ADDRESS), with
+`--num_processes auto`, or with no flag under a Slurm or Open MPI launcher (`srun jcaps train
+...`): JAX's `jax.distributed.initialize()` then finds the job's processes. All run with
 the same `--workdir` on a shared filesystem: each reads its rows of every global batch, the
 batch is split over all their devices, only process 0 logs, and checkpoints are written and
 restored by all together (a checkpoint restores with any number of processes).

@@ -54,6 +54,7 @@ from jcaps.interpret.explain import (
 )
 from jcaps.interpret.explanations import explanation_of
 from jcaps.interpret.options import Options
+from jcaps.train import mesh as mesh_lib
 from jcaps.train.progress import Progress
 from jcaps.viz.html import write_explanation_report
 
@@ -182,7 +183,7 @@ def _local_mesh(batch_rows: int) -> Mesh:
     (every device when the batch size is a multiple of their number)."""
     devices = jax.local_devices()
     count = max(n for n in range(1, len(devices) + 1) if batch_rows % n == 0)
-    return Mesh(np.asarray(devices[:count]), ("data",))
+    return mesh_lib.data_mesh(devices[:count])
 
 
 def _explain_part(

@@ -5,14 +5,18 @@ from __future__ import annotations
 import jax
 import numpy as np
 from jax.experimental import multihost_utils
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
 from jcaps.data.batching import Shard
 from jcaps.errors import ConfigError
 
 
-def data_mesh() -> Mesh:
-    return Mesh(np.asarray(jax.devices()), ("data",))
+def data_mesh(devices=None) -> Mesh:
+    """The 'data' mesh over `devices` (default: every device of every process). Its axis is
+    `Auto`: jit places the arrays of a step by the shardings of its inputs and outputs, as the
+    steps were written for (`jax.make_mesh` makes `Explicit` axes by default)."""
+    devices = jax.devices() if devices is None else devices
+    return jax.make_mesh((len(devices),), ("data",), (AxisType.Auto,), devices=devices)
 
 
 def replicated(mesh: Mesh) -> NamedSharding:
@@ -68,13 +72,16 @@ def process_local(tree):
     )
 
 
-def initialize_distributed(coordinator_address: str, num_processes: int, process_id: int) -> None:
-    """`jax.distributed.initialize` for a multi-process run (a no-op when `num_processes` <= 1).
+def initialize_distributed(coordinator_address: str | None, num_processes: int | None, process_id: int | None) -> None:
+    """`jax.distributed.initialize` for a multi-process run; each argument that is None JAX finds
+    by itself, from the cluster's environment (Slurm, Open MPI) or services (TPU pods, GCE).
+    Raises `ConfigError` when it finds none.
 
     CPU processes exchange collectives through gloo, which JAX bundles."""
-    if num_processes <= 1:
-        return
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    jax.distributed.initialize(
-        coordinator_address=coordinator_address, num_processes=num_processes, process_id=process_id
-    )
+    try:
+        jax.distributed.initialize(
+            coordinator_address=coordinator_address, num_processes=num_processes, process_id=process_id
+        )
+    except ValueError as error:  # what jax.distributed could not find (no cluster detected)
+        raise ConfigError(f"jax.distributed could not join the processes: {' '.join(str(error).split())}") from error

@@ -89,3 +89,43 @@ def test_num_processes_needs_a_coordinator(tmp_path):
     result = subprocess.run(command(tmp_path / "w", tmp_path / "cache", 2, "--num_processes=2"), env=command_env(1),
                             cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode != 0 and "--coordinator_address" in result.stderr
+
+
+def free_slurm_port() -> tuple[int, int]:
+    """(job id, port): a free port of the range from which JAX's Slurm detection picks the
+    coordinator's port (61440 + job id % 4096), and a job id that picks it."""
+    for port in range(61440, 65536):
+        with socket.socket() as s:
+            try:
+                s.bind(("localhost", port))
+            except OSError:
+                continue
+        return port - 61440, port
+    raise RuntimeError("no free port in 61440..65535")
+
+
+def test_processes_a_cluster_started_join_by_themselves_as_with_the_flags(runs, tmp_path, cache_dir):
+    """Two processes started with the variables a Slurm launcher sets (`srun -n 2` on one node), and
+    no process flag, find each other through `jax.distributed.initialize()`'s own detection and
+    train as the two started with explicit flags did."""
+    job_id, _ = free_slurm_port()
+    slurm = {"SLURM_JOB_ID": str(job_id), "SLURM_STEP_NODELIST": "localhost", "SLURM_NTASKS": "2"}
+    processes = [
+        subprocess.Popen(command(tmp_path / "auto", cache_dir, 12),
+                         env=command_env(4, **slurm, SLURM_PROCID=str(i), SLURM_LOCALID=str(i)), cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for i in range(2)
+    ]
+    outputs = [p.communicate(timeout=300)[0] for p in processes]
+    for process, output in zip(processes, outputs):
+        assert process.returncode == 0, output
+    assert "final test" in outputs[0] and "final test" not in outputs[1]
+    assert train_losses(tmp_path / "auto") == train_losses(runs[0] / "two")
+
+
+def test_num_processes_auto_outside_a_cluster_is_one_line(tmp_path):
+    result = subprocess.run(command(tmp_path / "w", tmp_path / "cache", 2, "--num_processes=auto"),
+                            env=command_env(1), cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.startswith("error: jax.distributed could not join the processes: "), result.stderr
+    assert "Traceback" not in result.stderr
