@@ -1,23 +1,29 @@
 """Batching, shared by text and series datasets: buckets, length grouping, and each process's
 rows of a global batch.
 
-A dataset says how one example is encoded and how a list of encoded examples becomes a padded
-batch; `ExampleDataset` turns that into an endless, seeded, resumable train iterator (grain) and
-one pass over a split for evaluation. Every batch pads its length to a bucket (the smallest
-boundary that holds its longest example), so a jitted step compiles once per bucket. The global
-batches do not depend on the number of processes: process `shard.index` of `shard.count` reads
-and encodes only its rows of each.
+A dataset says how one example is encoded and how encoded rows become a padded batch
+(`assemble`); `ExampleDataset` encodes each split once (`jcaps.data.encoded`: rows of arrays,
+on disk beside the prepared data when the split's origin is known) and turns that into an
+endless, seeded, resumable train iterator (grain) and one pass over a split for evaluation, each
+batch a gather of rows. Every batch pads its length to a bucket (the smallest boundary that
+holds its longest example), so a jitted step compiles once per bucket. The global batches do
+not depend on the number of processes: process `shard.index` of `shard.count` gathers only its
+rows of each.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
+import os
+import tempfile
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from jcaps.data.encoded import EncodedRows, encode_rows, stack
 from jcaps.data.splits import Split
 from jcaps.data.vocab import LabelMap
 from jcaps.errors import ConfigError
@@ -61,13 +67,28 @@ def default_boundaries(max_len: int, smallest: int = 16) -> tuple[int, ...]:
     return tuple(boundaries) + (max_len,)
 
 
+# Training batches gathered ahead of the step that takes them (on a thread of their own).
+PREFETCHED_BATCHES = 4
+
+# The layout of the encoded rows on disk: a change of `encode` or of `jcaps.data.encoded` that
+# would read older rows wrongly counts it up, so that they are encoded again.
+ENCODING_VERSION = 1
+
+
 class ExampleDataset:
     """Batching shared by every dataset kind: subclasses say how one example is encoded
-    (`encode(split, index, example)`) and how a list of them becomes a padded batch
-    (`pad_batch(examples, batch_size)`); they hold `splits` and `labels`."""
+    (`encode(split, index, example)`) and how encoded rows become a padded batch
+    (`assemble(rows, batch_size)`); they hold `splits` and `labels`.
+
+    `encoded_root`: the folder under which each split whose origin is known (`Split.key`) keeps
+    its encoded rows, read again by later runs; '' encodes in memory. `encoding_settings`: the
+    settings of the data config the encoding depends on (with the metadata `save_metadata`
+    writes, they name the rows' folder)."""
 
     splits: dict[str, Split]
     labels: LabelMap
+    encoded_root: str = ""
+    encoding_settings: str = ""
 
     @property
     def num_classes(self) -> int:
@@ -90,8 +111,50 @@ class ExampleDataset:
     def encode(self, split: str, index: int, example: dict) -> dict:
         raise NotImplementedError
 
-    def pad_batch(self, examples: Sequence[dict], batch_size: int) -> dict:
+    def assemble(self, rows: EncodedRows, batch_size: int) -> dict:
+        """The padded batch of `batch_size` rows of which the first are `rows`' examples (the
+        rest weight-0 padding)."""
         raise NotImplementedError
+
+    def lengths(self, rows: EncodedRows) -> np.ndarray:
+        """[n] the padded size each example of `rows` asks for (what length grouping sorts by)."""
+        raise NotImplementedError
+
+    def pad_batch(self, examples: Sequence[dict], batch_size: int) -> dict:
+        """`examples` (from `encode`) as a padded batch of `batch_size` rows."""
+        return self.assemble(stack(examples), batch_size)
+
+    def encoded(self, split: str) -> EncodedRows:
+        """Every example of `split`, encoded once (on disk under `encoded_root` when the split's
+        origin is known, else in memory)."""
+        cache = self.__dict__.setdefault("_encoded", {})
+        if split not in cache:
+            source = self.splits[split].source
+            folder = self._encoded_folder(split)
+            if folder is not None:
+                os.makedirs(os.path.dirname(folder), exist_ok=True)
+            cache[split] = encode_rows(lambda i: self.encode(split, i, source[i]), len(source), folder)
+        return cache[split]
+
+    def _encoded_folder(self, split: str) -> str | None:
+        key = self.splits[split].key
+        if not (self.encoded_root and key):
+            return None
+        digest = hashlib.sha256(f"{ENCODING_VERSION}\n{split}\n{key}\n{self.encoding_settings}\n".encode())
+        digest.update(self._metadata_digest())
+        return os.path.join(self.encoded_root, "jcaps_encoded", digest.hexdigest()[:32])
+
+    def _metadata_digest(self) -> bytes:
+        """SHA-256 of the files `save_metadata` writes (the vocabulary, labels, statistics)."""
+        if "_metadata_sha" not in self.__dict__:
+            digest = hashlib.sha256()
+            with tempfile.TemporaryDirectory() as folder:
+                self.save_metadata(folder)
+                for name in sorted(os.listdir(folder)):
+                    with open(os.path.join(folder, name), "rb") as f:
+                        digest.update(name.encode() + b"\0" + f.read() + b"\0")
+            self.__dict__["_metadata_sha"] = digest.digest()
+        return self.__dict__["_metadata_sha"]
 
     def save_metadata(self, directory: str) -> None:
         """Writes into `directory` what encodes new inputs exactly as this dataset does."""
@@ -104,16 +167,14 @@ class ExampleDataset:
         less). Scaled so that the mean weight over the training examples is 1."""
         if self.multi_label:
             raise ValueError("class weighting applies to single-label data only")
-        source = self.splits["train"].source
-        ids = [self.encode("train", i, source[i])["label"] for i in range(len(source))]
-        counts = np.bincount(np.asarray(ids, np.int64), minlength=self.num_classes).astype(np.float64)
+        ids = np.asarray(self.encoded("train").fields["label"], np.int64)
+        counts = np.bincount(ids, minlength=self.num_classes).astype(np.float64)
         weights = np.where(counts > 0, counts.sum() / (self.num_classes * np.maximum(counts, 1)), 0.0) ** power
         return (weights * counts.sum() / np.sum(weights * counts)).astype(np.float32)
 
-    def _encode_rows(self, split: str, ids: np.ndarray, rows: slice) -> dict:
-        source = self.splits[split].source
-        examples = [self.encode(split, int(i), source[int(i)]) for i in ids[rows]]
-        return self.pad_batch(examples, rows.stop - rows.start)
+    def _gather(self, split: str, ids: np.ndarray, rows: slice) -> dict:
+        """The batch of `rows` of the global batch of examples `ids` of `split`."""
+        return self.assemble(self.encoded(split).take(ids[rows]), rows.stop - rows.start)
 
     def train_iterator(
         self,
@@ -143,10 +204,13 @@ class ExampleDataset:
             batch_ids = self._length_grouped_batches(batch_size, seed, length_window)
         else:
             batch_ids = grain.MapDataset.range(size).shuffle(seed=seed).repeat().batch(batch_size, drop_remainder=True)
-        dataset = batch_ids.map(lambda ids: self._encode_rows("train", ids, rows))
+        self.encoded("train")  # before the iterator: a bad example is found now, not at its first batch
+        dataset = batch_ids.map(lambda ids: self._gather("train", ids, rows))
         if class_weights is not None:
             dataset = dataset.map(lambda batch: {**batch, "weight": batch["weight"] * class_weights[batch["label"]]})
-        return iter(dataset.to_iter_dataset())
+        # One thread gathers the next batches while the step runs: a gather is NumPy, and grain's
+        # default (16 threads filling a buffer of 500 batches) costs CPU the steps could use.
+        return iter(dataset.to_iter_dataset(grain.ReadOptions(num_threads=1, prefetch_buffer_size=PREFETCHED_BATCHES)))
 
     def _length_grouped_batches(self, batch_size: int, seed: int, window: int) -> grain.MapDataset:
         """Endless [batch_size] example ids: each epoch's seeded permutation is cut into windows
@@ -176,11 +240,7 @@ class ExampleDataset:
 
     def example_lengths(self, split: str) -> np.ndarray:
         """[N] the padded size each example of `split` asks for (what length grouping sorts by)."""
-        source = self.splits[split].source
-        return np.array([self.example_length(self.encode(split, i, source[i])) for i in range(len(source))], np.int64)
-
-    def example_length(self, encoded: dict) -> int:
-        raise NotImplementedError
+        return np.asarray(self.lengths(self.encoded(split)), np.int64)
 
     def eval_batches(self, split: str, batch_size: int, limit: int = 0, shard: Shard = WHOLE_BATCH) -> Iterator[dict]:
         """One pass over `split` (the first `limit` examples if > 0) in global batches of
@@ -190,7 +250,7 @@ class ExampleDataset:
         size = min(size, limit) if limit else size
         rows = shard.rows(batch_size)
         for start in range(0, size, batch_size):
-            yield self._encode_rows(split, np.arange(start, min(start + batch_size, size)), rows)
+            yield self._gather(split, np.arange(start, min(start + batch_size, size)), rows)
 
     def steps_per_epoch(self, batch_size: int) -> int:
         return max(1, len(self.splits["train"].source) // batch_size)

@@ -26,7 +26,15 @@ def has_metadata(directory: str) -> bool:
 
 def load_dataset(data_config, seed: int, saved_dir: str | None = None) -> ExampleDataset:
     """The dataset of `data_config` with its splits; encoded with the metadata saved in
-    `saved_dir` when it holds some, else with metadata built from the training split."""
+    `saved_dir` when it holds some, else with metadata built from the training split, each split
+    once, into the prepared data's folder (`ExampleDataset.encoded`)."""
+    dataset = _load_dataset(data_config, seed, saved_dir)
+    dataset.encoded_root = preparation.default_cache_dir(data_config)
+    dataset.encoding_settings = data_config.to_json(sort_keys=True)
+    return dataset
+
+
+def _load_dataset(data_config, seed: int, saved_dir: str | None) -> ExampleDataset:
     saved = saved_dir if saved_dir and has_metadata(saved_dir) else None
     # A preparation cut short by a full disk leaves nothing behind (`preparation.prepared_once`).
     with writing("the prepared data in", preparation.default_cache_dir(data_config), full_disk_only=True):

@@ -69,7 +69,9 @@ def prepare_text_splits(data_config, seed: int) -> PreparedSplits:
     )
     dropped = builder.dropped_rows()
     splits = {
-        name: Split(builder.as_data_source(split=name), builder.source_path(name), dropped.get(name))
+        name: Split(
+            builder.as_data_source(split=name), builder.source_path(name), dropped.get(name), _key(builder, name)
+        )
         for name in builder.info.splits
     }
     return PreparedSplits(splits, _class_names(builder, data_config.label_key), ("text",))
@@ -94,10 +96,17 @@ def _catalogue_splits(data_config) -> PreparedSplits:
                 data_config.name, split=name, data_dir=cache_dir, builder_kwargs={"file_format": "array_record"}
             ),
             f"tfds:{data_config.name}/{name}",
+            key=_key(builder, name),
         )
         for name in builder.info.splits
     }
     return PreparedSplits(splits, _class_names(builder, data_config.label_key), tuple(data_config.text_keys))
+
+
+def _key(builder: tfds.core.DatasetBuilder, split: str) -> str:
+    """The examples of `split` as `builder` prepared them: its folder (which names the dataset, its
+    configuration and version) and the split's number of examples."""
+    return f"{builder.data_dir}:{split}:{builder.info.splits[split].num_examples}"
 
 
 def _class_names(builder: tfds.core.DatasetBuilder, label_key: str) -> list[str] | None:
@@ -113,7 +122,9 @@ def prepare_series_splits(data_config) -> PreparedSplits:
     cache_dir = default_cache_dir(data_config)
     builder = prepared_once(lambda: builders.SeriesBuilder(data_config=data_config, data_dir=cache_dir), cache_dir)
     splits = {
-        name: Split(InMemorySplit.read(builder.as_data_source(split=name)), builder.source_path(name))
+        name: Split(
+            InMemorySplit.read(builder.as_data_source(split=name)), builder.source_path(name), key=_key(builder, name)
+        )
         for name in builder.info.splits
     }
     return PreparedSplits(splits, _class_names(builder, "label"))

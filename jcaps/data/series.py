@@ -21,6 +21,7 @@ import numpy as np
 from jcaps.choices import check_choice
 from jcaps.data import choices
 from jcaps.data.batching import ExampleDataset, bucket_length, default_boundaries
+from jcaps.data.encoded import EncodedRows
 from jcaps.data.errors import DataError
 from jcaps.data.splits import PreparedSplits, Split, carve_validation
 from jcaps.data.vocab import LABELS_FILE, LabelMap
@@ -122,24 +123,26 @@ class SeriesDataset(ExampleDataset):
         series = self.encode_series(example["series"], path, int(example.get("line", index + 1)))
         return {"series": series, "label": np.int32(example["label"]), "index": np.int32(index)}
 
-    def example_length(self, encoded: dict) -> int:
-        return len(encoded["series"])
+    def lengths(self, rows: EncodedRows) -> np.ndarray:
+        return rows.sizes["series"][:, 0]
 
-    def pad_batch(self, examples: Sequence[dict], batch_size: int) -> dict:
-        longest = max((len(e["series"]) for e in examples), default=1) or 1
+    def assemble(self, rows: EncodedRows, batch_size: int) -> dict:
+        n = len(rows)
+        lengths = self.lengths(rows) if n else np.zeros((0,), np.int32)
+        longest = max(int(lengths.max(initial=0)), 1)
         steps = bucket_length(longest, self.boundaries, self.max_len or longest)
         series = np.zeros((batch_size, steps, self.num_features), np.float32)
-        mask = np.zeros((batch_size, steps), bool)
-        for i, example in enumerate(examples):
-            series[i, : len(example["series"])] = example["series"]
-            mask[i, : len(example["series"])] = True
-        padding = batch_size - len(examples)
+        if n:
+            kept = min(steps, rows.fields["series"].shape[1])
+            series[:n, :kept] = rows.fields["series"][:, :kept]
+        mask = np.arange(steps) < np.concatenate([lengths, np.zeros((batch_size - n,), lengths.dtype)])[:, None]
+        padding = np.zeros((batch_size - n,), np.int32)
         return {
             "series": series,
             "mask": mask,
-            "label": np.array([e["label"] for e in examples] + [0] * padding, np.int32),
-            "weight": np.array([1.0] * len(examples) + [0.0] * padding, np.float32),
-            "index": np.array([e["index"] for e in examples] + [-1] * padding, np.int32),
+            "label": np.concatenate([rows.fields["label"] if n else padding[:0], padding]).astype(np.int32),
+            "weight": np.concatenate([np.ones((n,), np.float32), np.zeros((batch_size - n,), np.float32)]),
+            "index": np.concatenate([rows.fields["index"] if n else padding[:0], padding - 1]).astype(np.int32),
         }
 
 

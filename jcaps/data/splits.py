@@ -7,6 +7,7 @@ A split's `source[i]` is a dict like a TFDS example: the features of its format 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from typing import Any
 
 import numpy as np
@@ -15,11 +16,22 @@ import numpy as np
 @dataclasses.dataclass
 class Split:
     """One split: a random-access source and the file its examples came from (for errors),
-    with what `data.drop_bad_rows` left out of that file (`{"file", "count", "first"}`)."""
+    with what `data.drop_bad_rows` left out of that file (`{"file", "count", "first"}`).
+
+    `key` names the examples of `source` for the split's encoded rows on disk
+    (`jcaps.data.encoded`): the prepared folder and split they were read from, and the indices of
+    a part carved out of them; '' for a source of unknown origin, which is encoded in memory."""
 
     source: Any
     path: str
     dropped: dict | None = None
+    key: str = ""
+
+    def subset(self, indices: np.ndarray, dropped: dict | None = None) -> Split:
+        """The examples `indices` of this split, as a split of their own."""
+        indices = np.asarray(indices, np.int64)
+        key = f"{self.key}[{hashlib.sha256(indices.tobytes()).hexdigest()[:16]}]" if self.key else ""
+        return Split(Subset(self.source, indices), self.path, dropped, key)
 
 
 @dataclasses.dataclass
@@ -91,8 +103,8 @@ def carve_validation(train: Split, fraction: float, seed: int, group_key: str = 
         validation = np.zeros((len(train.source),), bool)
         validation[rng.permutation(len(train.source))[:num_validation]] = True
     return {
-        "train": Split(Subset(train.source, np.flatnonzero(~validation)), train.path, train.dropped),
-        "validation": Split(Subset(train.source, np.flatnonzero(validation)), train.path),
+        "train": train.subset(np.flatnonzero(~validation), train.dropped),
+        "validation": train.subset(np.flatnonzero(validation)),
     }
 
 

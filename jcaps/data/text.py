@@ -21,8 +21,9 @@ import numpy as np
 from jcaps.choices import check_choice
 from jcaps.data import choices
 from jcaps.data.batching import ExampleDataset, bucket_length, default_boundaries
+from jcaps.data.encoded import EncodedRows
 from jcaps.data.errors import DataError
-from jcaps.data.splits import PreparedSplits, Split, Subset, carve_validation
+from jcaps.data.splits import PreparedSplits, Split, carve_validation
 from jcaps.data.tokenizers import get_tokenizer
 from jcaps.data.vocab import EOS, LABELS_FILE, NUM_SPECIAL, VOCAB_FILE, LabelMap, Vocabulary
 from jcaps.errors import ConfigError
@@ -108,51 +109,61 @@ class TextDataset(ExampleDataset):
             encoded["label"] = np.int32(raw)
         return encoded
 
-    def example_length(self, encoded: dict) -> int:
+    def lengths(self, rows: EncodedRows) -> np.ndarray:
         """Tokens (sentences x words for the 'sentences' tokenizer)."""
-        return int(encoded["tokens"].size)
+        return np.prod(rows.sizes["tokens"], axis=1)
 
-    def pad_batch(self, examples: Sequence[dict], batch_size: int) -> dict:
-        """Stacks `examples`, pads tokens to a bucket, and fills up to `batch_size` with weight 0."""
+    def assemble(self, rows: EncodedRows, batch_size: int) -> dict:
+        """Pads the rows' tokens to a bucket, and fills up to `batch_size` with weight 0."""
+        n = len(rows)
+        sizes = rows.sizes["tokens"] if n else np.zeros((0, 2 if self.nested else 1), np.int32)
+        longest = [max(int(size), 1) for size in sizes.max(axis=0, initial=0)]
         if self.nested:
-            sentences = max((e["tokens"].shape[0] for e in examples), default=1) or 1
-            words = max((e["tokens"].shape[1] for e in examples), default=1) or 1
             sentence_buckets = default_boundaries(self.max_sentences, smallest=4)
             shape: tuple[int, ...] = (
                 batch_size,
-                bucket_length(sentences, sentence_buckets, self.max_sentences),
-                bucket_length(words, self.boundaries, self.max_len),
+                bucket_length(longest[0], sentence_buckets, self.max_sentences),
+                bucket_length(longest[1], self.boundaries, self.max_len),
             )
         else:
-            longest = max((len(e["tokens"]) for e in examples), default=1) or 1
-            shape = (batch_size, bucket_length(longest, self.boundaries, self.max_len))
+            shape = (batch_size, bucket_length(longest[0], self.boundaries, self.max_len))
         tokens = np.zeros(shape, np.int32)
-        for i, example in enumerate(examples):
-            tokens[(i,) + tuple(slice(0, n) for n in example["tokens"].shape)] = example["tokens"]
+        if n:
+            kept = tuple(slice(0, min(width, size)) for width, size in zip(shape[1:], rows.fields["tokens"].shape[1:]))
+            tokens[(slice(0, n), *kept)] = rows.fields["tokens"][(slice(None), *kept)]
         batch = {
             "tokens": tokens,
-            "weight": np.array([1.0] * len(examples) + [0.0] * (batch_size - len(examples)), np.float32),
-            "index": np.array([e["index"] for e in examples] + [-1] * (batch_size - len(examples)), np.int32),
+            "weight": np.concatenate([np.ones((n,), np.float32), np.zeros((batch_size - n,), np.float32)]),
+            "index": np.concatenate([rows.fields["index"] if n else [], np.full((batch_size - n,), -1)]).astype(
+                np.int32
+            ),
         }
         if self.multi_label:
             batch["labels"] = np.zeros((batch_size, self.num_classes), np.float32)
-            batch["labels"][: len(examples)] = np.stack([e["labels"] for e in examples])
-            batch["label_sequence"] = self._label_sequences(examples, batch_size)
+            if n:
+                batch["labels"][:n] = rows.fields["labels"]
+            batch["label_sequence"] = self._label_sequences(rows, batch_size)
         else:
             batch["label"] = np.zeros((batch_size,), np.int32)
-            batch["label"][: len(examples)] = [e["label"] for e in examples]
+            if n:
+                batch["label"][:n] = rows.fields["label"]
         return batch
 
-    def _label_sequences(self, examples: Sequence[dict], batch_size: int) -> np.ndarray:
+    def _label_sequences(self, rows: EncodedRows, batch_size: int) -> np.ndarray:
         """[B, S] the targets of a label-sequence model: ordered label ids + 4, EOS, PAD."""
-        longest = max((len(e["label_ids"]) for e in examples), default=0) + 1
+        n = len(rows)
+        counts = rows.sizes["label_ids"][:, 0] if n else np.zeros((0,), np.int32)
+        longest = int(counts.max(initial=0)) + 1
         sequences = np.zeros((batch_size, max(4, 1 << (longest - 1).bit_length())), np.int32)
-        for i, example in enumerate(examples):
-            ids = example["label_ids"]
-            if self.label_order != "given":
-                ids = ids[np.argsort(self.label_rank[ids], kind="stable")]
-            sequences[i, : len(ids)] = ids + NUM_SPECIAL
-            sequences[i, len(ids)] = EOS
+        if not n:
+            return sequences
+        ids = np.asarray(rows.fields["label_ids"][:, : longest - 1], np.int64)
+        given = np.arange(ids.shape[1]) < counts[:, None]
+        if self.label_order != "given":  # each example's labels by rank, the padding after them
+            order = np.argsort(np.where(given, self.label_rank[ids], self.num_classes), axis=1, kind="stable")
+            ids = np.take_along_axis(ids, order, axis=1)
+        sequences[:n, : ids.shape[1]] = np.where(given, ids + NUM_SPECIAL, 0)
+        sequences[np.arange(n), counts] = EOS
         return sequences
 
     @property
@@ -251,7 +262,7 @@ def check_labels(
                 "count": before["count"] + len(problems),
                 "first": (before["first"] + problems)[:5],
             }
-            checked[name] = Split(Subset(source, np.asarray(kept, np.int64)), split.path, dropped)
+            checked[name] = split.subset(np.asarray(kept, np.int64), dropped)
     return checked
 
 
