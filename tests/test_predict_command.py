@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -151,7 +152,7 @@ def test_option_ranges(kwargs, message):
 
 @pytest.mark.slow
 def test_load_reports_which_parameters(trained_run, trained):
-    metrics = [json.loads(line) for line in open(os.path.join(trained_run[0], "metrics.jsonl"), encoding="utf-8")]
+    metrics = [json.loads(line) for line in Path(trained_run[0], "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
     last_step = max(m["step"] for m in metrics)
     best = max((m for m in metrics if m["split"] == "validation" and not m.get("final")), key=lambda m: m["accuracy"])
     assert trained.parameters == "best" and trained.last_step == last_step
@@ -220,7 +221,7 @@ def test_evaluate_in_process_reports_the_selected_step(trained_run, trained):
     result = evaluate(workdir, "test", {"dir": moved})
     assert result["split"] == "test" and "step" not in result
     assert {k: result[k] for k in ("selected_step", "parameters", "last_step")} == trained.selection
-    final_test = [json.loads(line) for line in open(os.path.join(workdir, "metrics.jsonl"), encoding="utf-8")][-1]
+    final_test = json.loads(Path(workdir, "metrics.jsonl").read_text(encoding="utf-8").splitlines()[-1])
     assert final_test["final"] and final_test["split"] == "test"
     assert result["accuracy"] == pytest.approx(final_test["accuracy"], abs=1e-6)
     with pytest.raises(UserError, match="evaluate changes only dir, cache_dir"):

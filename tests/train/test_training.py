@@ -151,7 +151,7 @@ def test_kill_then_resume_matches_an_uninterrupted_run(tmp_path, cache_dir, refe
     while not os.path.isdir(workdir / "checkpoints" / "10") and time.time() < deadline:
         time.sleep(0.05)
     process.send_signal(signal.SIGKILL)
-    process.wait()
+    process.communicate()  # waits, and closes its output pipe
     saved = Checkpoints(str(workdir)).latest_step()
     assert saved is not None
     # Killed after logging past its last checkpoint, in the middle of a line.
