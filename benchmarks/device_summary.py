@@ -118,11 +118,16 @@ def summary(out: str, work: str) -> dict:
     steps = _steps(work)
     evaluation = _read_json(os.path.join(work, "ag_news_test.json"))
     environment_file = _read_json(os.path.join(out, "environment.json")) or {}
+    loop = ((_read_json(os.path.join(work, "loop", "results.json")) or {}).get("loop_efficiency") or {}).get(
+        "icapsnet_short_ag_news", {}
+    )
+    loop_keys = ("run_examples_per_s", "step_examples_per_s", "loop_efficiency", "training_wall_seconds")
     ag_news = {
         "config": TRAINING_CONFIG + (":smoke" if environment_file.get("dry_run") else ""),
         "test": evaluation,
         "training_seconds": steps.get("ag_news_training", {}).get("seconds"),
         "evaluation_seconds": steps.get("ag_news_evaluation", {}).get("seconds"),
+        **{key: loop.get(key) for key in loop_keys},
     }
     with open(os.path.join(out, "ag_news.json"), "w", encoding="utf-8") as f:
         json.dump(ag_news, f, indent=2)
@@ -151,7 +156,8 @@ def markdown(result: dict) -> str:
                          f"{row['compile_s']:.1f} | {100 * row['fraction_of_ceiling']:.1f} % |")
     test = result["ag_news"]["test"] or {}
     lines += ["", f"AG News ({result['ag_news']['config']}): test accuracy {test.get('accuracy')}, "
-                  f"training {result['ag_news']['training_seconds']} s"]
+                  f"training {result['ag_news']['training_seconds']} s, loop efficiency "
+                  f"{result['ag_news'].get('loop_efficiency')}"]
     return "\n".join(lines)
 
 

@@ -33,6 +33,21 @@ def test_throughput(tmp_path):
                     "flops_per_step", "peak_bytes", "parameters")
 
 
+def test_input_pipeline(tmp_path):
+    results = tiny_results("benchmarks.input_pipeline", tmp_path)
+    assert set(results) == {"_run", "loop_efficiency", "fasttext_ag_news", "sgm_reuters", "sgm_debian_tags",
+                            "dilated_fcn_emoji", "input_cell_boxes"}
+    for name, row in results.items():
+        if name not in ("_run", "loop_efficiency"):
+            assert row["batch_size"] == 16 and row["train_examples"] > 0 and row["test_examples"] > 0, name
+            assert_positive(row, "train_batch_cpu_ms", "encode_s")
+    assert list(results["loop_efficiency"]) == ["fasttext_ag_news", "icapsnet_short_ag_news"]
+    for row in results["loop_efficiency"].values():
+        assert_positive(row, "run_examples_per_s", "step_examples_per_s", "loop_efficiency", "training_wall_seconds")
+        assert row["loop_efficiency"] == row["run_examples_per_s"] / row["step_examples_per_s"]
+        assert 0.25 < row["test_accuracy"] <= 1.0
+
+
 def test_cccapsnet_speed_times_the_encoder_on_the_models_layout(tmp_path):
     results = tiny_results("benchmarks.cccapsnet_speed", tmp_path)
     assert set(results) == {"_run", "16"}
