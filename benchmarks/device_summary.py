@@ -155,9 +155,9 @@ def markdown(result: dict) -> str:
             lines.append(f"| {name} | {dtype} | {row['train_examples_per_s']:.0f} | {row['eval_examples_per_s']:.0f} | "
                          f"{row['compile_s']:.1f} | {100 * row['fraction_of_ceiling']:.1f} % |")
     test = result["ag_news"]["test"] or {}
-    lines += ["", f"AG News ({result['ag_news']['config']}): test accuracy {test.get('accuracy')}, "
-                  f"training {result['ag_news']['training_seconds']} s, loop efficiency "
-                  f"{result['ag_news'].get('loop_efficiency')}"]
+    lines += ["", (f"AG News ({result['ag_news']['config']}): test accuracy {test.get('accuracy')}, "
+                   f"training {result['ag_news']['training_seconds']} s, loop efficiency "
+                   f"{result['ag_news'].get('loop_efficiency')}")]
     return "\n".join(lines)
 
 

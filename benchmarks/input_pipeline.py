@@ -37,7 +37,6 @@ import tempfile
 import time
 
 import jax
-import numpy as np
 
 from jcaps.data import datasets
 from jcaps.train import loop

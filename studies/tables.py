@@ -363,6 +363,24 @@ def startup(results: dict) -> str:
             "its compilation cache filled by an earlier call.")
 
 
+@table("input_pipeline", "benchmarks/results/input_pipeline/results.json")
+def input_pipeline(results: dict) -> str:
+    hosts = [[f"`{name}`", f"{row['batch_size']}", f"{row['train_batch_cpu_ms']:.3f}", f"{row['test_examples']:,}",
+              f"{row['eval_pass_cpu_s']:.3f}", f"{row['encode_s']:.1f}"]
+             for name, row in results.items() if name not in ("_run", "loop_efficiency")]
+    loops = [[f"`{name}`", f"{row['run_examples_per_s']:,.0f}", f"{row['step_examples_per_s']:,.0f}",
+              f"{row['loop_efficiency']:.2f}", f"{row['test_accuracy']:.4f}"]
+             for name, row in results["loop_efficiency"].items()]
+    return (rows(["config", "batch", "host CPU ms a training batch", "test examples", "host CPU s an evaluation pass",
+                  "encoding s, once"], hosts)
+            + "\n\n"
+            + rows(["config", "training run examples/s", "compiled step examples/s", "loop efficiency",
+                    "test accuracy"], loops)
+            + "\n\nHost CPU: user and system time of every thread of the process, the median of the runs. The "
+            "training run's rate is its own (evaluations and checkpoints included, compiling left out); the "
+            "compiled step's is on the run's first batches, already on the devices.")
+
+
 @table("corpus_explain", "benchmarks/results/corpus_explain/results.json")
 def corpus_explain(results: dict) -> str:
     runs = sorted(results["runs"].items(), key=lambda item: int(item[0]) or float("inf"))
