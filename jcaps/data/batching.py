@@ -16,7 +16,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import math
 import os
+import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
@@ -73,6 +75,93 @@ PREFETCHED_BATCHES = 4
 # The layout of the encoded rows on disk: a change of `encode` or of `jcaps.data.encoded` that
 # would read older rows wrongly counts it up, so that they are encoded again.
 ENCODING_VERSION = 1
+
+
+def _shuffled_batches(size: int, batch_size: int, seed: int) -> grain.MapDataset:
+    """Endless [batch_size] example ids: the stream of each epoch's seeded permutation cut into
+    consecutive batches (a batch may hold the end of one epoch and the start of the next), as
+    `grain.MapDataset.range(size).shuffle(seed).repeat().batch(batch_size)` orders them, each
+    epoch's permutation computed whole (`seeded_permutation`) instead of an example at a time."""
+    import grain
+
+    @functools.lru_cache(maxsize=2)
+    def epoch(number: int) -> np.ndarray:
+        return seeded_permutation(size, (seed + number) % 2**32)
+
+    def batch(k: int) -> np.ndarray:
+        positions = np.arange(k * batch_size, (k + 1) * batch_size, dtype=np.int64)
+        ids = np.empty((batch_size,), np.int64)
+        for number in range(int(positions[0] // size), int(positions[-1] // size) + 1):
+            part = positions // size == number
+            ids[part] = epoch(number)[positions[part] - number * size]
+        return ids
+
+    return grain.MapDataset.range(sys.maxsize // batch_size).map_with_index(lambda k, _: batch(k))
+
+
+_MASK32 = 0xFFFFFFFF
+
+
+def seeded_permutation(size: int, seed: int, rounds: int = 4) -> np.ndarray:
+    """[size] the order in which grain's `MapDataset.shuffle(seed)` visits `size` examples: its
+    index permutation (a Simon block cipher of `rounds` rounds on blocks of
+    max(16, ceil(log2(size - 1))) bits, rounded up to even, keyed by C++'s `std::seed_seq{seed}`,
+    walking each index's cycle until it falls below `size`), computed for every index at once in
+    NumPy. grain computes it one index a call, which was most of a batch's host time; the test
+    compares the two on many sizes and seeds."""
+    if size <= 1:
+        return np.zeros((size,), np.int64)
+    max_index = size - 1
+    block = math.ceil(math.log2(max_index))
+    half = max(block + block % 2, 16) // 2
+    mask = np.uint64((1 << half) - 1)
+    keys = [np.uint64(key) & mask for key in _seed_seq(seed, rounds)]
+
+    def rotate_left(x: np.ndarray, r: int) -> np.ndarray:
+        return ((x << np.uint64(r)) | (x >> np.uint64(half - r))) & mask
+
+    def encrypt(value: np.ndarray) -> np.ndarray:
+        left, right = (value >> np.uint64(half)) & mask, value & mask
+        for i in range(0, rounds, 2):
+            left = left ^ ((rotate_left(right, 1) & rotate_left(right, 8)) ^ rotate_left(right, 2)) ^ keys[i]
+            right = right ^ ((rotate_left(left, 1) & rotate_left(left, 8)) ^ rotate_left(left, 2)) ^ keys[i + 1]
+        return (left << np.uint64(half)) | right
+
+    order = encrypt(np.arange(size, dtype=np.uint64))
+    outside = order > max_index
+    while outside.any():
+        order[outside] = encrypt(order[outside])
+        outside = order > max_index
+    return order.astype(np.int64)
+
+
+def _seed_seq(seed: int, count: int) -> list[int]:
+    """The `count` 32-bit values of C++'s `std::seed_seq{seed}.generate` ([rand.util.seedseq])."""
+    values = [0x8B8B8B8B] * count
+    t = 11 if count >= 623 else 7 if count >= 68 else 5 if count >= 39 else 3 if count >= 7 else (count - 1) // 2
+    p = (count - t) // 2
+    q = p + t
+    steps = max(2, count)
+
+    def mix(x: int) -> int:
+        return x ^ (x >> 27)
+
+    for k in range(steps):
+        r1 = 1664525 * mix(values[k % count] ^ values[(k + p) % count] ^ values[(k - 1) % count]) & _MASK32
+        r2 = (r1 + (1 if k == 0 else (k % count) + (seed & _MASK32) if k == 1 else k % count)) & _MASK32
+        values[(k + p) % count] = (values[(k + p) % count] + r1) & _MASK32
+        values[(k + q) % count] = (values[(k + q) % count] + r2) & _MASK32
+        values[k % count] = r2
+    for k in range(steps, steps + count):
+        r3 = (
+            1566083941 * mix((values[k % count] + values[(k + p) % count] + values[(k - 1) % count]) & _MASK32)
+            & _MASK32
+        )
+        r4 = (r3 - k % count) & _MASK32
+        values[(k + p) % count] ^= r3
+        values[(k + q) % count] ^= r4
+        values[k % count] = r4
+    return values
 
 
 class ExampleDataset:
@@ -203,7 +292,7 @@ class ExampleDataset:
         if length_window:
             batch_ids = self._length_grouped_batches(batch_size, seed, length_window)
         else:
-            batch_ids = grain.MapDataset.range(size).shuffle(seed=seed).repeat().batch(batch_size, drop_remainder=True)
+            batch_ids = _shuffled_batches(size, batch_size, seed)
         self.encoded("train")  # before the iterator: a bad example is found now, not at its first batch
         dataset = batch_ids.map(lambda ids: self._gather("train", ids, rows))
         if class_weights is not None:

@@ -85,3 +85,35 @@ def test_series_batches_of_a_seed(tmp_path):
     iterator = dataset.train_iterator(6, seed=4)
     assert digest([next(iterator) for _ in range(8)]) == "7429b50922f9ccee"
     assert digest([b for split in ("validation", "test") for b in dataset.eval_batches(split, 8)]) == "3194c90aa85621b2"
+
+
+@pytest.mark.parametrize("size, seed", [(size, seed) for size in (1, 2, 3, 7, 100, 1013, 4096, 10116)
+                                         for seed in (0, 5, 2**32 - 1)] + [(65537, 1)])  # 17 bits: 16-bit blocks
+def test_the_seeded_permutation_is_grains_shuffle(size, seed):
+    """Computed whole in NumPy, the order grain's `shuffle` gives one index at a time."""
+    import grain
+
+    from jcaps.data.batching import seeded_permutation
+
+    shuffled = grain.MapDataset.range(size).shuffle(seed=seed)
+    np.testing.assert_array_equal(seeded_permutation(size, seed), [shuffled[i] for i in range(size)])
+
+
+def test_the_training_batches_cross_epochs_as_grains_repeated_shuffle_does():
+    import grain
+
+    from jcaps.data.batching import _shuffled_batches
+
+    size, batch, seed = 37, 8, 3
+    grains = grain.MapDataset.range(size).shuffle(seed=seed).repeat().batch(batch, drop_remainder=True)
+    ours = _shuffled_batches(size, batch, seed)
+    for k in range(30):  # six epochs
+        np.testing.assert_array_equal(ours[k], grains[k])
+    # The iterators' states are the same: a checkpoint of either resumes the other.
+    unthreaded = grain.ReadOptions(num_threads=0, prefetch_buffer_size=0)
+    theirs, mine = iter(grains.to_iter_dataset(unthreaded)), iter(ours.to_iter_dataset(unthreaded))
+    for _ in range(7):
+        next(theirs), next(mine)
+    assert mine.get_state() == theirs.get_state()
+    mine.set_state(theirs.get_state())
+    np.testing.assert_array_equal(next(mine), next(theirs))
