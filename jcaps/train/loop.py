@@ -532,8 +532,8 @@ def _save(run: _Run, position: _Position) -> None:
 
 
 def _save_and_stop(run: _Run, position: _Position, signum: int) -> None:
-    """Saves a checkpoint of the current step (unless it is the last one saved; a save returns once
-    written) and raises `TrainingInterrupted`."""
+    """Saves a checkpoint of the current step (unless it is the last one saved), waits until it is
+    committed, and raises `TrainingInterrupted`."""
     if position.last_saved != position.step:
         _save(run, position)
     run.checkpoints.wait()
