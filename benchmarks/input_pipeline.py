@@ -12,10 +12,13 @@ test split; beside them the seconds of encoding its splits the first time.
 `loop_efficiency` for `LOOP_CONFIGS` (fastText and iCapsNets Short on AG News, the shipped
 configs): a real training run's examples/s (`jcaps train`'s own rate: evaluations and
 checkpoints included, compiling left out) over its compiled train step's examples/s on the
-run's own first batches (every bucket they hold, on the devices beforehand), measured one after
-the other. Writes DIR/results.json: {CONFIG: {"train_batch_cpu_ms", "eval_pass_cpu_s",
-"encode_s", "batch_size", "train_examples", "test_examples"}, "loop_efficiency": {CONFIG:
-{"run_examples_per_s", "step_examples_per_s", "loop_efficiency", "test_accuracy", ...}}, "_run"}.
+run's own first batches (every bucket they hold, on the devices beforehand; the median of
+three passes), measured one after the other, each in a new process (what a run leaves behind,
+threads and memory, slowed the steps timed after it in the same process), R pairs of them: the
+median ratio and its range. Writes DIR/results.json: {CONFIG: {"train_batch_cpu_ms",
+"eval_pass_cpu_s", "encode_s", "batch_size", "train_examples", "test_examples"},
+"loop_efficiency": {CONFIG: {"loop_efficiency" (the median), "loop_efficiencies" (each pair's),
+"run_examples_per_s", "step_examples_per_s" (each pair's), "test_accuracy", ...}}, "_run"}.
 
 `--configs` and `--loop_configs` narrow both lists ('' for none); `--loop_workdir`: where the
 one loop config trains (kept, for `jcaps evaluate`; `benchmarks/device_check.sh` does so on a
@@ -26,12 +29,15 @@ GPU). `--tiny`: each config's `:smoke` form on its generated data, 20 batches, o
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import io
 import json
+import multiprocessing
 import os
 import re
 import resource
+import shutil
 import statistics
 import tempfile
 import time
@@ -58,7 +64,7 @@ CONFIGS = {
 }
 LOOP_CONFIGS = ("fasttext_ag_news", "icapsnet_short_ag_news")
 TRAIN_BATCHES = 200
-STEP_BATCHES = 50
+STEP_BATCHES = 100
 
 
 def cpu_seconds() -> float:
@@ -112,7 +118,8 @@ def host_costs(config, batches: int, repeats: int) -> dict:
 
 def step_examples_per_second(config, batches: int) -> float:
     """The compiled train step (as training compiles it) on the run's first `batches` batches,
-    already on the devices: examples a second, after each of their shapes has compiled."""
+    already on the devices: examples a second (the median of three passes), after each of their
+    shapes has compiled."""
     dataset = datasets.load_dataset(config.data, config.train.seed)
     power = class_weight_power(config.train.class_weights)
     weights = None if power is None else dataset.balanced_class_weights(power)
@@ -128,11 +135,14 @@ def step_examples_per_second(config, batches: int) -> float:
             state, metrics = train_fn(state, batch)
             jax.block_until_ready(metrics)
             compiled.add(shape)
-    started = time.perf_counter()
-    for batch in staged:
-        state, metrics = train_fn(state, batch)
-    jax.block_until_ready((state, metrics))
-    return batches * config.train.batch_size / (time.perf_counter() - started)
+    passes = []
+    for _ in range(3):
+        started = time.perf_counter()
+        for batch in staged:
+            state, metrics = train_fn(state, batch)
+        jax.block_until_ready((state, metrics))
+        passes.append(time.perf_counter() - started)
+    return batches * config.train.batch_size / statistics.median(passes)
 
 
 def run_examples_per_second(config, workdir: str) -> tuple[float, dict, str]:
@@ -148,16 +158,31 @@ def run_examples_per_second(config, workdir: str) -> tuple[float, dict, str]:
     return float(rate.group(1)) * config.train.batch_size, final, summary
 
 
-def loop_efficiency(config, workdir: str, step_batches: int) -> dict:
+def _timed_run(config, workdir: str) -> tuple[float, float, dict, str]:
     started = time.perf_counter()
-    run_rate, final, summary = run_examples_per_second(config, workdir)
-    training_wall_seconds = time.perf_counter() - started
-    step_rate = step_examples_per_second(config, step_batches)
+    rate, final, summary = run_examples_per_second(config, workdir)
+    return time.perf_counter() - started, rate, final, summary
+
+
+def loop_efficiency(config, workdir: str, step_batches: int, repeats: int) -> dict:
+    """`repeats` pairs of a training run (in `workdir`, trained anew each time) and its compiled
+    step, each in a new process."""
+    spawn = multiprocessing.get_context("spawn")
+    runs, steps = [], []
+    for _ in range(repeats):
+        shutil.rmtree(workdir, ignore_errors=True)
+        with concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn) as process:
+            runs.append(process.submit(_timed_run, config, workdir).result())
+        with concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn) as process:
+            steps.append(process.submit(step_examples_per_second, config, step_batches).result())
+    ratios = [run[1] / step for run, step in zip(runs, steps)]
+    training_wall_seconds, _, final, summary = runs[-1]
     return {
         "training_wall_seconds": training_wall_seconds,
-        "run_examples_per_s": run_rate,
-        "step_examples_per_s": step_rate,
-        "loop_efficiency": run_rate / step_rate,
+        "run_examples_per_s": [run[1] for run in runs],
+        "step_examples_per_s": steps,
+        "loop_efficiency": statistics.median(ratios),
+        "loop_efficiencies": ratios,
         "test_accuracy": final["test"]["accuracy"],
         "run_summary": summary,
         "num_devices": jax.device_count(),
@@ -192,7 +217,7 @@ def main():
         for name in loop_configs:
             config = config_of(name, args.data_root, cache, args.tiny)
             workdir = args.loop_workdir or os.path.join(scratch, name, "workdir")
-            row = loop_efficiency(config, workdir, 8 if args.tiny else STEP_BATCHES)
+            row = loop_efficiency(config, workdir, 8 if args.tiny else STEP_BATCHES, 1 if args.tiny else args.repeats)
             results["loop_efficiency"][name] = row
             print(name, json.dumps(row), flush=True)
             write_results(args.out, results)
