@@ -368,17 +368,21 @@ def input_pipeline(results: dict) -> str:
     hosts = [[f"`{name}`", f"{row['batch_size']}", f"{row['train_batch_cpu_ms']:.3f}", f"{row['test_examples']:,}",
               f"{row['eval_pass_cpu_s']:.3f}", f"{row['encode_s']:.1f}"]
              for name, row in results.items() if name not in ("_run", "loop_efficiency")]
-    loops = [[f"`{name}`", f"{row['run_examples_per_s']:,.0f}", f"{row['step_examples_per_s']:,.0f}",
-              f"{row['loop_efficiency']:.2f}", f"{row['test_accuracy']:.4f}"]
+    loops = [[f"`{name}`", f"{statistics.median(row['run_examples_per_s']):,.0f}",
+              f"{statistics.median(row['step_examples_per_s']):,.0f}",
+              f"{row['loop_efficiency']:.2f} ({min(row['loop_efficiencies']):.2f}–{max(row['loop_efficiencies']):.2f})",
+              f"{row['test_accuracy']:.4f}"]
              for name, row in results["loop_efficiency"].items()]
     return (rows(["config", "batch", "host CPU ms a training batch", "test examples", "host CPU s an evaluation pass",
                   "encoding s, once"], hosts)
             + "\n\n"
-            + rows(["config", "training run examples/s", "compiled step examples/s", "loop efficiency",
+            + rows(["config", "training run examples/s", "compiled step examples/s", "loop efficiency (range)",
                     "test accuracy"], loops)
             + "\n\nHost CPU: user and system time of every thread of the process, the median of the runs. The "
             "training run's rate is its own (evaluations and checkpoints included, compiling left out); the "
-            "compiled step's is on the run's first batches, already on the devices.")
+            "compiled step's is on the run's first batches, already on the devices; each a new process, "
+            f"{len(next(iter(results['loop_efficiency'].values()))['loop_efficiencies'])} pairs, the medians and "
+            "the range of the pairs' ratios.")
 
 
 @table("corpus_explain", "benchmarks/results/corpus_explain/results.json")
