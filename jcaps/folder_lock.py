@@ -13,6 +13,7 @@ import socket
 from collections.abc import Iterator
 
 from jcaps.errors import UserError, writing
+from jcaps.files import no_follow
 
 
 class FolderInUse(UserError, RuntimeError):
@@ -27,7 +28,7 @@ def exclusive(folder: str, *, called: str, run: str, advice: str, name: str = ".
     path = os.path.join(folder, name)
     with writing(f"the lock of {called}", path):
         # Opened under `writing` (so a full disk is named), then held by the `with` below.
-        lock = open(path, "a+", encoding="utf-8")  # noqa: SIM115
+        lock = open(path, "a+", encoding="utf-8", opener=no_follow)  # noqa: SIM115 (held below)
     with lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -25,6 +25,7 @@ from jcaps.data.encoded import EncodedRows
 from jcaps.data.errors import DataError
 from jcaps.data.splits import PreparedSplits, Split, carve_validation
 from jcaps.data.vocab import LABELS_FILE, LabelMap
+from jcaps.files import replace_file, replacing
 
 STATS_FILE = "series_stats.npz"
 FEATURES_FILE = "num_features.txt"
@@ -70,7 +71,8 @@ class Standardizer:
         return (series - self.mean) / self.std
 
     def save(self, path: str) -> None:
-        np.savez(path, mean=self.mean, std=self.std)
+        with replacing(path, "wb") as f:
+            np.savez(f, mean=self.mean, std=self.std)
 
     @classmethod
     def load(cls, path: str) -> Standardizer | None:
@@ -104,8 +106,7 @@ class SeriesDataset(ExampleDataset):
         return {"series": np.zeros((1, 4, self.num_features), np.float32), "mask": np.ones((1, 4), bool)}
 
     def save_metadata(self, directory: str) -> None:
-        with open(os.path.join(directory, FEATURES_FILE), "w", encoding="utf-8") as f:
-            f.write(str(self.num_features))
+        replace_file(os.path.join(directory, FEATURES_FILE), str(self.num_features))
         if self.standardizer is not None:
             self.standardizer.save(os.path.join(directory, STATS_FILE))
         self.labels.save(os.path.join(directory, LABELS_FILE))  # last: it says the metadata is saved

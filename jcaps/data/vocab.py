@@ -14,6 +14,7 @@ from typing import Self
 import numpy as np
 
 from jcaps.data.errors import DataError
+from jcaps.files import replace_file
 
 PAD_TOKEN = "<pad>"
 UNK_TOKEN = "<unk>"
@@ -64,14 +65,7 @@ class _JsonFile:
     def save(self, path: str | os.PathLike) -> None:
         """Writes the file whole or not at all (a temporary file renamed): `labels.json` says a
         workdir's metadata is saved, so a write cut short (a full disk) must leave none."""
-        temporary = f"{path}.tmp.{os.getpid()}"
-        try:
-            with open(temporary, "w", encoding="utf-8") as file:
-                file.write(self.to_json())
-            os.replace(temporary, path)
-        finally:
-            if os.path.exists(temporary):
-                os.remove(temporary)
+        replace_file(path, self.to_json())
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Self:

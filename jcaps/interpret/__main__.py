@@ -25,6 +25,7 @@ from absl import flags
 
 from jcaps import cli, strict_json
 from jcaps.errors import UserError
+from jcaps.files import refuse_linked_folder, replacing
 from jcaps.interpret.options import METHOD_NAMES, NATIVE_METHODS, REMOVALS, Options
 
 # The flags are defined from `jcaps.interpret.options` alone, and JAX and the modules that explain
@@ -143,6 +144,8 @@ def main(argv):
     config = read_config(FLAGS.workdir)
     methods = _check_flags(config.model)
     out = FLAGS.out or os.path.join(FLAGS.workdir, "interpretation")
+    if not FLAGS.out:  # the workdir's own folder: a link there would send every output elsewhere
+        refuse_linked_folder(out)
     cli.initialize_processes()
     trained = load_trained(
         FLAGS.workdir, with_data=True, data_overrides=cli.data_location_overrides(), parameters=FLAGS.parameters
@@ -225,10 +228,10 @@ def main(argv):
     if not is_main:
         return
     if summary_of_checks is not None:
-        with open(os.path.join(out, "checks.json"), "w", encoding="utf-8") as f:
+        with replacing(os.path.join(out, "checks.json")) as f:
             strict_json.dump(summary_of_checks, f, indent=1)
         if FLAGS.faithfulness:
-            with open(os.path.join(out, "faithfulness.json"), "w", encoding="utf-8") as f:
+            with replacing(os.path.join(out, "faithfulness.json")) as f:
                 strict_json.dump({**faithfulness, "checks": summary_of_checks}, f, indent=1)
         closing.append("checks (checks.json):\n" + checks_markdown(summary_of_checks).rstrip())
     for method, values in faithfulness.items():

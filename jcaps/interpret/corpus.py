@@ -42,6 +42,7 @@ from jax.sharding import Mesh
 from jcaps import strict_json
 from jcaps.data.batching import Shard
 from jcaps.errors import UserError, writing
+from jcaps.files import no_follow, replacing
 from jcaps.folder_lock import exclusive
 from jcaps.interpret.erasure import METRICS, summarise
 from jcaps.interpret.explain import (
@@ -81,11 +82,8 @@ class _Part:
 
 def _write_whole(path: str, text: str) -> None:
     """Writes `path` so that it holds the old text or the new, never a part (a rename)."""
-    with writing("the explanations", path), open(path + ".tmp", "w", encoding="utf-8") as f:
+    with writing("the explanations", path), replacing(path) as f:
         f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(path + ".tmp", path)
 
 
 def _read_json(path: str) -> dict | None:
@@ -221,7 +219,7 @@ def _explain_part(
     done_examples = min(state["batches"] * batch_size, examples)
     meter = Progress(progress, examples, initial=done_examples, enabled=part.index == 0, unit="example")
     with writing("the explanations", part.lines):
-        lines = open(part.lines, "a+b")  # noqa: SIM115 (held for the loop below)
+        lines = open(part.lines, "a+b", opener=no_follow)  # noqa: SIM115 (held for the loop below)
     with lines:
         lines.truncate(state["bytes"])  # lines of a batch that did not become final
         lines.seek(state["bytes"])
@@ -415,11 +413,8 @@ def _finish(
     report.html, marks the run finished and removes the parts."""
     parts = [_Part(out, index, settings["processes"]) for index in range(settings["processes"])]
     path = os.path.join(out, ATTRIBUTIONS)
-    with writing("the explanations", path), open(path + ".tmp", "w", encoding="utf-8") as merged:
+    with writing("the explanations", path), replacing(path) as merged:
         merged.writelines(_merged_lines(parts))
-        merged.flush()
-        os.fsync(merged.fileno())
-    os.replace(path + ".tmp", path)
     states = [_saved_progress(part) for part in parts]
     steady = "" if any(state["rows"] for state in states) else "first_"  # the first batch only when alone
     timings: dict[str, float] = {}
@@ -439,7 +434,7 @@ def _finish(
     )
     if with_faithfulness:
         path = os.path.join(out, "faithfulness.json")
-        with writing("the faithfulness summary", path), open(path, "w", encoding="utf-8") as f:
+        with writing("the faithfulness summary", path), replacing(path) as f:
             strict_json.dump(summary, f, indent=1)
     is_text = "tokens" in trained.family.inputs
     write_explanation_report(

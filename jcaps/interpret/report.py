@@ -29,6 +29,7 @@ import numpy as np
 
 from jcaps import strict_json
 from jcaps.errors import UserError
+from jcaps.files import replacing
 from jcaps.interpret import capsules as capsule_interpretation
 from jcaps.interpret.checks import html_table
 from jcaps.interpret.erasure import summarise
@@ -186,7 +187,7 @@ def interpret_workdir(
         len(names), trained.config.model.num_capsules, keep_punctuation=keep_punctuation
     )
     batch_size = trained.config.train.eval_batch_size or trained.config.train.batch_size
-    with open(os.path.join(out, "local.jsonl"), "w", encoding="utf-8") as local_file:
+    with replacing(os.path.join(out, "local.jsonl")) as local_file:
         for batch in trained.dataset.eval_batches(split, batch_size, limit=limit):
             results = jax.device_get(interpret(batch["tokens"]))
             predicted, i_star, top_kgrams = [], [], []
@@ -206,7 +207,7 @@ def interpret_workdir(
                 top_kgrams.append(record["kgrams"][0] if record["kgrams"] else [])
             accumulator.update(predicted, i_star, top_kgrams)
     summary = accumulator.to_json(list(names))
-    with open(os.path.join(out, "global.json"), "w", encoding="utf-8") as f:
+    with replacing(os.path.join(out, "global.json")) as f:
         strict_json.dump(summary, f, indent=1, ensure_ascii=False)
     heatmap = os.path.join(out, "C.png")
     plot_capsule_heatmap(

@@ -23,6 +23,7 @@ import numpy as np
 from jcaps import strict_json
 from jcaps.choices import check_choice
 from jcaps.errors import UserError
+from jcaps.files import replacing
 from jcaps.interpret.methods import METHODS
 from jcaps.train.workdir import TrainedModel
 from jcaps.viz.figures import plot_saliency_maps
@@ -122,6 +123,6 @@ def saliency_report(
         "examples": records,
         "mean_share_by_tenth": np.mean([r["saliency_share_by_tenth"] for r in records], axis=0).round(4).tolist(),
     }
-    with open(os.path.join(out, "saliency.json"), "w", encoding="utf-8") as f:
+    with replacing(os.path.join(out, "saliency.json")) as f:
         strict_json.dump(summary, f, indent=2)
     return summary

@@ -45,6 +45,7 @@ import jax
 import orbax.checkpoint as ocp
 
 from jcaps.errors import RERUN_HINT, UserError, WriteFailed, failure_reason, free_space
+from jcaps.files import replacing
 from jcaps.train.state import all_finite
 
 CHECKSUMS_FILE = "checksums.json"
@@ -100,13 +101,8 @@ def write_checksums(directory: str) -> None:
     for name in _summed_files(directory):
         path = os.path.join(directory, name)
         files[name] = [os.path.getsize(path), _digest(path)]
-    target = os.path.join(directory, CHECKSUMS_FILE)
-    temporary = f"{target}.tmp.{os.getpid()}"
-    with open(temporary, "w", encoding="utf-8") as f:
+    with replacing(os.path.join(directory, CHECKSUMS_FILE)) as f:
         json.dump({"algorithm": _HASH, "files": files}, f, indent=0)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(temporary, target)
     descriptor = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(descriptor)

@@ -20,7 +20,6 @@ by `flax.serialization.msgpack_serialize`.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 from collections.abc import Callable
@@ -28,6 +27,8 @@ from collections.abc import Callable
 import jax
 import numpy as np
 from flax import serialization
+
+from jcaps.files import replace_file
 
 FINAL_PARAMS_FILE = "final_params.msgpack"
 FORMAT = 1
@@ -59,16 +60,9 @@ def write(workdir: str, params, *, parameters: str, selected_step: int, last_ste
         "params": payload,
     }
     target = os.path.join(workdir, FINAL_PARAMS_FILE)
-    temporary = f"{target}.tmp.{os.getpid()}"
     try:
-        with open(temporary, "wb") as f:
-            f.write(serialization.msgpack_serialize(record))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temporary, target)
+        replace_file(target, serialization.msgpack_serialize(record))
     except OSError as error:
-        with contextlib.suppress(OSError):
-            os.remove(temporary)
         warn(
             f"warning: cannot write {target} ({error.strerror or error}): evaluate, predict and interpret "
             "read the final parameters from the checkpoints instead, a little more slowly"

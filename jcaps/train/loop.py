@@ -37,6 +37,7 @@ from jcaps import folder_lock
 from jcaps.data import datasets
 from jcaps.data.batching import ExampleDataset
 from jcaps.errors import ConfigError, UserError, writing
+from jcaps.files import refuse_linked_folder, replacing
 from jcaps.train import config as config_lib
 from jcaps.train import final_params
 from jcaps.train import mesh as mesh_lib
@@ -99,7 +100,10 @@ def exclusive_workdir(workdir: str, is_main: bool):
 
 
 def check_workdir(config, workdir: str) -> None:
-    """Refuses to resume a workdir whose checkpoints were made with a shape-changing config."""
+    """Refuses to resume a workdir whose checkpoints were made with a shape-changing config, or
+    whose folders training writes into are links (`jcaps.files`)."""
+    for folder in ("checkpoints", "best", "tensorboard"):
+        refuse_linked_folder(os.path.join(workdir, folder))
     path = os.path.join(workdir, "config.json")
     has_checkpoints = os.path.isdir(os.path.join(workdir, "checkpoints")) and any(
         name.isdigit() for name in os.listdir(os.path.join(workdir, "checkpoints"))
@@ -130,7 +134,7 @@ def report_dropped_rows(dataset: ExampleDataset, workdir: str, log) -> None:
     for path, record in dropped.items():
         log(f"data.drop_bad_rows: dropped {record['count']} bad rows of {path} (first: {record['first'][0]})")
     path = os.path.join(workdir, DROPPED_ROWS_FILE)
-    with writing("the list of dropped rows", path), open(path, "w", encoding="utf-8") as f:
+    with writing("the list of dropped rows", path), replacing(path) as f:
         json.dump(dropped, f, indent=1)
 
 
@@ -244,7 +248,7 @@ def _write_run_config(run: _Run) -> None:
     """Writes WORKDIR/config.json."""
     if run.is_main:
         path = os.path.join(run.workdir, "config.json")
-        with writing("the config", path), open(path, "w", encoding="utf-8") as f:
+        with writing("the config", path), replacing(path) as f:
             f.write(config_lib.to_json(run.config))
 
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from jcaps import strict_json
 from jcaps.errors import writing
+from jcaps.files import no_follow, refuse_linked_folder, replacing
 
 
 def classification_metrics(sums: dict) -> dict:
@@ -167,12 +168,8 @@ def rewind_metrics(workdir: str, step: int, keep_final: bool = False) -> int:
         kept.append(line if line.endswith("\n") else line + "\n")
     dropped = len(lines) - len(kept)
     if dropped or (lines and not lines[-1].endswith("\n")):
-        temporary = f"{path}.tmp.{os.getpid()}"
-        with writing("the metrics", temporary), open(temporary, "w", encoding="utf-8") as f:
+        with writing("the metrics", path), replacing(path) as f:
             f.writelines(kept)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temporary, path)
     return dropped
 
 
@@ -191,6 +188,7 @@ class MetricWriter:
             from tensorboardX import SummaryWriter
 
             purge_step = None if resumed_from is None else resumed_from + 1
+            refuse_linked_folder(self._tensorboard_path)
             with writing("the TensorBoard events in", self._tensorboard_path):
                 self._tensorboard = SummaryWriter(self._tensorboard_path, purge_step=purge_step)
 
@@ -198,7 +196,7 @@ class MetricWriter:
         if not self._enabled:
             return
         record = {"step": int(step), "split": split, **{k: _plain(v) for k, v in metrics.items()}, **extra}
-        with writing("the metrics", self._path), open(self._path, "a", encoding="utf-8") as f:
+        with writing("the metrics", self._path), open(self._path, "a", encoding="utf-8", opener=no_follow) as f:
             f.write(strict_json.dumps(record) + "\n")
         tensorboard = self._tensorboard
         assert tensorboard is not None  # opened in __init__ when enabled

@@ -12,6 +12,8 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from jcaps.files import replacing
+
 # Above this many cells the numbers would overlap; the colour bar carries the scale instead.
 _MAX_ANNOTATED_CELLS = 400
 
@@ -33,7 +35,8 @@ def plot_capsule_heatmap(
     Returns:
       `path` as a string.
     """
-    capsule_heatmap_figure(C, class_names, title).savefig(path, format="png", dpi=100)
+    with replacing(path, "wb") as file:
+        capsule_heatmap_figure(C, class_names, title).savefig(file, format="png", dpi=100)
     return str(path)
 
 
@@ -106,5 +109,6 @@ def plot_saliency_maps(
             axes.set_ylabel("feature")
     if title:
         figure.suptitle(title, fontsize=10)
-    figure.savefig(path, format="png", dpi=90)
+    with replacing(path, "wb") as file:
+        figure.savefig(file, format="png", dpi=90)
     return str(path)

@@ -11,6 +11,8 @@ import html
 import os
 from collections.abc import Mapping, Sequence
 
+from jcaps.files import replace_file
+
 _STYLE = """
 body { font-family: sans-serif; margin: 2em; max-width: 72em; }
 .example { border: 1px solid #ccc; border-radius: 4px; padding: 0.8em; margin: 0.8em 0; }
@@ -271,8 +273,7 @@ def write_explanation_report(
         "within the example.</p>"
         f'{radios}<nav class="methods">method: {labels}</nav><main>{sections}</main></body></html>\n'
     )
-    with open(path, "w", encoding="utf-8") as out:
-        out.write(document)
+    replace_file(path, document)
     return str(path)
 
 
