@@ -16,7 +16,7 @@ Each layer imports only the layers below it (checked by `lint-imports` in CI):
     jcaps.command  the `jcaps` command: runs one of the entry points below
         |
     entry points   jcaps.train_command (train.py), jcaps.evaluate, jcaps.predict, jcaps.interpret,
-        |          jcaps.params
+        |          jcaps.params, jcaps.list_configs (`jcaps configs`)
     jcaps.cli      what every command shares: flag parsing, how user errors are shown
         |
     jcaps.train    config, the model table (jcaps.train.families), optimiser, model and
@@ -25,8 +25,12 @@ Each layer imports only the layers below it (checked by `lint-imports` in CI):
         |                                                            datasets -> batching
     jcaps.ops      pure functions on arrays: capsules, attention, recurrent scans,
         |          convolutions, compositional embeddings, losses, label-set decoding
-    jcaps.viz      HTML heatmaps and figures;   jcaps.errors   the error a user can fix;
-                   jcaps.choices   the one check of an enumerated setting (`check_choice`)
+    jcaps.viz      HTML heatmaps and figures
+        |
+    jcaps.files    writing in a folder that may hold someone else's links (no write follows one)
+        |
+    jcaps.errors   the error a user can fix;   jcaps.choices   the one check of an enumerated
+                   setting (`check_choice`)
 
 - `jcaps.ops` imports no flax, optax or other jcaps package but `jcaps.choices`. Every public op takes batch-major
   arrays (`[B, T, ...]`, or any leading axes, none for one example), works under `jit`, `vmap`
