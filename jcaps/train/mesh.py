@@ -85,3 +85,8 @@ def initialize_distributed(coordinator_address: str | None, num_processes: int |
         )
     except ValueError as error:  # what jax.distributed could not find (no cluster detected)
         raise ConfigError(f"jax.distributed could not join the processes: {' '.join(str(error).split())}") from error
+    if jax.process_count() > 1 and jax.default_backend() == "cpu":
+        # CPU processes of jaxlib 0.12 whose programs come from the persistent compilation cache
+        # hang in their first collective (a second two-process run of the same config did, in
+        # tests/train/test_multiprocess.py): they compile them instead.
+        jax.config.update("jax_enable_compilation_cache", False)
