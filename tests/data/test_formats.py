@@ -101,6 +101,15 @@ def test_dropped_rows_are_collected_counted_and_logged(tmp_path, caplog):
     assert "train.csv: dropped 2 of 4 examples" in caplog.text
 
 
+def test_a_field_over_the_csv_limit_is_a_bad_row_that_can_be_dropped(tmp_path):
+    path = write(tmp_path / "train.csv", "1,a\n2," + "x" * 200_000 + "\n3,c\n")
+    with pytest.raises(DataError, match=r"train\.csv:2: a field longer than 131,072 characters"):
+        list(zhang_csv.read_zhang_csv(path))
+    dropped = []
+    assert [key for key, _ in zhang_csv.read_zhang_csv(path, dropped=dropped)] == ["1", "3"]
+    assert [(error.line, error.problem) for error in dropped] == [(2, "a field longer than 131,072 characters")]
+
+
 def test_read_classes(tmp_path):
     assert zhang_csv.read_classes(write(tmp_path / "classes.txt", "World\nSci/Tech\n")) == [
         "World", "Sci/Tech"]

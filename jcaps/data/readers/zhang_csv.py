@@ -12,8 +12,11 @@ ZHANG_CSV_TRAIN = "train.csv"
 ZHANG_CSV_CLASSES = "classes.txt"
 
 
-def _csv_records(path: FilePath) -> Iterator[tuple[int, list[str]]]:
-    """Yields `(first_line, fields)` for each CSV record, quoted multi-line fields included."""
+def _csv_records(path: FilePath) -> Iterator[tuple[int, list[str] | DataError]]:
+    """Yields `(first_line, fields)` for each CSV record, quoted multi-line fields included, and
+    `(first_line, DataError)` for a record with a field longer than the csv module's limit
+    (`csv.field_size_limit()`, 131,072 characters): the reader has read past it, so a caller
+    that drops bad rows goes on with the next record."""
     # strict: a stray or unclosed quote is an error, not a field that swallows later lines.
     reader = csv.reader((line for _, line in numbered_lines(path)), strict=True)
     while True:
@@ -23,6 +26,10 @@ def _csv_records(path: FilePath) -> Iterator[tuple[int, list[str]]]:
         except StopIteration:
             return
         except csv.Error as error:
+            if str(error).startswith("field larger than field limit"):
+                limit = f"a field longer than {csv.field_size_limit():,} characters"
+                yield first_line, DataError(path, first_line, limit)
+                continue
             raise DataError(path, first_line, f"malformed CSV: {error}") from None
         yield first_line, fields
 
@@ -43,12 +50,15 @@ def read_zhang_csv(
 
     Raises:
         DataError: fewer than 2 columns, a column count other than the first row's, a label that is
-            not an integer or is out of range, an empty text.
+            not an integer or is out of range, an empty text, a field longer than 131,072
+            characters.
     """
     num_columns = None
 
-    def parse(line: int, fields: list[str]) -> Example:
+    def parse(line: int, fields: list[str] | DataError) -> Example:
         nonlocal num_columns
+        if isinstance(fields, DataError):
+            raise fields
         if len(fields) < 2:
             raise DataError(path, line, f"found {len(fields)} column(s), expected a label and at least one text column")
         if num_columns is None:
