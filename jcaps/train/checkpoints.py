@@ -14,11 +14,6 @@ wrote (but orbax's commit markers, which hold no data), written atomically, and 
 verifies it first (`verify_checksums`). A step without it, saved before jcaps wrote checksums or
 killed between orbax's commit and the checksum write, is restored as orbax committed it.
 
-Saves do not stop training: `save` and `save_best` return once the arrays are copied off the
-devices, and a thread waits for orbax's commit and writes the checksums while the next steps
-run. The next save, any read, and `wait()` (which training calls before its final evaluation
-and before it stops on a signal) wait for it first, and raise its `SaveFailed` there.
-
 Faults, and what each costs:
 - a damaged step (`DamagedCheckpoint`: a file missing, truncated or changed, or one orbax
   cannot read): resuming moves it aside (`checkpoints/60.damaged`, with a warning line) and
@@ -32,7 +27,6 @@ Faults, and what each costs:
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import hashlib
 import json
@@ -177,28 +171,17 @@ def _quiet_abandoned_orbax_work() -> None:
     sys.unraisablehook = hook
 
 
-class _OrbaxErrorsUnlogged:
-    """orbax logs a failed write at ERROR from each of its threads before raising it; the caller
-    reports the failure in one line, so the log records are held back from when a save starts
-    (here) until it is finished (`restore`, on the thread that finishes it)."""
-
-    def __init__(self):
-        self._logger = logging.getLogger("absl")
-        self._level = self._logger.level
-        self._logger.setLevel(logging.CRITICAL)
-
-    def restore(self) -> None:
-        self._logger.setLevel(self._level)
-
-
 @contextlib.contextmanager
 def _orbax_errors_unlogged():
-    """`_OrbaxErrorsUnlogged` for the length of a block."""
-    quiet = _OrbaxErrorsUnlogged()
+    """orbax logs a failed write at ERROR from each of its threads before raising it; the caller
+    reports the failure in one line, so the log records are held back while it saves."""
+    logger = logging.getLogger("absl")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
     try:
         yield
     finally:
-        quiet.restore()
+        logger.setLevel(level)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -218,9 +201,6 @@ class Checkpoints:
         self._best = None
         self._read_only = read_only
         self._save_failed = False
-        # The save in flight: its commit and checksums, finished on this thread (`_finish`).
-        self._finisher = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="jcaps-checkpoint")
-        self._in_flight: concurrent.futures.Future | None = None
         self._is_primary = jax.process_index() == 0
         self._verified: set[str] = set()  # step directories verified by this process
         _quiet_abandoned_orbax_work()
@@ -231,14 +211,7 @@ class Checkpoints:
         )
 
     def latest_step(self) -> int | None:
-        self.wait()
         return self._manager.latest_step()
-
-    def wait(self) -> None:
-        """Waits for the save in flight to be committed and summed; raises its `SaveFailed`."""
-        if self._in_flight is not None:
-            in_flight, self._in_flight = self._in_flight, None
-            in_flight.result()
 
     def save(self, step: int, state, data_state: dict | None) -> None:
         """Saves `step`, waits for it to be committed and writes its checksums; raises
@@ -251,7 +224,6 @@ class Checkpoints:
     def restore(self, state, step: int | None = None, with_data: bool = True):
         """Restores into the structure (and shardings) of `state`; returns (state, data_state).
         Raises `DamagedCheckpoint` when the step does not read back as saved."""
-        self.wait()
         step = self._manager.latest_step() if step is None else step
         target = jax.tree.map(ocp.utils.to_shape_dtype_struct, savable(state))
         items = {"state": ocp.args.StandardRestore(target)}
@@ -278,7 +250,6 @@ class Checkpoints:
         """The parameters of `step` (default latest) alone, restored into the structure and
         shardings of `params`: loading a model for inference reads no optimiser state, so it
         needs none built."""
-        self.wait()
         step = self._manager.latest_step() if step is None else step
         target = {"params": jax.tree.map(ocp.utils.to_shape_dtype_struct, params)}
         restore_args = ocp.checkpoint_utils.construct_restore_args(target)
@@ -300,17 +271,11 @@ class Checkpoints:
 
     def read_state(self, step: int | None = None) -> dict:
         """The saved state of `step` (default latest) as stored, without a target structure."""
-        self.wait()
         step = self._manager.latest_step() if step is None else step
         args = ocp.args.Composite(state=ocp.args.StandardRestore())
         return self._read(self._manager, self.directory, step, args)["state"]
 
     def close(self) -> None:
-        """Waits for the save in flight (its failure was or will be reported by the error that
-        ends the run, if any: this is called on the way out), then closes orbax's managers."""
-        with contextlib.suppress(SaveFailed):
-            self.wait()
-        self._finisher.shutdown()
         for manager in (self._manager, self._best):
             try:
                 if manager is not None:
@@ -343,7 +308,6 @@ class Checkpoints:
         """{"step", "metric", "value"} of the best validation evaluation saved, or None. Raises
         `DamagedCheckpoint` when the best step (parameters or record) does not read back as
         saved."""
-        self.wait()
         if not os.path.isdir(self.best_directory):
             return None
         step = self._best_manager.latest_step()
@@ -360,7 +324,6 @@ class Checkpoints:
     def restore_best_params(self, params, step: int | None = None):
         """The best parameters (of `step`, that of a `best_record` read before; default the
         latest), restored into the structure and shardings of `params`."""
-        self.wait()
         step = self._best_manager.latest_step() if step is None else step
         target = jax.tree.map(ocp.utils.to_shape_dtype_struct, params)
         args = ocp.args.Composite(params=ocp.args.StandardRestore(target))
@@ -368,46 +331,26 @@ class Checkpoints:
 
     def discard_best(self) -> str:
         """Moves the (damaged) best step aside; returns where it went."""
-        self.wait()
         return self._move_aside(self._best_manager, self.best_directory, self._best_manager.latest_step())
 
     # Shared by both managers.
 
     def _save(self, manager: ocp.CheckpointManager, directory: str, step: int, args) -> None:
-        """Starts saving `step` (after the save in flight is finished) and returns once orbax has
-        the arrays on the host; `_finish` waits for the commit and writes the checksums."""
-        self.wait()
-        quiet = _OrbaxErrorsUnlogged()  # from here until the save is finished, on either thread
         try:
-            manager.save(step, args=args, force=True)
-        except (OSError, ValueError) as error:
-            quiet.restore()
-            raise self._failed(directory, step, error) from error
-        except BaseException:
-            quiet.restore()
-            raise
-        self._in_flight = self._finisher.submit(self._finish, manager, directory, step, quiet)
-
-    def _finish(self, manager: ocp.CheckpointManager, directory: str, step: int, quiet: _OrbaxErrorsUnlogged) -> None:
-        try:
-            manager.wait_until_finished()
+            with _orbax_errors_unlogged():
+                manager.save(step, args=args, force=True)
+                manager.wait_until_finished()
             if self._is_primary:
                 write_checksums(os.path.join(directory, str(step)))
         except (OSError, ValueError) as error:
-            raise self._failed(directory, step, error) from error
-        finally:
-            quiet.restore()
-
-    def _failed(self, directory: str, step: int, error: BaseException) -> BaseException:
-        """The `SaveFailed` of an I/O failure saving `step` (any other error as it is)."""
-        if not _is_io_failure(error):
-            return error
-        self._save_failed = True
-        return SaveFailed(
-            f"cannot save the {'best parameters' if directory == self.best_directory else 'checkpoint'} of step "
-            f"{step} in {directory}: {failure_reason(error)} ({free_space(directory)} free there)",
-            hint=RERUN_HINT,
-        )
+            if not _is_io_failure(error):
+                raise
+            self._save_failed = True
+            raise SaveFailed(
+                f"cannot save the {'best parameters' if directory == self.best_directory else 'checkpoint'} of step "
+                f"{step} in {directory}: {failure_reason(error)} ({free_space(directory)} free there)",
+                hint=RERUN_HINT,
+            ) from error
 
     def _read(self, manager: ocp.CheckpointManager, directory: str, step: int, args):
         """`manager.restore(step, args)` after verifying the step's checksums. An orbax error on
@@ -426,7 +369,6 @@ class Checkpoints:
             raise DamagedCheckpoint(step_directory, f"orbax cannot read it ({first_line})") from error
 
     def _newest_intact(self, read, verb: str, warn, move_aside: bool) -> tuple[int, Any]:
-        self.wait()
         damaged = []
         for step in sorted(self._manager.all_steps(), reverse=True):
             try:
