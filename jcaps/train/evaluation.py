@@ -6,7 +6,6 @@ import jax
 import jax.numpy as jnp
 
 from jcaps.train import mesh as mesh_lib
-from jcaps.train.feeding import prefetched
 from jcaps.train.metrics import evaluation_metrics
 
 
@@ -14,8 +13,8 @@ def evaluate_split(eval_fn, state, dataset, split: str, batch_size: int, mesh) -
     """Metrics of `state` on one split of `dataset` (an `ExampleDataset`), with `eval_fn` the
     compiled eval step (`compile_steps`): sums accumulated on the device, divided on the host."""
     totals = None
-    for batch in prefetched(dataset.eval_batches(split, batch_size, shard=mesh_lib.process_shard()), mesh):
-        sums = eval_fn(state, batch)
+    for local in dataset.eval_batches(split, batch_size, shard=mesh_lib.process_shard()):
+        sums = eval_fn(state, mesh_lib.global_batch(local, mesh))
         totals = sums if totals is None else jax.tree.map(jnp.add, totals, sums)
     if totals is None:
         raise ValueError(f"the {split} split is empty")
