@@ -11,14 +11,17 @@ test split; beside them the seconds of encoding its splits the first time.
 
 `loop_efficiency` for `LOOP_CONFIGS` (fastText and iCapsNets Short on AG News, the shipped
 configs): a real training run's examples/s (`jcaps train`'s own rate: evaluations and
-checkpoints included, compiling left out) over its compiled train step's examples/s on the
+checkpoints included, compiling left out: the first step, and each compile after it, such as a
+new length bucket or the eval step) over its compiled train step's examples/s on the
 run's own first batches (every bucket they hold, on the devices beforehand; the median of
 three passes), measured one after the other, each in a new process (what a run leaves behind,
 threads and memory, slowed the steps timed after it in the same process), R pairs of them: the
 median ratio and its range. Writes DIR/results.json: {CONFIG: {"train_batch_cpu_ms",
 "eval_pass_cpu_s", "encode_s", "batch_size", "train_examples", "test_examples"},
 "loop_efficiency": {CONFIG: {"loop_efficiency" (the median), "loop_efficiencies" (each pair's),
-"run_examples_per_s", "step_examples_per_s" (each pair's), "test_accuracy", ...}}, "_run"}.
+"run_examples_per_s", "step_examples_per_s" (each pair's), "loop_efficiency_with_compiling"
+(the median ratio with the compiles after the first step counted in), "test_accuracy", ...}},
+"_run"}.
 
 `--configs` and `--loop_configs` narrow both lists ('' for none); `--loop_workdir`: where the
 one loop config trains (kept, for `jcaps evaluate`; `benchmarks/device_check.sh` does so on a
@@ -145,23 +148,27 @@ def step_examples_per_second(config, batches: int) -> float:
     return batches * config.train.batch_size / statistics.median(passes)
 
 
-def run_examples_per_second(config, workdir: str) -> tuple[float, dict, str]:
-    """A training run's own rate (its summary's steps/s, compiling left out), its final metrics,
-    and the summary's first line."""
+def run_examples_per_second(config, workdir: str) -> tuple[float, float, dict, str]:
+    """A training run's own rate (its summary's steps/s, compiling left out), the same with the
+    compiles after the first step counted in, its final metrics, and the summary's first line."""
     output = io.StringIO()
     with contextlib.redirect_stdout(output):
         final = loop.train_and_evaluate(config, workdir)
     summary = next(line for line in output.getvalue().splitlines() if line.startswith("trained to step"))
-    rate = re.search(r"then ([0-9.]+) steps/s", summary)
+    rate = re.search(r"(\d+) steps in .*then ([0-9.]+) steps/s", summary)
     if rate is None:
         raise RuntimeError(f"no rate in the run's summary: {summary}")
-    return float(rate.group(1)) * config.train.batch_size, final, summary
+    steps, steps_per_s = int(rate.group(1)), float(rate.group(2))
+    compiling = re.search(r"([0-9.]+) s of compiling left out", summary)
+    seconds = (steps - 1) / steps_per_s + (float(compiling.group(1)) if compiling else 0.0)
+    batch = config.train.batch_size
+    return steps_per_s * batch, (steps - 1) / seconds * batch, final, summary
 
 
-def _timed_run(config, workdir: str) -> tuple[float, float, dict, str]:
+def _timed_run(config, workdir: str) -> tuple[float, float, float, dict, str]:
     started = time.perf_counter()
-    rate, final, summary = run_examples_per_second(config, workdir)
-    return time.perf_counter() - started, rate, final, summary
+    rate, rate_with_compiling, final, summary = run_examples_per_second(config, workdir)
+    return time.perf_counter() - started, rate, rate_with_compiling, final, summary
 
 
 def loop_efficiency(config, workdir: str, step_batches: int, repeats: int) -> dict:
@@ -176,13 +183,15 @@ def loop_efficiency(config, workdir: str, step_batches: int, repeats: int) -> di
         with concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn) as process:
             steps.append(process.submit(step_examples_per_second, config, step_batches).result())
     ratios = [run[1] / step for run, step in zip(runs, steps)]
-    training_wall_seconds, _, final, summary = runs[-1]
+    with_compiling = [run[2] / step for run, step in zip(runs, steps)]
+    training_wall_seconds, _, _, final, summary = runs[-1]
     return {
         "training_wall_seconds": training_wall_seconds,
         "run_examples_per_s": [run[1] for run in runs],
         "step_examples_per_s": steps,
         "loop_efficiency": statistics.median(ratios),
         "loop_efficiencies": ratios,
+        "loop_efficiency_with_compiling": statistics.median(with_compiling),
         "test_accuracy": final["test"]["accuracy"],
         "run_summary": summary,
         "num_devices": jax.device_count(),

@@ -371,15 +371,16 @@ def input_pipeline(results: dict) -> str:
     loops = [[f"`{name}`", f"{statistics.median(row['run_examples_per_s']):,.0f}",
               f"{statistics.median(row['step_examples_per_s']):,.0f}",
               f"{row['loop_efficiency']:.2f} ({min(row['loop_efficiencies']):.2f}–{max(row['loop_efficiencies']):.2f})",
-              f"{row['test_accuracy']:.4f}"]
+              f"{row['loop_efficiency_with_compiling']:.2f}", f"{row['test_accuracy']:.4f}"]
              for name, row in results["loop_efficiency"].items()]
     return (rows(["config", "batch", "host CPU ms a training batch", "test examples", "host CPU s an evaluation pass",
                   "encoding s, once"], hosts)
             + "\n\n"
             + rows(["config", "training run examples/s", "compiled step examples/s", "loop efficiency (range)",
-                    "test accuracy"], loops)
+                    "with later compiles counted", "test accuracy"], loops)
             + "\n\nHost CPU: user and system time of every thread of the process, the median of the runs. The "
-            "training run's rate is its own (evaluations and checkpoints included, compiling left out); the "
+            "training run's rate is its own (evaluations and checkpoints included; compiling left out, the first "
+            "step's and each compile after it, which a short run's rate would otherwise carry); the "
             "compiled step's is on the run's first batches, already on the devices; each a new process, "
             f"{len(next(iter(results['loop_efficiency'].values()))['loop_efficiencies'])} pairs, the medians and "
             "the range of the pairs' ratios.")

@@ -46,7 +46,15 @@ from jcaps.train.checkpoints import Checkpoints, DamagedCheckpoint, checkpoint_d
 from jcaps.train.evaluation import evaluate_split
 from jcaps.train.families import MODELS, get_family
 from jcaps.train.metrics import MetricWriter
-from jcaps.train.progress import Progress, duration, format_metrics, quiet_libraries, run_summary
+from jcaps.train.progress import (
+    CompileClock,
+    Progress,
+    TrainedSteps,
+    duration,
+    format_metrics,
+    quiet_libraries,
+    run_summary,
+)
 from jcaps.train.state import all_finite, create_train_state, dummy_inputs, model_for, parameter_count
 from jcaps.train.steps import TrainState, compile_steps
 
@@ -431,7 +439,7 @@ def _train_then_evaluate(run: _Run, compiled: _Compiled, position: _Position, st
                 final=final,
                 selected=position.best,
                 select_best=train.select_best,
-                trained=trained if trained[0] else None,
+                trained=trained if trained.steps else None,
                 wall_seconds=None if started is None else time.perf_counter() - started,
                 checkpoint_step=run.checkpoints.latest_step(),
                 best_step=position.best["step"] if position.best else None,
@@ -444,16 +452,16 @@ def _train_then_evaluate(run: _Run, compiled: _Compiled, position: _Position, st
         writer.close()
 
 
-def _train(run: _Run, compiled: _Compiled, position: _Position, writer, profiler, progress) -> tuple:
+def _train(run: _Run, compiled: _Compiled, position: _Position, writer, profiler, progress) -> TrainedSteps:
     """Steps `position` to the last step. After each step: the mean train metrics of the steps
     since the last log line when due, an evaluation on validation when due, a checkpoint when
-    due. A SIGINT/SIGTERM saves a checkpoint and raises `TrainingInterrupted`. Returns (steps
-    run, their seconds, the seconds of the first one (mostly compiling), None when none ran)."""
+    due. A SIGINT/SIGTERM saves a checkpoint and raises `TrainingInterrupted`."""
     train = run.config.train
     eval_every = train.eval_every_steps or run.steps_per_epoch
     checkpoint_every = train.checkpoint_every_steps or run.steps_per_epoch
     has_validation = len(run.dataset.splits["validation"].source) > 0
     first_step, loop_started, first_step_seconds, evaluated = position.step, time.perf_counter(), None, False
+    compile_clock, compiled_by_first_step = CompileClock(), 0.0
     with run.signals.deferred() as stop:
         while position.step < run.num_steps:
             profiler.before_step(position.step - first_step)
@@ -463,6 +471,7 @@ def _train(run: _Run, compiled: _Compiled, position: _Position, writer, profiler
                 # Rates count from here: the first step's time is mostly compiling.
                 jax.block_until_ready(metrics)
                 first_step_seconds = time.perf_counter() - loop_started
+                compiled_by_first_step = compile_clock.seconds()
                 progress.start(position.step)
             position.window.append(metrics)
             step, last = position.step, position.step == run.num_steps
@@ -477,7 +486,12 @@ def _train(run: _Run, compiled: _Compiled, position: _Position, writer, profiler
             if stop.signum is not None:  # the last step's too: the final evaluation is not begun
                 _save_and_stop(run, position, stop.signum)
         run.checkpoints.wait()  # the last save is committed (or its failure raised) before anything is final
-    return position.step - first_step, time.perf_counter() - loop_started, first_step_seconds
+    return TrainedSteps(
+        steps=position.step - first_step,
+        seconds=time.perf_counter() - loop_started,
+        first_seconds=first_step_seconds,
+        later_compile_seconds=compile_clock.seconds() - compiled_by_first_step,
+    )
 
 
 def _train_step(compiled: _Compiled, position: _Position) -> dict:

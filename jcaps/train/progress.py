@@ -3,11 +3,14 @@ on a terminal, lines in CI) and the summary printed at the end.
 
 Rates count from the end of the first step a process runs (`Progress.start`), and leave out
 the first evaluation (`Progress.not_counted`), so the time spent compiling the train and eval
-steps does not inflate the ETA."""
+steps does not inflate the ETA. The summary's rate leaves out every compile after the first step
+too (another length bucket, the eval step: `CompileClock`), so that it is the loop's own speed,
+evaluations and checkpoints included."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sys
 import time
@@ -31,6 +34,51 @@ def quiet_libraries() -> None:
 
     logging.set_verbosity(logging.ERROR)
     tfds.disable_progress_bar()
+
+
+# jax.monitoring's events of making a program: tracing, lowering, and XLA's compile (a
+# persistent-cache hit records none of the last).
+COMPILE_EVENTS = (
+    "/jax/core/compile/jaxpr_trace_duration",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration",
+    "/jax/core/compile/backend_compile_duration",
+)
+
+
+class CompileClock:
+    """Seconds this process has spent making programs (`COMPILE_EVENTS`) since the first
+    `CompileClock` was made. jax.monitoring keeps its listeners for the life of the process, so
+    one listener serves every clock."""
+
+    _seconds = 0.0
+    _listening = False
+
+    def __init__(self):
+        if not CompileClock._listening:
+            import jax.monitoring
+
+            jax.monitoring.register_event_duration_secs_listener(CompileClock._count)
+            CompileClock._listening = True
+
+    @staticmethod
+    def _count(event: str, duration: float, **_) -> None:
+        if event in COMPILE_EVENTS:
+            CompileClock._seconds += duration
+
+    def seconds(self) -> float:
+        return CompileClock._seconds
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainedSteps:
+    """What a process's training loop ran: `steps` in `seconds`, of which the first step took
+    `first_seconds` (None if none ran; mostly compiling) and compiles after it
+    `later_compile_seconds`."""
+
+    steps: int
+    seconds: float
+    first_seconds: float | None
+    later_compile_seconds: float = 0.0
 
 
 def duration(seconds: float) -> str:
@@ -136,7 +184,7 @@ def run_summary(
     final: dict[str, dict],
     selected: dict | None,
     select_best: bool,
-    trained: tuple[int, float, float | None] | None,
+    trained: TrainedSteps | None,
     wall_seconds: float | None,
     checkpoint_step: int | None,
     best_step: int | None,
@@ -145,16 +193,23 @@ def run_summary(
     metrics, and where everything is.
 
     `selected`: `{"step", "metric", "value"}` of the best validation evaluation, or None.
-    `trained`: (steps run by this process, their seconds, seconds of the first step) or None.
+    `trained`: what this process's loop ran, or None.
     """
     lines = []
     if trained is not None:
-        steps, seconds, first = trained
+        steps, seconds, first, compiling = (
+            trained.steps,
+            trained.seconds,
+            trained.first_seconds,
+            trained.later_compile_seconds,
+        )
         timing = f"{steps} steps in {duration(seconds)}"
         if first is not None and steps > 1:
-            rate = (steps - 1) / max(seconds - first, 1e-9)
+            rate = (steps - 1) / max(seconds - first - compiling, 1e-9)
+            left_out = f", {compiling:.1f} s of compiling left out" if compiling >= 0.05 else ""
             timing += (
-                f" (the first, with compiling, {first:.1f} s; then {rate:.1f} steps/s with evaluations and checkpoints)"
+                f" (the first, with compiling, {first:.1f} s; then {rate:.1f} steps/s with evaluations and "
+                f"checkpoints{left_out})"
             )
         lines.append(
             f"trained to step {step}: {timing}" + (f"; wall time {duration(wall_seconds)}" if wall_seconds else "")

@@ -7,7 +7,7 @@ import json
 import logging
 
 from jcaps.train import metrics as metrics_lib
-from jcaps.train.progress import Progress, run_summary
+from jcaps.train.progress import CompileClock, Progress, TrainedSteps, run_summary
 
 
 def write_lines(path, records, tail: str = ""):
@@ -89,7 +89,7 @@ def test_the_summary_says_what_was_trained_selected_and_where_it_is():
     text = run_summary(
         workdir="/w", step=60, final={"validation": {"accuracy": 0.9, "count": 26}, "test": {"accuracy": 0.875}},
         selected={"step": 30, "metric": "accuracy", "value": 0.95}, select_best=True,
-        trained=(60, 12.0, 2.0), wall_seconds=15.0, checkpoint_step=60, best_step=30,
+        trained=TrainedSteps(60, 12.0, 2.0, 0.0), wall_seconds=15.0, checkpoint_step=60, best_step=30,
     )
     lines = text.splitlines()
     assert lines[0] == ("trained to step 60: 60 steps in 0:00:12 (the first, with compiling, 2.0 s; then 5.9 steps/s "
@@ -103,10 +103,32 @@ def test_the_summary_says_what_was_trained_selected_and_where_it_is():
         '  metrics      /w/metrics.jsonl (final lines: "final": true)',
         "  tensorboard  tensorboard --logdir /w/tensorboard",
     ]
+    compiled_later = run_summary(
+        workdir="/w", step=60, final={}, selected=None, select_best=False,
+        trained=TrainedSteps(60, 12.0, 2.0, 0.2), wall_seconds=15.0, checkpoint_step=60, best_step=None,
+    )
+    assert compiled_later.splitlines()[0] == (
+        "trained to step 60: 60 steps in 0:00:12 (the first, with compiling, 2.0 s; then 6.0 steps/s "
+        "with evaluations and checkpoints, 0.2 s of compiling left out); wall time 0:00:15"
+    )
     plain = run_summary(workdir="/w", step=8, final={}, selected=None, select_best=False, trained=None,
                         wall_seconds=None, checkpoint_step=8, best_step=None)
     assert plain.splitlines()[0] == "final model: the last step, 8"
     assert "best " not in plain
+
+
+def test_the_compile_clock_counts_making_a_program_not_running_it():
+    import jax
+    import jax.numpy as jnp
+
+    clock = CompileClock()
+    before = clock.seconds()
+    f = jax.jit(lambda x: jnp.sin(x) * 3.0 + 1.0)
+    f(jnp.ones(7)).block_until_ready()
+    compiled = clock.seconds()
+    assert compiled > before
+    f(jnp.ones(7)).block_until_ready()  # the same shape: nothing made
+    assert clock.seconds() == compiled
 
 
 def test_an_optional_backend_that_does_not_start_is_not_logged():
