@@ -45,6 +45,7 @@ from jcaps.train import metrics as metrics_lib
 from jcaps.train.checkpoints import Checkpoints, DamagedCheckpoint, checkpoint_directory, keep_if_best
 from jcaps.train.evaluation import evaluate_split
 from jcaps.train.families import MODELS, get_family
+from jcaps.train.feeding import DevicePrefetch
 from jcaps.train.metrics import MetricWriter
 from jcaps.train.progress import (
     CompileClock,
@@ -284,6 +285,7 @@ def _start_or_resume(run: _Run, mesh, class_weight_power, reevaluate: bool) -> _
         state, data_state = run.checkpoints.restore_newest_intact(state, run.warn)
         train_iterator.set_state(data_state)
         last_saved = int(state.step)
+    train_iterator = DevicePrefetch(train_iterator, mesh)
     rewound = metrics_lib.rewind_metrics(run.workdir, last_saved or 0) if run.is_main else 0
     if last_saved is not None:
         dropped = f"; dropped the {rewound} lines of metrics.jsonl written after it" if rewound else ""
@@ -496,8 +498,7 @@ def _train(run: _Run, compiled: _Compiled, position: _Position, writer, profiler
 
 def _train_step(compiled: _Compiled, position: _Position) -> dict:
     """One update of `position` on the next batch; returns its metrics (on the device)."""
-    batch = mesh_lib.global_batch(next(position.train_iterator), compiled.mesh)
-    position.state, metrics = compiled.train_fn(position.state, batch)
+    position.state, metrics = compiled.train_fn(position.state, next(position.train_iterator))
     position.step += 1
     return metrics
 

@@ -1,0 +1,42 @@
+"""Batches put on the devices ahead (`jcaps.train.feeding`): in order, sharded as the step takes
+them, and the data state a checkpoint saves is the one after the batch taken, not after those
+put ahead."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+
+from jcaps.train import mesh as mesh_lib
+from jcaps.train.feeding import DevicePrefetch
+
+
+class CountingBatches:
+    """Batches 0, 1, ... of 4 rows, with a grain-like state: how many were taken."""
+
+    def __init__(self, count: int):
+        self.taken, self.count = 0, count
+
+    def __next__(self):
+        if self.taken == self.count:
+            raise StopIteration
+        self.taken += 1
+        return {"x": np.full((4, 3), self.taken - 1, np.float32)}
+
+    def get_state(self):
+        return {"next_index": self.taken}
+
+
+def test_the_state_is_the_one_after_the_batch_taken():
+    mesh = mesh_lib.data_mesh()
+    batches = CountingBatches(5)
+    feed = DevicePrefetch(batches, mesh, ahead=2)
+    assert feed.get_state() == {"next_index": 0}
+    first = next(feed)
+    assert batches.taken == 3  # the one taken and two ahead
+    assert feed.get_state() == {"next_index": 1}
+    assert isinstance(first["x"], jax.Array) and first["x"].sharding == mesh_lib.batch_sharded(mesh)
+    np.testing.assert_array_equal(first["x"], 0.0)
+    rest = [int(batch["x"][0, 0]) for batch in feed]
+    assert rest == [1, 2, 3, 4] and feed.get_state() == {"next_index": 5}
+
