@@ -9,7 +9,7 @@ a player that keeps its word vector or takes zeros, and the model's raw score (c
 the class it predicts for those 10 tokens. The exact Shapley values enumerate all 2^10 coalitions.
 Each estimator gets `--samples` coalition evaluations (256) beside the full and the empty input:
 
-  jcaps            `jcaps.interpret.attribution.kernel_shap` (sizes enumerated while the budget
+  jcaps            `jcaps.attribution._kernels.kernel_shap` (sizes enumerated while the budget
                    covers them, the rest sampled in complementary pairs by stratum)
   shap             `shap.KernelExplainer(f, zeros).shap_values(ones, nsamples=256)`, its defaults
   shap_no_l1       the same with `l1_reg=False` (no feature selection before the regression)
@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jcaps.interpret import attribution
+from jcaps.attribution import _kernels as attribution
 from jcaps.interpret.explain import Explainer
 from jcaps.train.workdir import load_trained
 from recording.provenance import run_metadata

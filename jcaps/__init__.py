@@ -25,6 +25,8 @@ Each layer imports only the layers below it (checked by `lint-imports` in CI):
         |                                                            datasets -> batching
     jcaps.ops      pure functions on arrays: capsules, attention, recurrent scans,
         |          convolutions, compositional embeddings, losses, label-set decoding
+        |      jcaps.attribution  beside the ops: explaining any JAX model (attribution methods,
+        |          faithfulness, sanity checks, the HTML report); jcaps.interpret applies it to a workdir
     jcaps.viz      HTML heatmaps and figures
         |
     jcaps.files    writing in a folder that may hold someone else's links (no write follows one)
@@ -52,7 +54,8 @@ Each layer imports only the layers below it (checked by `lint-imports` in CI):
   for example `jcaps.ops.capsules.dynamic_routing`, `jcaps.ops.pooling.causal_softmax_pool`,
   `jcaps.ops.decoding.beam_search`), each with an example in its docstring.
 - Read a model: its module in `jcaps.models`, beside its section of `docs/models.md`.
-- Explain predictions: `jcaps.interpret` (attribution methods and their faithfulness).
+- Explain predictions: `jcaps.attribution` explains any JAX model (attribution methods, their
+  faithfulness, sanity checks, the report); `jcaps.interpret` a trained workdir, and offers the same names.
 - Add a model: a module in `jcaps.models`, one entry in `jcaps.train.families`, a file in
   `configs/`.
 """

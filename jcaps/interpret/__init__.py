@@ -1,8 +1,10 @@
-"""Explanations of classifiers' predictions: `jcaps.interpret.methods` explains any JAX model
-(`from jcaps import interpret; interpret.integrated_gradients(f, x, target, ...)`) and
-`interpret.faithfulness` measures an explanation of it the same way, `interpret.checks.sanity_checks`
-checks it and `interpret.report.write_html` renders it; the modules beside them explain a trained
-jcaps workdir (`python -m jcaps.interpret`).
+"""Explanations of a trained jcaps workdir (`python -m jcaps.interpret`), on top of the
+explanation layer `jcaps.attribution`, which explains any JAX model.
+
+The names of `jcaps.attribution` are offered here too (`from jcaps import interpret;
+interpret.integrated_gradients(f, x, target, ...)`, `interpret.METHODS`,
+`interpret.faithfulness`), and `interpret.checks.sanity_checks` and `interpret.report.write_html`
+are those of `jcaps.attribution.checks` and `jcaps.attribution.report`.
 
 The names below are imported with the first one used: importing the package (as
 `python -m jcaps.interpret --help` does) does not load JAX, and explaining a model of one's own
@@ -14,9 +16,8 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from jcaps.interpret import checks, report
-    from jcaps.interpret.erasure import faithfulness
-    from jcaps.interpret.methods import (
+    from jcaps.attribution._faithfulness import faithfulness
+    from jcaps.attribution.methods import (
         DEFAULT_MAX_ROWS,
         METHODS,
         Method,
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
         shapley_sampling,
         smoothgrad,
     )
+    from jcaps.interpret import checks, report
 
 __all__ = [
     "DEFAULT_MAX_ROWS",
@@ -51,15 +53,13 @@ __all__ = [
     "smoothgrad",
 ]
 _SUBMODULES = ("checks", "report")
-# Where a name is defined when it is not in jcaps.interpret.methods.
-_DEFINED_IN = {"faithfulness": "jcaps.interpret.erasure"}
 
 
 def __getattr__(name: str):
     if name in _SUBMODULES:
         return importlib.import_module(f"jcaps.interpret.{name}")
     if name in __all__:
-        return getattr(importlib.import_module(_DEFINED_IN.get(name, "jcaps.interpret.methods")), name)
+        return getattr(importlib.import_module("jcaps.attribution"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

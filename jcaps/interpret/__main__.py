@@ -24,9 +24,10 @@ import os
 from absl import flags
 
 from jcaps import cli, strict_json
+from jcaps.attribution.names import METHOD_NAMES
 from jcaps.errors import UserError
 from jcaps.files import refuse_linked_folder, replacing
-from jcaps.interpret.options import METHOD_NAMES, NATIVE_METHODS, REMOVALS, Options
+from jcaps.interpret.options import NATIVE_METHODS, REMOVALS, Options
 
 # The flags are defined from `jcaps.interpret.options` alone, and JAX and the modules that explain
 # are imported by `main`: `--help` answers without loading them.
@@ -97,8 +98,8 @@ FLAGS = flags.FLAGS
 
 def _check_flags(model_config) -> tuple[str, ...]:
     """The methods to run; a one-line user error for anything out of range."""
+    from jcaps.attribution.methods import METHODS
     from jcaps.interpret import explain
-    from jcaps.interpret.methods import METHODS
 
     for name in (
         "limit",

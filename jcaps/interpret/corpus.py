@@ -40,11 +40,11 @@ from jax.experimental import multihost_utils
 from jax.sharding import Mesh
 
 from jcaps import strict_json
+from jcaps.attribution._faithfulness import METRICS, summarise
 from jcaps.data.batching import Shard
 from jcaps.errors import UserError, writing
 from jcaps.files import no_follow, replacing
 from jcaps.folder_lock import exclusive
-from jcaps.interpret.erasure import METRICS, summarise
 from jcaps.interpret.explain import (
     SCORE_DECIMALS,
     Explainer,

@@ -59,19 +59,19 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh
 
+from jcaps.attribution import _kernels as attribution
+from jcaps.attribution._faithfulness import METRICS, faithfulness
+from jcaps.attribution.methods import METHODS
+from jcaps.attribution.names import check_names
 from jcaps.data.vocab import NUM_SPECIAL
-from jcaps.interpret import attribution
 from jcaps.interpret import capsules as capsule_interpretation
-from jcaps.interpret.erasure import METRICS, faithfulness
 from jcaps.interpret.explanations import TOKEN_REMOVALS, Explanation, apply_rows, explanation_of
-from jcaps.interpret.methods import METHODS
 from jcaps.interpret.options import (
     NATIVE_METHODS,
     NATIVE_NOTES,
     REMOVALS,
     SAMPLING_METHODS,
     Options,
-    check_names,
 )
 from jcaps.train.families import ModelFamily
 from jcaps.train.mesh import batch_sharded, replicated
@@ -82,7 +82,12 @@ if TYPE_CHECKING:
     import ml_collections
 
 # The families' token removals are those the command line offers without importing them.
-check_names("jcaps.interpret.explanations.TOKEN_REMOVALS", tuple(name for name, _ in TOKEN_REMOVALS), REMOVALS)
+check_names(
+    "jcaps.interpret.explanations.TOKEN_REMOVALS",
+    tuple(name for name, _ in TOKEN_REMOVALS),
+    REMOVALS,
+    "jcaps.interpret.options",
+)
 
 SCORE_DECIMALS = 5
 

@@ -1,10 +1,10 @@
-"""What `python -m jcaps.interpret` offers, importable without JAX: the method names, the models'
-own explanations, the removals and the method settings (`Options`) with their defaults, so that
-the command's flags (and their `--help`) are defined before JAX is loaded.
+"""What `python -m jcaps.interpret` offers, importable without JAX: the models' own explanations,
+the removals and the method settings (`Options`) with their defaults, so that the command's flags
+(and their `--help`) are defined before JAX is loaded (the method names are
+`jcaps.attribution.names`').
 
-`jcaps.interpret.methods` checks its table `METHODS` against `METHOD_NAMES`, and
-`jcaps.interpret.explain` the token removals of `jcaps.interpret.explanations` against `REMOVALS`, when they are
-imported: a method or removal added there and not here stops the import, naming it.
+`jcaps.interpret.explain` checks the token removals of `jcaps.interpret.explanations` against
+`REMOVALS` when imported: a removal added there and not here stops the import, naming it.
 """
 
 from __future__ import annotations
@@ -12,18 +12,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-# The keys of `jcaps.interpret.METHODS`, in its order (the order of the report and of --help).
-METHOD_NAMES = (
-    "gradient",
-    "gradient_x_input",
-    "integrated_gradients",
-    "smoothgrad",
-    "occlusion",
-    "kernel_shap",
-    "shapley_sampling",
-    "lime",
-    "random",
-)
 # The models' own explanations (`Explanation.native`), and what the report says each is.
 NATIVE_NOTES = {
     "capsules": "capsules: the words covered by the K-grams of the capsules most coupled to the prediction.",
@@ -91,12 +79,3 @@ class Options:
                 copies = getattr(self, field) or (model_copies or {}).get(field) or DEFAULT_COPIES_PER_CALL[field]
                 options["max_rows"] = copies * rows
         return options
-
-
-def check_names(what: str, names: tuple[str, ...], listed: tuple[str, ...]) -> None:
-    """Raises ImportError when `names` (those of the table `what`) are not `listed` here, in order."""
-    if tuple(names) != listed:
-        raise ImportError(
-            f"{what} has {', '.join(names)} but jcaps.interpret.options lists {', '.join(listed)}: "
-            "list them there too (the command line reads them without importing JAX)"
-        )

@@ -6,7 +6,7 @@ the true class; `saliency_report(trained, ...)` writes PNG figures of a few exam
 that falls in each tenth of the series: the quantity whose decay over time the input-cell
 paper is about (an LSTM's saliency piles up on the last steps).
 
-The maps are those of `jcaps.interpret.methods` with every cell (step, feature) of the series a
+The maps are those of `jcaps.attribution.methods` with every cell (step, feature) of the series a
 position: they explain the model's raw class scores, and a padded step keeps its values.
 """
 
@@ -21,10 +21,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from jcaps import strict_json
+from jcaps.attribution.methods import METHODS
 from jcaps.choices import check_choice
 from jcaps.errors import UserError
 from jcaps.files import replacing
-from jcaps.interpret.methods import METHODS
 from jcaps.train.workdir import TrainedModel
 from jcaps.viz.figures import plot_saliency_maps
 

@@ -34,7 +34,7 @@ import time
 
 from jcaps.interpret import checks, explain
 from jcaps.interpret.corpus import explain_workdir
-from jcaps.interpret.erasure import METRICS
+from jcaps.attribution._faithfulness import METRICS
 from jcaps.train.workdir import load_trained
 from jcaps.viz.html import checks_markdown
 from recording.provenance import run_metadata

@@ -33,7 +33,7 @@ from typing import get_args
 import numpy as np
 
 from jcaps.data.boxes import BOX_NAMES, generate_boxes
-from jcaps.interpret.checks import box_metrics
+from jcaps.attribution.checks import box_metrics
 from jcaps.interpret.series_report import attribution_maps, predictions
 from jcaps.models.choices import InputCellLSTMVariant
 from jcaps.train.config import load

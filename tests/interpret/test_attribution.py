@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jcaps.interpret import attribution
+from jcaps.attribution import _kernels as attribution
 
 B, T, D, C = 3, 6, 4, 2
 RNG = np.random.default_rng(0)

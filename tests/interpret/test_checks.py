@@ -13,6 +13,7 @@ import sys
 import numpy as np
 import pytest
 
+from jcaps.attribution import checks as metrics
 from jcaps.interpret import checks, explain
 from jcaps.train.workdir import load_trained
 from jcaps.viz.html import checks_markdown
@@ -36,32 +37,32 @@ def test_spearman_with_ties_padding_and_constant_rows():
     mask = np.ones((5, 9), bool)
     mask[1, 6:] = False
     a[0], b[0] = np.arange(9), np.arange(9)[::-1]
-    got = checks.spearman(a, b, mask)
+    got = metrics.spearman(a, b, mask)
     assert got[0] == pytest.approx(-1.0)
     for r in range(1, 5):
         if np.ptp(a[r][mask[r]]) and np.ptp(b[r][mask[r]]):
             assert got[r] == pytest.approx(reference_spearman(a[r][mask[r]], b[r][mask[r]]))
     flat = np.ones((2, 4))
-    assert list(checks.spearman(flat, np.stack([np.ones(4), np.arange(4.0)]), np.ones((2, 4), bool))) == [1.0, 0.0]
+    assert list(metrics.spearman(flat, np.stack([np.ones(4), np.arange(4.0)]), np.ones((2, 4), bool))) == [1.0, 0.0]
 
 
 def test_complexity_degeneracy_localisation_and_sensitivity_by_hand():
     mask = np.array([[True] * 4, [True] * 4, [True, True, False, False]])
     scores = np.array([[0, 0, 3.0, 0], [1.0, -1, 1, 1], [2.0, 2, 9, 9]])
-    measured = checks.complexity(scores, mask)
+    measured = metrics.complexity(scores, mask)
     np.testing.assert_allclose(measured["entropy"], [0.0, 1.0, 1.0], atol=1e-12)
     np.testing.assert_allclose(measured["sparseness"], [0.75, 0.0, 0.0], atol=1e-12)
-    assert list(checks.degenerate(scores, mask)) == [False, False, True]  # row 2: equal at its real positions
+    assert list(metrics.degenerate(scores, mask)) == [False, False, True]  # row 2: equal at its real positions
 
     evidence = np.array([[False, False, True, True], [False] * 4, [False, True, False, False]])
-    found = checks.localisation(scores, mask, evidence)
+    found = metrics.localisation(scores, mask, evidence)
     assert list(found["pointing_game"]) == [True, False]  # row 1 has no evidence; row 2's tie ranks position 0 first
     np.testing.assert_allclose(found["top_k_hit"], [0.5, 0.0])
 
     base = np.array([[3.0, 4.0, 0.0]])
     perturbed = [np.array([[3.0, 4.0, 7.0]]), np.array([[0.0, 4.0, 0.0]])]
     # The third position is padding: only the first change counts, |(-3, 0)| / |(3, 4)| = 0.6.
-    np.testing.assert_allclose(checks.max_sensitivity(base, perturbed, np.array([[True, True, False]])), [0.6])
+    np.testing.assert_allclose(metrics.max_sensitivity(base, perturbed, np.array([[True, True, False]])), [0.6])
 
 
 @pytest.fixture(scope="session")
@@ -106,8 +107,8 @@ def test_icapsnet_short_localises_planted_keywords(trained_smoke_workdir):
 def test_pointing_per_class_separates_a_class_the_model_finds_without_evidence():
     pointing = [np.array([True, True, False]), np.array([True, False, False, True])]
     classes = [np.array(["a", "b", "c"], object), np.array(["a", "c", "c", "b"], object)]
-    assert checks.pointing_per_class(pointing, classes) == {"a": 1.0, "b": 1.0, "c": 0.0}
-    assert checks.pointing_per_class([], []) == {}
+    assert metrics.pointing_per_class(pointing, classes) == {"a": 1.0, "b": 1.0, "c": 0.0}
+    assert metrics.pointing_per_class([], []) == {}
 
 
 @pytest.mark.slow

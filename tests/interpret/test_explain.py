@@ -14,7 +14,7 @@ import pytest
 
 from jcaps.interpret import checks, explain
 from jcaps.interpret.corpus import explain_workdir
-from jcaps.interpret.erasure import METRICS
+from jcaps.attribution._faithfulness import METRICS
 from jcaps.train import loop
 from jcaps.train.workdir import load_trained
 from tests.command_env import command_env

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jcaps.interpret.erasure import bootstrap_interval, faithfulness, ranks
+from jcaps.attribution._faithfulness import bootstrap_interval, faithfulness, ranks
 
 # Token id -> its additive share of p(class 0); PAD (0) and UNK (1) add nothing / 0.07.
 SHARE = np.zeros(20, np.float32)
@@ -81,7 +81,7 @@ def test_a_model_that_reads_one_token_id_is_explained_by_that_token():
     """p(class 0) = sigmoid(10 (e_7 . w) - 5) over the positions holding token id 7: about 0.993
     with the token, 0.007 without. Every gradient method ranks it first, and removing it (every k
     removes at least one token) takes almost the whole probability away."""
-    from jcaps.interpret import attribution
+    from jcaps.attribution import _kernels as attribution
 
     table = jnp.asarray(np.random.default_rng(1).normal(size=(20, 4)), jnp.float32)
     w = jnp.ones(4, jnp.float32)

@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from jcaps import interpret
+from jcaps.attribution import names
 from jcaps.interpret import explain, options
 from jcaps.interpret.explanations import EXPLANATIONS, TOKEN_REMOVALS
 
@@ -53,7 +54,7 @@ def test_help_lists_every_method_and_the_defaults_of_options():
 
 
 def test_the_names_read_without_jax_are_those_of_the_tables():
-    assert options.METHOD_NAMES == tuple(interpret.METHODS)
+    assert names.METHOD_NAMES == tuple(interpret.METHODS)
     assert options.REMOVALS == tuple(name for name, _ in TOKEN_REMOVALS)
     assert {explanation.native for explanation in EXPLANATIONS.values()} - {None} == set(options.NATIVE_METHODS)
     assert explain.Options is options.Options
@@ -63,8 +64,8 @@ def test_the_names_read_without_jax_are_those_of_the_tables():
 
 
 def test_a_table_that_differs_from_its_listed_names_stops_the_import():
-    with pytest.raises(ImportError, match="lime, random but jcaps.interpret.options lists"):
-        options.check_names("METHODS", ("lime", "random"), ("random", "lime"))
+    with pytest.raises(ImportError, match="lime, random but jcaps.attribution.names lists random, lime"):
+        names.check_names("METHODS", ("lime", "random"), ("random", "lime"), "jcaps.attribution.names")
 
 
 def test_the_copies_a_call_of_each_method_scale_with_the_rows():

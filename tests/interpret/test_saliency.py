@@ -6,8 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jcaps.interpret import attribution as sal
-from jcaps.interpret import checks
+from jcaps.attribution import _kernels as sal
+from jcaps.attribution import checks
 
 # Every test runs the attributions jitted, as callers do: score_fn and the options are static.
 # Eager dispatch of their scans would also be several times slower.

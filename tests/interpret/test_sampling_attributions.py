@@ -1,4 +1,4 @@
-"""KernelSHAP, permutation sampling and LIME (`jcaps.interpret.attribution`) against exact Shapley
+"""KernelSHAP, permutation sampling and LIME (`jcaps.attribution._kernels`) against exact Shapley
 values enumerated over every coalition of 8 tokens, and against NumPy references."""
 
 import itertools
@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jcaps.interpret import attribution
+from jcaps.attribution import _kernels as attribution
 
 B, T, D, C = 3, 8, 4, 3
 LENGTHS = np.array([8, 5, 1])  # a full row, a padded row, a row of one token

@@ -52,8 +52,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jcaps.interpret import arguments, attribution
-from jcaps.interpret.options import METHOD_NAMES, check_names
+from jcaps.attribution import _arguments as arguments
+from jcaps.attribution import _kernels as attribution
+from jcaps.attribution.names import METHOD_NAMES, check_names
 
 # The most rows one call of f scores by default: integrated gradients with 300 steps on
 # CCCapsNet (batch 32, length 256) needs about 1.4 GB by XLA's account at 256 rows a call, 2.7 GB
@@ -467,7 +468,7 @@ METHODS: dict[str, Method] = {
     )
 }
 # The command line lists the methods without importing this module.
-check_names("jcaps.interpret.METHODS", tuple(METHODS), METHOD_NAMES)
+check_names("jcaps.attribution.METHODS", tuple(METHODS), METHOD_NAMES, "jcaps.attribution.names")
 
 
 def aggregate(scores: jax.Array, word_ids: jax.Array, *, num_words: int | None = None) -> jax.Array:

@@ -44,7 +44,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jcaps.interpret import arguments
+from jcaps.attribution import _arguments as arguments
 
 AOPC_FRACTIONS = (0.01, 0.05, 0.10, 0.20, 0.50)
 CURVE_POINTS = 11
