@@ -1,4 +1,6 @@
-"""Attributions of a classifier's inputs, as pure functions of them.
+"""The kernels of `jcaps.attribution.methods` (private: call the methods there, which check their
+arguments, own every default and repeat f's side inputs for it). The kernels' options are
+keyword-only and have no defaults.
 
 Every function takes a batched score function `score_fn(x) -> [B, C]` of the inputs, the inputs
 x of the batch and the explained output c per example (one int for every example, or [B]). The
@@ -55,10 +57,10 @@ Functions are jit-compatible with `score_fn` and the keyword options static. `sc
 treat examples independently (no batch norm in training mode, no batch-wide statistics): then
 the gradient of the sum over the batch of the selected outputs is every example's own gradient,
 so one backward pass serves the whole batch instead of one per example (`vmap` of `grad`). It
-must also accept any whole number k of copies of the batch stacked as [k * B, ...] (k blocks of B
-rows): integrated gradients evaluates several interpolation points at once, and
-`completeness_error` the input and the baseline together, so a function that closes over
-per-example arrays (the token ids, a mask) tiles them k times.
+takes any whole number k of copies of the batch stacked as [k * B, ...] (k blocks of B rows):
+integrated gradients evaluates several interpolation points at once, and `completeness_error`
+the input and the baseline together; the methods' score functions repeat f's side inputs k
+times for it.
 
 References:
   Simonyan, Vedaldi, Zisserman. Deep Inside Convolutional Networks: Visualising Image
@@ -168,7 +170,7 @@ def integrated_gradients(
     mask: jax.Array | None = None,
     *,
     baseline: jax.Array | None = None,
-    n_steps: int = 50,
+    n_steps: int,
     chunk_size: int | None = None,
     output: str = "logit",
     linear_map: Callable[[jax.Array], jax.Array] | None = None,
@@ -231,7 +233,7 @@ def mean_path_gradient(
     target: int | jax.Array,
     *,
     baseline: jax.Array | None = None,
-    n_steps: int = 50,
+    n_steps: int,
     chunk_size: int | None = None,
     output: str = "logit",
 ) -> jax.Array:
@@ -295,8 +297,8 @@ def smoothgrad(
     key: jax.Array,
     mask: jax.Array | None = None,
     *,
-    n_samples: int = 25,
-    stddev: float = 0.15,
+    n_samples: int,
+    stddev: float,
     output: str = "probability",
 ) -> jax.Array:
     """SmoothGrad (Smilkov et al. 2017): saliency averaged over noisy copies of the input.
@@ -770,7 +772,7 @@ def kernel_shap(
     mask: jax.Array,
     key: jax.Array,
     *,
-    n_samples: int = 512,
+    n_samples: int,
     baseline: jax.Array | None = None,
     chunk_size: int | None = None,
     linear_map: Callable[[jax.Array], jax.Array] | None = None,
@@ -814,7 +816,7 @@ def shapley_sampling(
     mask: jax.Array,
     key: jax.Array,
     *,
-    n_permutations: int = 16,
+    n_permutations: int,
     baseline: jax.Array | None = None,
     chunk_size: int | None = None,
     linear_map: Callable[[jax.Array], jax.Array] | None = None,
@@ -871,7 +873,7 @@ def lime_coalitions(key: jax.Array, mask: jax.Array, n_samples: int) -> jax.Arra
 
 
 @jax.jit
-def lime_weights(coalitions: jax.Array, mask: jax.Array, kernel_width: float = 0.25) -> jax.Array:
+def lime_weights(coalitions: jax.Array, mask: jax.Array, *, kernel_width: float) -> jax.Array:
     """LIME's text kernel: sqrt(exp(-d^2 / width^2)) of the cosine distance d between each
     coalition and the input (LIME's distance is 100 d and its width 25). [N, B]."""
     kept = jnp.sum(coalitions, axis=-1).astype(jnp.float32)
@@ -882,7 +884,7 @@ def lime_weights(coalitions: jax.Array, mask: jax.Array, kernel_width: float = 0
 
 @jax.jit
 def weighted_ridge(
-    values: jax.Array, coalitions: jax.Array, weights: jax.Array, mask: jax.Array, alpha: float = 1.0
+    values: jax.Array, coalitions: jax.Array, weights: jax.Array, mask: jax.Array, *, alpha: float
 ) -> jax.Array:
     """The coefficients beta [B, T] of ridge regression with an intercept, min sum_n w_n (v_n - c
     - z_n^T beta)^2 + alpha |beta|^2, per example (scikit-learn's `Ridge(alpha)` with
@@ -904,9 +906,9 @@ def lime(
     mask: jax.Array,
     key: jax.Array,
     *,
-    n_samples: int = 512,
-    kernel_width: float = 0.25,
-    alpha: float = 1.0,
+    n_samples: int,
+    kernel_width: float,
+    alpha: float,
     baseline: jax.Array | None = None,
     chunk_size: int | None = None,
     linear_map: Callable[[jax.Array], jax.Array] | None = None,
@@ -922,7 +924,9 @@ def lime(
     baseline = _baseline(embeddings, baseline)
     coalitions = lime_coalitions(key, mask, n_samples)
     values = coalition_values(score_fn, embeddings, baseline, target, coalitions, chunk_size, linear_map, prefix_radius)
-    return weighted_ridge(values, coalitions, lime_weights(coalitions, mask, kernel_width), mask, alpha)
+    return weighted_ridge(
+        values, coalitions, lime_weights(coalitions, mask, kernel_width=kernel_width), mask, alpha=alpha
+    )
 
 
 def random_scores(key: jax.Array, mask: jax.Array) -> jax.Array:

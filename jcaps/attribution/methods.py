@@ -45,6 +45,7 @@ whichever batch it is explained in (what a resumable run over a corpus needs).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 from collections.abc import Callable
 from typing import Any
@@ -121,10 +122,6 @@ class _Game:
         if self.num_targets is None:
             return scores
         return jnp.swapaxes(scores.reshape((self.num_targets, self.batch) + scores.shape[1:]), 0, 1)
-
-
-def _shape(value) -> tuple:
-    return tuple(getattr(value, "shape", ()))
 
 
 def _tile(array: jax.Array, k: int) -> jax.Array:
@@ -410,14 +407,21 @@ def lime(
     key=None,
     baseline=None,
     n_samples: int = 256,
+    kernel_width: float = 0.25,
+    alpha: float = 1.0,
     affine_prefix: tuple[Callable, Callable] | None = None,
     prefix_radius: int | None = None,
     max_rows: int = DEFAULT_MAX_ROWS,
 ) -> jax.Array:
-    """LIME's local linear surrogate over `n_samples` coalitions (Ribeiro et al. 2016).
-    `affine_prefix` and `prefix_radius` as `kernel_shap`'s."""
+    """LIME's local linear surrogate over `n_samples` coalitions (Ribeiro et al. 2016): a ridge
+    regression of penalty `alpha` weighted by the text kernel of width `kernel_width` (a cosine
+    distance, 0 to 1; LIME's 25 over its distance of 100 d). `affine_prefix` and
+    `prefix_radius` as `kernel_shap`'s."""
+    for name, value in (("kernel_width", kernel_width), ("alpha", alpha)):
+        if isinstance(value, jax.core.Tracer) or not isinstance(value, (int, float)) or not value > 0:
+            raise ValueError(f"{name}: expected a Python number > 0, got {value!r}")
     return _sampling_estimate(
-        attribution.lime,
+        functools.partial(attribution.lime, kernel_width=float(kernel_width), alpha=float(alpha)),
         "lime",
         f,
         x,

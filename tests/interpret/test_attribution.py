@@ -38,7 +38,7 @@ def gradient_methods(score_fn, target):
         "integrated_gradients": attribution.integrated_gradients(score_fn, EMBEDDINGS, target, MASK, n_steps=16,
                                                                  chunk_size=5),
         "smoothgrad": attribution.smoothgrad(score_fn, EMBEDDINGS, target, jax.random.key(0), MASK, n_samples=8,
-                                             output="logit"),
+                                             stddev=0.15, output="logit"),
         "occlusion": attribution.occlusion(score_fn, EMBEDDINGS, target, MASK),
     }
 

@@ -102,7 +102,8 @@ def test_a_model_that_reads_one_token_id_is_explained_by_that_token():
 
     embeddings = table[tokens]
     for method in ("gradient", "gradient_x_input", "integrated_gradients", "occlusion"):
-        scores = getattr(attribution, method)(score_fn, embeddings, 0, mask)
+        options = {"n_steps": 50} if method == "integrated_gradients" else {}
+        scores = getattr(attribution, method)(score_fn, embeddings, 0, mask, **options)
         np.testing.assert_array_equal(np.argmax(np.abs(scores), axis=1), [2, 0], err_msg=method)
         result = faithfulness(probabilities, tokens, 0, scores, mask=mask, probabilities=None)
         np.testing.assert_allclose(result["probability"], 0.9933, atol=1e-3)

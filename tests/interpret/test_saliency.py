@@ -123,10 +123,10 @@ def test_integrated_gradients_default_baseline_is_zero():
 
 def test_smoothgrad_shape_and_determinism():
     key = jax.random.key(1)
-    first = smoothgrad(tanh_mlp_scores, X, TARGETS, key, n_samples=4)
+    first = smoothgrad(tanh_mlp_scores, X, TARGETS, key, n_samples=4, stddev=0.15)
     chex.assert_shape(first, X.shape)
-    np.testing.assert_array_equal(first, smoothgrad(tanh_mlp_scores, X, TARGETS, key, n_samples=4))
-    other_key = smoothgrad(tanh_mlp_scores, X, TARGETS, jax.random.key(2), n_samples=4)
+    np.testing.assert_array_equal(first, smoothgrad(tanh_mlp_scores, X, TARGETS, key, n_samples=4, stddev=0.15))
+    other_key = smoothgrad(tanh_mlp_scores, X, TARGETS, jax.random.key(2), n_samples=4, stddev=0.15)
     assert not np.allclose(first, other_key)
 
 
@@ -154,7 +154,7 @@ def test_jitted_attributions_take_int_or_per_example_targets(target):
     out = integrated_gradients(linear_scores, X, target, baseline=BASELINE, n_steps=9, chunk_size=4)
     chex.assert_shape(out, X.shape)
     np.testing.assert_allclose(out, (X - BASELINE) * gradient, rtol=1e-5, atol=1e-6)
-    out = smoothgrad(linear_scores, X, target, jax.random.key(5), n_samples=3, output="logit")
+    out = smoothgrad(linear_scores, X, target, jax.random.key(5), n_samples=3, stddev=0.15, output="logit")
     chex.assert_shape(out, X.shape)
     np.testing.assert_allclose(out, jnp.abs(gradient), rtol=1e-6)
 

@@ -141,7 +141,8 @@ def test_on_an_additive_model_every_estimate_is_exact():
     key = jax.random.key(3)
     for phi in (attribution.shapley_sampling(additive, EMBEDDINGS, TARGET, MASK, key, n_permutations=2),
                 attribution.kernel_shap(additive, EMBEDDINGS, TARGET, MASK, key, n_samples=64),
-                attribution.lime(additive, EMBEDDINGS, TARGET, MASK, key, n_samples=64, alpha=1e-6)):
+                attribution.lime(additive, EMBEDDINGS, TARGET, MASK, key, n_samples=64, kernel_width=0.25,
+                                 alpha=1e-6)):
         np.testing.assert_allclose(np.asarray(phi), exact, atol=1e-3)
 
 
@@ -194,7 +195,7 @@ def test_lime_samples_and_weights_follow_lime_text():
     for b, m in enumerate(MASK.sum(-1)):
         counts = np.bincount(removed[:, b], minlength=m + 1)
         assert counts[0] == 0 and counts[1:].min() > 0.7 * counts[1:].mean()  # 1..M uniform
-    weights = np.asarray(attribution.lime_weights(jnp.asarray(z), mask))
+    weights = np.asarray(attribution.lime_weights(jnp.asarray(z), mask, kernel_width=0.25))
     kept = z.sum(-1)
     # LIME: distance = 100 * cosine distance to the all-ones vector, kernel sqrt(exp(-d^2 / 25^2)).
     distance = 100 * (1 - kept / np.sqrt(np.maximum(kept, 1e-30) * MASK.sum(-1)[None]))
@@ -228,7 +229,7 @@ def test_sampling_methods_under_jit_and_vmap(method):
     # Enough KernelSHAP coalitions that no two tokens are always drawn together (the regression
     # would then split their share by its ridge alone, as rounding happens to fall).
     count = {"kernel_shap": {"n_samples": 64}, "shapley_sampling": {"n_permutations": 2},
-             "lime": {"n_samples": 16}}[method]
+             "lime": {"n_samples": 16, "kernel_width": 0.25, "alpha": 1.0}}[method]
 
     def one(e, mask, target, key):  # unbatched: e [T, D]
         return fn(interacting, e[None], target, mask[None], key, **count)[0]
