@@ -12,6 +12,10 @@ Debian package tags, same data keys as `sgm_debian_tags.py`.
 jcaps.evaluate --split validation --config.model.threshold=T`): micro-F1 0.678 / 0.683 / 0.685 /
 0.686 / 0.684 / 0.681 at T = 0.25 / 0.3 / 0.35 / 0.4 / 0.45 / 0.5, with 3.10 down to 2.12
 labels a package (2.78 true). The Reuters setting, 0.5, under-generates here.
+
+Data-dependent choices (docs/training.md, "Adapting a config to new data"): no class weights
+(multi-label); 10 epochs with evaluation once an epoch, for a split of this size (fewer epochs
+on a larger one).
 """
 
 from jcaps.train.config_blocks import debian_tags_config, parse_argument

@@ -42,6 +42,11 @@ Runtime: 2,528 steps of batch 32; about 2.7 steps/s on one core of the 2-core ma
 the other core busy (14-15 min with evaluations). The full TFDS set (120k rows) is 12x
 larger: pass `--config.train.num_epochs=1` there to stay within the hour. The paper reports
 92.39 % on the full set.
+
+Data-dependent choices (docs/training.md, "Adapting a config to new data"):
+`train.class_weights=balanced`: the train split is skewed and the test set balanced; on data
+whose test set is skewed as train is, use `none`; 8 epochs with evaluation once an epoch, for a
+split of this size (fewer epochs on a larger one).
 """
 
 import ml_collections

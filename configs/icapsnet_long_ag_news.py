@@ -13,6 +13,11 @@ Offline smoke run on generated data:
 Documents are split into sentences (`sentences` tokenizer) and padded on both axes; docs/models.md
 §1 defaults: at most 30 sentences of at most 50 words. Expected runtime and accuracy: see the
 results table of docs/icapsnets.md.
+
+Data-dependent choices (docs/training.md, "Adapting a config to new data"):
+`train.class_weights=balanced`: the train split is skewed and the test set balanced; on data
+whose test set is skewed as train is, use `none`; 3 epochs with evaluation every 79 steps, for a
+split of this size (fewer epochs on a larger one).
 """
 
 import os

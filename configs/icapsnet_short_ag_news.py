@@ -29,6 +29,11 @@ seeds 0-2 (`--config.model.conv_activation=none --config.model.routing=dynamic
 `python -m studies.icapsnet_global.icapsnet_global --seeds 0,1,2,3,4 --out DIR` measures it per
 seed. The paper's shared W_j (--config.model.shared_transform=True): one capsule selected for every class.
 TF-IDF + linear SVM on the same split: 0.873.
+
+Data-dependent choices (docs/training.md, "Adapting a config to new data"):
+`train.class_weights=balanced`: the train split is skewed and the test set balanced; on data
+whose test set is skewed as train is, use `none`; 5 epochs with evaluation every 79 steps, for a
+split of this size (fewer epochs on a larger one).
 """
 
 from jcaps.train.config import base_config

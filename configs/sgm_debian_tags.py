@@ -35,6 +35,10 @@ validation micro-F1 of that 6-epoch run:
   (seed 0: 0.643 after 3 epochs; a 6-epoch run read 0.655 / 0.653 / 0.663 / 0.666 at its
   epochs 3 to 6). Seed 0's 6-epoch test score was in view when this was chosen (docs/sgm.md).
   A run takes 23 to 26 minutes on the 2-core machine with a second run beside it.
+
+Data-dependent choices (docs/training.md, "Adapting a config to new data"): no class weights
+(multi-label); 6 epochs with evaluation once an epoch, for a split of this size (fewer epochs on
+a larger one).
 """
 
 from jcaps.train.config_blocks import debian_tags_config, parse_argument, sgm_decoder

@@ -8,6 +8,10 @@ the rest. Everything else as in `sgm_debian_tags.py`.
     python train.py --config configs/sgm_ge_debian_tags.py:smoke --workdir /tmp/sgm_ge_tags_smoke
 
 `PATH/debian_tags`: the files described in sgm_debian_tags.py.
+
+Data-dependent choices (docs/training.md, "Adapting a config to new data"): no class weights
+(multi-label); 6 epochs with evaluation once an epoch, for a split of this size (fewer epochs on
+a larger one).
 """
 
 import os

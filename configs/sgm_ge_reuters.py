@@ -12,6 +12,10 @@ derail the rest. Everything else as in `sgm_reuters.py`.
 Measured (docs/sgm.md; `studies/training/results/reuters/results.json`): test micro-F1 0.847 /
 0.849 / 0.829 on seeds 0 / 1 / 2 (mean 0.842; SGM without it: 0.845), 17 to 19 minutes a run on
 one core of the 2-core machine beside another run.
+
+Data-dependent choices (docs/training.md, "Adapting a config to new data"): no class weights
+(multi-label); 10 epochs with evaluation once an epoch, for a split of this size (fewer epochs
+on a larger one).
 """
 
 import os

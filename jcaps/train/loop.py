@@ -320,6 +320,38 @@ def _log_start(run: _Run, position: _Position, mesh) -> None:
         f"{dataset.inputs_description}; {dataset.num_classes} classes; examples: {sizes}; {run.num_steps} steps of "
         f"batch {run.batch_size} ({run.steps_per_epoch} per epoch) on {mesh.size} device(s)."
     )
+    run.log(class_balance(dataset, run.config.train.class_weights))
+
+
+def class_balance(dataset: ExampleDataset, class_weights: str) -> str:
+    """One line: how skewed the classes (or labels) of the train split are, and the class
+    weighting of the loss (`train.class_weights`), so that a run on new data says which choice
+    it made for a balanced or a skewed test set."""
+    fields = dataset.encoded("train").fields
+    if dataset.multi_label:
+        what, counts = "labels", np.asarray(fields["labels"]).sum(axis=0).astype(np.int64)
+    else:
+        what, counts = "classes", np.bincount(np.asarray(fields["label"], np.int64), minlength=dataset.num_classes)
+    present = counts[counts > 0]
+    skew = f"the largest has {int(counts.max()):,} examples, the smallest {int(present.min()):,}"
+    skew += f" ({counts.max() / present.min():.1f} times fewer)" if len(present) > 1 else ""
+    if len(present) < len(counts):
+        skew += f", {len(counts) - len(present)} have none"
+    power = config_lib.class_weight_power(class_weights)
+    if dataset.multi_label:
+        weighting = "no class weights (multi-label)"
+    elif power is None:
+        weighting = (
+            "no class weights (train.class_weights=none): a larger class weighs more in the loss, as in a test "
+            "set skewed as train is"
+        )
+    else:
+        weights = dataset.balanced_class_weights(power)[counts > 0]
+        weighting = (
+            f"class weights {class_weights} (train.class_weights), {weights.min():.2f} to {weights.max():.2f}: "
+            "the classes weigh more alike in the loss, as in a balanced test set"
+        )
+    return f"{what} of train: {skew}; {weighting}."
 
 
 # ---------------------------------------------------------------------------------------------

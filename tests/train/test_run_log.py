@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import logging
 
+import numpy as np
+
 from jcaps.train import metrics as metrics_lib
 from jcaps.train.progress import CompileClock, Progress, TrainedSteps, run_summary
 
@@ -157,3 +159,36 @@ def test_preparing_local_files_says_one_jcaps_line(tmp_path, capsys):
     assert out.strip().endswith("(once)") and len(out.strip().splitlines()) == 1
     preparation.prepare_local_files("zhang_csv", str(tmp_path / "news"), str(tmp_path / "cache"))
     assert capsys.readouterr().out == ""
+
+
+def _skewed_news(folder) -> None:
+    """AG-News-like zhang_csv files whose train split holds 24, 6 and 3 examples of classes 1-3."""
+    folder.mkdir()
+    rows = [(label, f"{word} {i}") for label, word, count in ((1, "alpha", 24), (2, "beta", 6), (3, "gamma", 3))
+            for i in range(count)]
+    (folder / "train.csv").write_text("".join(f'{label},"t","{text} news"\n' for label, text in rows))
+    (folder / "test.csv").write_text('1,"t","alpha news"\n2,"t","beta news"\n3,"t","gamma news"\n')
+    (folder / "classes.txt").write_text("World\nSports\nBusiness\n")
+
+
+def test_training_states_its_class_weighting_and_the_skew_of_train(tmp_path, capsys):
+    from jcaps.data import datasets
+    from jcaps.train.config import load
+    from jcaps.train.loop import class_balance
+
+    _skewed_news(tmp_path / "news")
+    config = load("fasttext_ag_news:smoke")
+    config.data.source, config.data.dir, config.data.cache_dir = "local", str(tmp_path / "news"), str(tmp_path / "cache")
+    config.data.validation_fraction = 0.0
+    dataset = datasets.load_dataset(config.data, 0)
+    capsys.readouterr()
+    assert class_balance(dataset, "none") == (
+        "classes of train: the largest has 24 examples, the smallest 3 (8.0 times fewer); no class weights "
+        "(train.class_weights=none): a larger class weighs more in the loss, as in a test set skewed as train is.")
+    # balanced: N / (J N_c) = 33 / (3 * 24) and 33 / (3 * 3), scaled so the mean over examples is 1
+    weights = np.array([33 / 72, 33 / 18, 33 / 9])
+    weights *= 33 / np.sum(weights * [24, 6, 3])
+    assert class_balance(dataset, "balanced") == (
+        "classes of train: the largest has 24 examples, the smallest 3 (8.0 times fewer); class weights balanced "
+        f"(train.class_weights), {weights.min():.2f} to {weights.max():.2f}: the classes weigh more alike in the "
+        "loss, as in a balanced test set.")
