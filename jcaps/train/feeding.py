@@ -4,14 +4,17 @@ The host gathers a batch in well under a millisecond (`jcaps.data.batching`); wh
 the transfer, which `DevicePrefetch` starts for the next batches while the step before runs (a
 step is dispatched asynchronously), as the input pipelines of big_vision and Flax's examples do.
 
-Evaluation passes put each batch on the devices as they take it: with their batches put ahead,
-XLA's CPU client aborted the process now and then inside an evaluation (jaxlib 0.10.2, a
-loaded machine), and a pass's host work is a few milliseconds (benchmarks/input_pipeline.py).
+Evaluation passes gather their next batch on a thread while a batch is evaluated
+(`gathered_ahead`: NumPy only, no XLA call leaves the main thread), and put each batch on the
+devices as they take it: with their batches put on the devices ahead, XLA's CPU client aborted
+the process now and then inside an evaluation (jaxlib 0.10.2, a loaded machine).
 """
 
 from __future__ import annotations
 
 import collections
+import concurrent.futures
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from jcaps.train import mesh as mesh_lib
@@ -57,3 +60,14 @@ class DevicePrefetch:
 
     def get_state(self):
         return self._state
+
+
+def gathered_ahead(batches: Iterable[dict]) -> Iterator[dict]:
+    """The batches of `batches` in order, the next one gathered on a thread of its own while the
+    caller works on the one before."""
+    iterator = iter(batches)
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="jcaps-gather") as thread:
+        pending = thread.submit(next, iterator, None)
+        while (batch := pending.result()) is not None:
+            pending = thread.submit(next, iterator, None)
+            yield batch
