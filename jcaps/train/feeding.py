@@ -2,7 +2,8 @@
 
 The host gathers a batch in well under a millisecond (`jcaps.data.batching`); what is left is
 the transfer, which `DevicePrefetch` starts for the next batches while the step before runs (a
-step is dispatched asynchronously), as the input pipelines of big_vision and Flax's examples do.
+step is dispatched asynchronously), as the input pipelines of big_vision and Flax's examples do,
+on accelerators (`batches_ahead`).
 
 Evaluation passes gather their next batch on a thread while a batch is evaluated
 (`gathered_ahead`: NumPy only, no XLA call leaves the main thread), and put each batch on the
@@ -19,19 +20,27 @@ from typing import Any
 
 from jcaps.train import mesh as mesh_lib
 
-# Global batches on the devices at once: the one a step takes and the next one, transferred
-# while that step runs.
+# Batches put on accelerators ahead of the one a step takes: their transfers run while the
+# steps before run.
 AHEAD = 2
+
+
+def batches_ahead(mesh) -> int:
+    """How many training batches to put on the devices of `mesh` ahead: `AHEAD` on accelerators;
+    none on CPU devices, which are host memory (nothing to transfer), and whose XLA client
+    aborted a process now and then with batches put ahead (jaxlib 0.10.2, loaded machines)."""
+    return 0 if mesh.devices.flat[0].platform == "cpu" else AHEAD
 
 
 class DevicePrefetch:
     """The global batches (`mesh_lib.global_batch`, sharded over `mesh`) of the local batches of
-    `batches`, `ahead` of them put on the devices before they are taken.
+    `batches`, with `ahead` more of them on the devices once one is taken (0: each is put as it
+    is taken).
 
     `get_state()` is the state of `batches` (a grain iterator) after the last batch *taken*, not
     after those put ahead, so that a checkpoint resumes with the batch the next step takes."""
 
-    def __init__(self, batches: Any, mesh, ahead: int = AHEAD):
+    def __init__(self, batches: Any, mesh, ahead: int):
         self._batches, self._mesh, self._ahead = batches, mesh, ahead
         self._queue: collections.deque = collections.deque()
         self._state = batches.get_state() if hasattr(batches, "get_state") else None
@@ -41,22 +50,27 @@ class DevicePrefetch:
         return self
 
     def __next__(self) -> dict:
-        self._fill()
+        if not self._queue:
+            self._put_next()
         if not self._queue:
             raise StopIteration
         batch, self._state = self._queue.popleft()
-        self._fill()
+        while len(self._queue) < self._ahead and self._put_next():
+            pass
         return batch
 
-    def _fill(self) -> None:
-        while len(self._queue) < self._ahead and not self._exhausted:
-            try:
-                local = next(self._batches)
-            except StopIteration:
-                self._exhausted = True
-                return
-            state = self._batches.get_state() if self._state is not None else None
-            self._queue.append((mesh_lib.global_batch(local, self._mesh), state))
+    def _put_next(self) -> bool:
+        """Puts the next batch on the devices; False when there is none."""
+        if self._exhausted:
+            return False
+        try:
+            local = next(self._batches)
+        except StopIteration:
+            self._exhausted = True
+            return False
+        state = self._batches.get_state() if self._state is not None else None
+        self._queue.append((mesh_lib.global_batch(local, self._mesh), state))
+        return True
 
     def get_state(self):
         return self._state

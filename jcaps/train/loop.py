@@ -45,7 +45,7 @@ from jcaps.train import metrics as metrics_lib
 from jcaps.train.checkpoints import Checkpoints, DamagedCheckpoint, checkpoint_directory, keep_if_best
 from jcaps.train.evaluation import evaluate_split
 from jcaps.train.families import MODELS, get_family
-from jcaps.train.feeding import DevicePrefetch
+from jcaps.train.feeding import DevicePrefetch, batches_ahead
 from jcaps.train.metrics import MetricWriter
 from jcaps.train.progress import (
     CompileClock,
@@ -285,7 +285,7 @@ def _start_or_resume(run: _Run, mesh, class_weight_power, reevaluate: bool) -> _
         state, data_state = run.checkpoints.restore_newest_intact(state, run.warn)
         train_iterator.set_state(data_state)
         last_saved = int(state.step)
-    train_iterator = DevicePrefetch(train_iterator, mesh)
+    train_iterator = DevicePrefetch(train_iterator, mesh, batches_ahead(mesh))
     rewound = metrics_lib.rewind_metrics(run.workdir, last_saved or 0) if run.is_main else 0
     if last_saved is not None:
         dropped = f"; dropped the {rewound} lines of metrics.jsonl written after it" if rewound else ""

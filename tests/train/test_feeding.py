@@ -8,7 +8,7 @@ import jax
 import numpy as np
 
 from jcaps.train import mesh as mesh_lib
-from jcaps.train.feeding import DevicePrefetch, gathered_ahead
+from jcaps.train.feeding import AHEAD, DevicePrefetch, batches_ahead, gathered_ahead
 
 
 class CountingBatches:
@@ -58,3 +58,22 @@ def test_evaluation_batches_are_gathered_in_order_on_another_thread():
     early = gathered_ahead(batches())
     assert int(next(early)["x"][0]) == 0
     early.close()  # a pass stopped early (an error) leaves no thread waiting
+
+
+def test_with_none_ahead_each_batch_is_put_as_it_is_taken():
+    mesh = mesh_lib.data_mesh()
+    batches = CountingBatches(3)
+    feed = DevicePrefetch(batches, mesh, ahead=0)
+    first = next(feed)
+    assert batches.taken == 1 and feed.get_state() == {"next_index": 1}
+    np.testing.assert_array_equal(first["x"], 0.0)
+    assert [int(batch["x"][0, 0]) for batch in feed] == [1, 2] and feed.get_state() == {"next_index": 3}
+
+
+def test_batches_go_ahead_on_accelerators_only():
+    mesh = mesh_lib.data_mesh()
+    assert batches_ahead(mesh) == 0  # the suite's devices are CPUs
+    import types
+
+    gpus = types.SimpleNamespace(devices=np.array([types.SimpleNamespace(platform="gpu")] * 2, object))
+    assert batches_ahead(gpus) == AHEAD > 0
