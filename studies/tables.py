@@ -623,9 +623,16 @@ def training_study(results: dict) -> str:
             body.append(["", "", "mean", "", *(number(statistics.fmean(e["test"][m] for e in entries), digits.get(m, 4))
                                               for m in metrics), "", "", ""])
     baseline = results.get("baseline")
+    fits = []
     if baseline:
-        body.append(["TF-IDF + linear SVM (the bar)", "", "", "", *(number(baseline["test"].get(m), digits.get(m, 4))
-                                                                     for m in metrics), "", "", ""])
+        fits = [("the bar", baseline["bar"])] + ([("unweighted", baseline["unweighted"])] if baseline["unweighted"] else [])
+    for label, fit in fits:
+        weighting = "" if fit["class_weights"] == "none" else f", class weights {fit['class_weights']}"
+        selects = "micro_f1" if "micro_f1" in fit["validation"] else "accuracy"  # what chose its settings
+        chosen = f"{selects} {fit['validation'][selects]:.4f}"
+        body.append([f"TF-IDF + linear SVM ({label}{weighting})",
+                     f"n-grams {fit['ngram_range'][0]}-{fit['ngram_range'][1]}, C {fit['C']}", "", "",
+                     *(number(fit["test"].get(m), digits.get(m, 4)) for m in metrics), chosen, "", ""])
     true_labels = {e["test"]["true_labels_per_example"] for e in results["runs"].values()
                    if "true_labels_per_example" in e["test"]}
     notes = [f"The model of each run is the one selected on validation where it has a validation part; test "
@@ -633,7 +640,8 @@ def training_study(results: dict) -> str:
     if true_labels:
         notes.append(f"The test examples carry {min(true_labels):.2f} labels on average.")
     if baseline:
-        notes.append(f"The bar: {baseline['model']}, on the train and test splits of `{baseline['splits_of']}`.")
+        notes.append(f"The bar: {baseline['model']}, on the splits of `{baseline['splits_of']}`, the classes weighted as "
+                     f"`{baseline['config']}` weighs them in its loss.")
     if body:
         notes.append(f"Runs trained at commit{'s' if len(commits) > 1 else ''} {', '.join(sorted(commits))}; "
                      f"{busy} of {len(results['runs'])} beside another training or other work (their wall times are "

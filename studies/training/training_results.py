@@ -4,6 +4,7 @@ trained from scratch by today's code: one study per results table of the docs.
     python -m studies.training.training_results --study NAME --data_root ../shared/data --workdirs DIR
         [--runs RUN,...] [--jobs 2] [--report_only]
     python -m studies.training.training_results --study NAME --tiny --workdirs DIR
+    python -m studies.training.training_results --study NAME --baseline_only --data_root ../shared/data
 
 A study is a list of runs: a config, the flags it gets, the seeds and the data folder under
 `--data_root` (`STUDIES`; `--list` prints them; `series`: its data are not texts). Each (run,
@@ -19,8 +20,11 @@ score that selected it, the parameter count, steps, epochs, the step selected, t
 train.py printed (summed over resumed parts) and the provenance; `studies/tables.py` renders
 the docs' tables from it. Runs not finished yet are listed as pending. `--baseline` adds the bar
 every model is read against: TF-IDF + a linear SVM (scikit-learn, in the `dev` and `compare`
-extras) trained on the train split of the study's first finished run and scored on its test
-split by the models' own metrics (`jcaps.train.metrics`).
+extras) on the splits of the study's first run (its config, seed 0), its classes weighted as that
+config weighs them in the loss, its n-gram range and C chosen on the validation split, scored on
+test by the models' own metrics (`jcaps.train.metrics`); when the config weighs the classes an
+unweighted fit is reported beside it. `--baseline_only` computes the baseline alone into the
+study's committed results.json, keeping its runs.
 
 `--tiny` trains each run's `:smoke` form for a few steps on generated data (seconds a run, no
 data needed), a check that the study runs end to end; the tests run it.
@@ -163,50 +167,83 @@ def run_record(workdir: str, metrics: tuple[str, ...]) -> dict:
     }
 
 
-BASELINE = ("TF-IDF (words and word pairs, sublinear tf, min_df 2) + linear SVM (C 1; one-vs-rest per label "
-            "for label sets)")
+BASELINE = ("TF-IDF (sublinear tf, min_df 2) + linear SVM (one-vs-rest per label for label sets), the n-gram "
+            "range and C chosen on the validation split")
+# What the baseline's validation chooses from (scikit-learn's names).
+BASELINE_GRID = {"ngram_range": ((1, 1), (1, 2)), "C": (0.25, 0.5, 1.0, 2.0)}
 
 
-def tfidf_svm(workdir: str, metrics: tuple[str, ...]) -> dict:
-    """The baseline on the splits of the run in `workdir` (the same train and test examples)."""
+def baseline_dataset(study: dict, data_root: str, cache_dir: str, tiny: bool):
+    """The splits of the study's first run (its config, seed 0, its data folder under `data_root`;
+    `tiny`: its `:smoke` form on generated data): the train, validation and test examples every
+    model of the study saw. Also returns the config's class weighting."""
+    from jcaps.data import datasets
+    from jcaps.train.config import load
+
+    spec = next(iter(study["runs"].values()))
+    config = load(spec["config"] + ((",smoke" if ":" in spec["config"] else ":smoke") if tiny else ""))
+    if not tiny:
+        config.data.dir = os.path.join(data_root, spec["data"] or study["data"])
+    if cache_dir:
+        config.data.cache_dir = cache_dir
+    return datasets.load_dataset(config.data, 0), config.train.class_weights
+
+
+def tfidf_svm(dataset, metrics: tuple[str, ...], class_weights: str) -> dict:
+    """The baseline on `dataset`'s splits, weighting the classes as `class_weights`
+    (`train.class_weights`) weighs them in the loss; `BASELINE_GRID` chosen on validation by
+    accuracy (micro-F1 for label sets), test scored by the models' own metrics
+    (`jcaps.train.metrics`)."""
     import numpy as np
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.metrics import accuracy_score, f1_score
     from sklearn.multiclass import OneVsRestClassifier
     from sklearn.svm import LinearSVC
 
+    from jcaps.train.config import class_weight_power
     from jcaps.train.metrics import multilabel_metrics, multilabel_sums
-    from jcaps.train.workdir import load_trained
-
-    dataset = load_trained(workdir, with_data=True).dataset
-    splits = dataset.splits
 
     def texts(split):
-        return [record["text"].decode("utf-8") for record in splits[split].source]
+        return [record["text"].decode("utf-8") for record in dataset.splits[split].source]
 
-    vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=2)
-    train, test = vectorizer.fit_transform(texts("train")), vectorizer.transform(texts("test"))
-    if "labels" not in splits["train"].source[0]:
-        def labels(split):
-            return np.array([record["label"] for record in splits[split].source])
+    multi_label = dataset.multi_label
+    field = "labels" if multi_label else "label"
+    labels = {split: np.asarray(dataset.encoded(split).fields[field]) for split in ("train", "validation", "test")}
+    power = class_weight_power(class_weights)
+    weights = None if power is None else dict(enumerate(dataset.balanced_class_weights(power).tolist()))
 
-        predicted = LinearSVC(C=1.0).fit(train, labels("train")).predict(test)
-        return {"accuracy": round(float(accuracy_score(labels("test"), predicted)), 4),
-                "macro_f1": round(float(f1_score(labels("test"), predicted, average="macro")), 4)}
-    index = {name: i for i, name in enumerate(dataset.labels.names)}
+    def scores(truth, predicted) -> dict:
+        if multi_label:
+            sums = multilabel_sums(predicted, truth, np.ones(len(predicted), np.float32))
+            return {m: round(float(v), 4) for m, v in multilabel_metrics(sums).items() if m in metrics}
+        return {"accuracy": round(float(accuracy_score(truth, predicted)), 4),
+                "macro_f1": round(float(f1_score(truth, predicted, average="macro")), 4)}
 
-    def label_sets(split):  # multi-hot over the dataset's labels; others are not classes of the model
-        sets = np.zeros((len(splits[split].source), len(index)), np.int8)
-        for row, record in enumerate(splits[split].source):
-            for name in record["labels"]:
-                if name.decode("utf-8") in index:
-                    sets[row, index[name.decode("utf-8")]] = 1
-        return sets
+    selection = "micro_f1" if multi_label else "accuracy"
+    best = None
+    for ngram_range in BASELINE_GRID["ngram_range"]:
+        vectorizer = TfidfVectorizer(ngram_range=ngram_range, sublinear_tf=True, min_df=2)
+        train = vectorizer.fit_transform(texts("train"))
+        validation, test = vectorizer.transform(texts("validation")), vectorizer.transform(texts("test"))
+        for c in BASELINE_GRID["C"]:
+            svm = LinearSVC(C=c, class_weight=weights)
+            model = (OneVsRestClassifier(svm) if multi_label else svm).fit(train, labels["train"])
+            chosen = scores(labels["validation"], model.predict(validation))
+            if best is None or chosen[selection] > best["validation"][selection]:
+                best = {"ngram_range": list(ngram_range), "C": c, "validation": chosen,
+                        "test": scores(labels["test"], model.predict(test))}
+    return {"class_weights": class_weights, **best}
 
-    predicted = OneVsRestClassifier(LinearSVC(C=1.0)).fit(train, label_sets("train")).predict(test)
-    # The models' own definitions (jcaps.train.metrics), so that the bar reads like their rows.
-    scores = multilabel_metrics(multilabel_sums(predicted, label_sets("test"), np.ones(len(predicted), np.float32)))
-    return {m: round(float(scores[m]), 4) for m in metrics}
+
+def linear_baselines(study: dict, data_root: str, cache_dir: str, tiny: bool) -> dict:
+    """The study's baseline weighted as its first run's config weighs the classes (the bar), and
+    unweighted beside it when that config weighs them."""
+    dataset, class_weights = baseline_dataset(study, data_root, cache_dir, tiny)
+    bar = tfidf_svm(dataset, study["metrics"], class_weights)
+    unweighted = tfidf_svm(dataset, study["metrics"], "none") if class_weights != "none" else None
+    first = next(iter(study["runs"]))
+    return {"model": BASELINE, "splits_of": f"{first}_seed0", "config": study["runs"][first]["config"],
+            "test": bar["test"], "bar": bar, "unweighted": unweighted}
 
 
 def report(name: str, study: dict, args) -> dict:
@@ -223,9 +260,7 @@ def report(name: str, study: dict, args) -> dict:
     results = {"study": name, "page": study["page"], "metrics": list(study["metrics"]), "runs": runs,
                "pending": pending, "budget": "smoke runs of 3 steps, generated data" if args.tiny else "the configs'"}
     if args.baseline and runs and not study.get("series"):  # a text baseline
-        first = next(iter(runs))
-        results["baseline"] = {"model": BASELINE, "splits_of": first,
-                               "test": tfidf_svm(os.path.join(args.workdirs, name, first), study["metrics"])}
+        results["baseline"] = linear_baselines(study, args.data_root, args.cache_dir, args.tiny)
     return results
 
 
@@ -240,6 +275,8 @@ def main():
     parser.add_argument("--tiny", action="store_true", help="smoke runs of 3 steps on generated data (seconds)")
     parser.add_argument("--cache_dir", default="", help="--tiny: prepared-data cache (default ~/tensorflow_datasets)")
     parser.add_argument("--baseline", action="store_true", help="add TF-IDF + linear SVM (needs scikit-learn)")
+    parser.add_argument("--baseline_only", action="store_true",
+                        help="compute the baseline alone into the study's results.json, its runs kept")
     parser.add_argument("--list", action="store_true", help="print the studies and their runs")
     args = parser.parse_args()
     if args.list:
@@ -249,7 +286,7 @@ def main():
         return
     if args.study not in STUDIES:
         parser.error(f"--study: one of {', '.join(STUDIES)}, not {args.study!r}")
-    if not args.workdirs:
+    if not (args.workdirs or args.baseline_only):
         parser.error("the following arguments are required: --workdirs")
     if not (args.data_root or args.tiny or args.report_only):
         parser.error("the following arguments are required: --data_root (or --tiny)")
@@ -259,6 +296,15 @@ def main():
     if unknown:
         parser.error(f"--runs: {args.study} has no runs {unknown}; it has {', '.join(study['runs'])}")
     load_average_before = os.getloadavg()[0]
+    if args.baseline_only:
+        path = os.path.join(ROOT, "studies", "training", "results", args.study, "results.json")
+        with open(path) as f:
+            results = json.load(f)
+        results["baseline"] = {**linear_baselines(study, args.data_root, args.cache_dir, args.tiny),
+                               "_run": run_metadata(False, load_average_before)}
+        write_results(os.path.dirname(path), results)
+        print(f"baseline of {args.study}: {json.dumps(results['baseline']['bar'])}")
+        return
     if not args.report_only:
         todo = []
         for run_id in chosen:

@@ -109,3 +109,17 @@ def test_training_results(tmp_path):
     # Generated label sets: 1.9 labels an example out of 4, which the words carry.
     assert baseline["test"]["micro_f1"] > 0.7 and 0 <= baseline["test"]["hamming_loss"] < 0.25
     assert baseline["test"]["true_labels_per_example"] == row["test"]["true_labels_per_example"]
+
+
+def test_the_linear_baseline_is_weighted_as_the_configs_and_chosen_on_validation(tmp_path):
+    """AG News' configs weigh the classes (balanced): the bar is weighted so, an unweighted one
+    beside it; each picks its n-gram range and C on validation, and learns the generated
+    keywords (a model that learnt nothing scores 0.25 on 4 classes)."""
+    from studies.training.training_results import BASELINE_GRID, STUDIES, linear_baselines
+
+    baseline = linear_baselines(STUDIES["ag_news"], "", str(tmp_path / "cache"), tiny=True)
+    assert baseline["bar"]["class_weights"] == "balanced" and baseline["unweighted"]["class_weights"] == "none"
+    assert baseline["test"] == baseline["bar"]["test"] and baseline["splits_of"] == "fasttext_seed0"
+    for fit in (baseline["bar"], baseline["unweighted"]):
+        assert tuple(fit["ngram_range"]) in BASELINE_GRID["ngram_range"] and fit["C"] in BASELINE_GRID["C"]
+        assert set(fit["validation"]) == {"accuracy", "macro_f1"} and fit["test"]["accuracy"] > 0.6
