@@ -13,45 +13,12 @@ does not load the workdir machinery (checkpoints, datasets) that `checks` and `r
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from jcaps.attribution._faithfulness import faithfulness
-    from jcaps.attribution.methods import (
-        DEFAULT_MAX_ROWS,
-        METHODS,
-        Method,
-        aggregate,
-        gradient,
-        gradient_x_input,
-        integrated_gradients,
-        kernel_shap,
-        lime,
-        occlusion,
-        random,
-        shapley_sampling,
-        smoothgrad,
-    )
-    from jcaps.interpret import checks, report
+from jcaps import attribution  # its names load with their first use: importing it loads no JAX
 
-__all__ = [
-    "DEFAULT_MAX_ROWS",
-    "METHODS",
-    "Method",
-    "aggregate",
-    "checks",
-    "faithfulness",
-    "gradient",
-    "gradient_x_input",
-    "integrated_gradients",
-    "kernel_shap",
-    "lime",
-    "occlusion",
-    "random",
-    "report",
-    "shapley_sampling",
-    "smoothgrad",
-]
+# `jcaps.attribution`'s names; `checks` and `report` are this package's own modules, which offer
+# those of `jcaps.attribution.checks` and `jcaps.attribution.report` beside the workdir's.
+__all__ = list(attribution.__all__)
 _SUBMODULES = ("checks", "report")
 
 
@@ -59,7 +26,7 @@ def __getattr__(name: str):
     if name in _SUBMODULES:
         return importlib.import_module(f"jcaps.interpret.{name}")
     if name in __all__:
-        return getattr(importlib.import_module("jcaps.attribution"), name)
+        return getattr(attribution, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
