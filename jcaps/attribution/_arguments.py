@@ -7,6 +7,7 @@ import numbers
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 
 def checked_target(target, batch: int, *, several: bool = True) -> jax.Array:
@@ -24,6 +25,29 @@ def checked_target(target, batch: int, *, several: bool = True) -> jax.Array:
             f"{target.shape}"
         )
     return target
+
+
+def checked_classes(f, x: jax.Array, args: tuple, batch: int) -> int:
+    """C, the outputs f(x, *args) -> [B, C] scores, read from their shape (nothing is computed)."""
+    out = jax.eval_shape(f, x, *args)
+    shape = getattr(out, "shape", None)
+    if shape is None or len(shape) != 2 or shape[0] != batch:
+        got = f"shape {tuple(shape)}" if shape is not None else type(out).__name__
+        raise ValueError(f"f: expected f(x, *args) to return scores [B, C] with B = {batch} (x's batch), got {got}")
+    return int(shape[1])
+
+
+def checked_target_range(target: jax.Array, classes: int) -> None:
+    """Every target a class of f's output, 0 <= target < C. A traced target (under jax.jit) cannot
+    be read here and is not checked."""
+    if isinstance(target, jax.core.Tracer):
+        return
+    values = np.asarray(target)
+    outside = values[(values < 0) | (values >= classes)]
+    if outside.size:
+        raise ValueError(
+            f"target: expected class indices in [0, {classes}) ({classes} = the outputs of f), got {int(outside[0])}"
+        )
 
 
 def checked_mask(mask, batch: int, length: int) -> jax.Array:

@@ -14,7 +14,10 @@ explained output of each example, [B] (or one int), or K outputs each, [B, K]. `
 bool marks the real positions (None: all real).
 
 Every method returns one score a position, 0 at padding: [B, T], or [B, K, T] for [B, K]
-targets (one batched call, not K). The contract, for any model:
+targets (one batched call, not K). Before any work, one line names the argument at fault: a
+target outside [0, C) (C read from f's output shape; a target traced under `jax.jit` cannot be
+read and is not checked), an output of f that is not [B, C], an empty batch or length. The
+contract, for any model:
   * Positions outside the mask are not players: they keep their input values in every
     evaluation, so a model whose padding reaches its output still satisfies what follows.
   * integrated_gradients: the scores sum to f(x) - f(x') (x' = the baseline at the real positions,
@@ -133,12 +136,16 @@ def _game(f, x, target, mask, args, baseline) -> _Game:
     flattens them into one batch of K * B rows."""
     arguments.checked_model(f)
     x = jnp.asarray(x)
-    if x.ndim < 2 or not jnp.issubdtype(x.dtype, jnp.floating):
-        raise ValueError(f"x: expected float inputs [B, T, ...] (T positions), got {x.dtype} of shape {x.shape}")
+    if x.ndim < 2 or not jnp.issubdtype(x.dtype, jnp.floating) or 0 in x.shape[:2]:
+        raise ValueError(
+            f"x: expected float inputs [B, T, ...] (T positions), at least one example of one position, got "
+            f"{x.dtype} of shape {x.shape}"
+        )
     batch, length = x.shape[:2]
     target = arguments.checked_target(target, batch)
     mask = arguments.checked_mask(mask, batch, length)
     args = arguments.checked_args(args, batch)
+    arguments.checked_target_range(target, arguments.checked_classes(f, x, args, batch))
     baseline = arguments.checked_baseline(baseline, x)
     real = mask.reshape(mask.shape + (1,) * (x.ndim - 2))
     baseline = jnp.where(real, baseline, x)  # positions outside the mask are not players

@@ -244,6 +244,28 @@ def test_bad_arguments_get_one_line_naming_them():
         assert "\n" not in str(caught.value)
 
 
+@pytest.mark.parametrize("name", list(interpret.METHODS))
+def test_no_method_gives_a_silent_answer_to_a_wrong_target_output_or_empty_batch(name):
+    f = MODELS["plain"]
+    wrong = [
+        (dict(target=np.full(B, C, np.int32)), rf"^target: expected class indices in \[0, {C}\) .* got {C}$"),
+        (dict(target=-1), r"^target: expected class indices in \[0, 3\) .* got -1$"),
+        (dict(target=np.stack([TARGET, TARGET + C], axis=1)), r"^target: expected class indices .* got 3$"),
+        (dict(f=lambda vectors, tokens: f(vectors, tokens)[:, 0]),
+         rf"^f: expected f\(x, \*args\) to return scores \[B, C\] with B = {B} \(x's batch\), got shape \({B},\)$"),
+        (dict(f=lambda vectors, tokens: f(vectors, tokens)[:2]), r"^f: expected .* got shape \(2, 3\)$"),
+    ]
+    for changes, message in wrong:
+        model = changes.pop("f", f)
+        with pytest.raises(ValueError, match=message):
+            call(name, model, **changes)
+    method = interpret.METHODS[name]
+    key = jax.random.key(0) if method.needs_key else None
+    for empty in (VECTORS[:0], VECTORS[:, :0]):
+        with pytest.raises(ValueError, match=r"^x: expected .* at least one example of one position"):
+            method.function(f, empty, 0, key=key, args=(jnp.asarray(TOKENS[: empty.shape[0], : empty.shape[1]]),))
+
+
 def test_mask_none_means_every_position_is_real():
     f = MODELS["nnx"]
     scores = interpret.kernel_shap(f, VECTORS, TARGET, args=(jnp.asarray(TOKENS),), key=jax.random.key(0),
