@@ -100,7 +100,8 @@ def faithfulness(
 
     Returns:
       {"comprehensiveness", "sufficiency", "deletion_auc", "insertion_auc", "probability"}:
-      [B] float32 each (`probability` is p_c of the intact example).
+      [B] float32 each (`probability` is p_c of the intact example); NaN for an example whose
+      scores are NaN at a real position.
     """
     arguments.checked_model(f)
     x = jnp.asarray(x)
@@ -141,13 +142,16 @@ def faithfulness(
     num_top = len(fractions) + curve_points
     full, p_erased, p_kept = p[0], p[1 : 1 + num_top], p[1 + num_top :]
     k = len(fractions)
-    return {
+    # A ranking with a NaN score at a real position ranks nothing: its metrics are NaN, not those
+    # of the order the NaN happened to sort into.
+    unranked = jnp.any(jnp.isnan(scores) & mask, axis=-1)
+    metrics = {
         "comprehensiveness": jnp.mean(full[None] - p_erased[:k], axis=0),
         "sufficiency": jnp.mean(full[None] - p_kept[:k], axis=0),
         "deletion_auc": _trapezoid(p_erased[k:]),
         "insertion_auc": _trapezoid(p_kept[k:]),
-        "probability": full,
     }
+    return {**{name: jnp.where(unranked, jnp.nan, value) for name, value in metrics.items()}, "probability": full}
 
 
 def _trapezoid(values: jax.Array) -> jax.Array:

@@ -40,6 +40,17 @@ def test_hand_computed_aopc_and_curves_with_pad_removal():
     np.testing.assert_allclose(result["sufficiency"][1], 0.35, atol=1e-6)
 
 
+def test_a_ranking_with_nan_at_a_real_position_has_nan_metrics():
+    # Example 0's NaN is at a real position; example 1's in its padding, which is never ranked.
+    scores = SCORES.at[0, 2].set(jnp.nan).at[1, 4].set(jnp.nan)
+    result = faithfulness(additive, TOKENS, 0, scores, mask=MASK, probabilities=None)
+    clean = faithfulness(additive, TOKENS, 0, SCORES, mask=MASK, probabilities=None)
+    for name in ("comprehensiveness", "sufficiency", "deletion_auc", "insertion_auc"):
+        assert np.isnan(result[name][0]), name
+        np.testing.assert_allclose(result[name][1], clean[name][1], atol=1e-7, err_msg=name)
+    np.testing.assert_allclose(result["probability"], clean["probability"])
+
+
 def test_unk_replacement_keeps_the_position():
     result = faithfulness(additive, TOKENS, 0, SCORES, mask=MASK, baseline=1, probabilities=None)
     # Each removed token becomes UNK (0.07): 4 * (0.3 - 0.07) + (0.6 - 3 * 0.07), over 5.
