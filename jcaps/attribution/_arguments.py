@@ -29,7 +29,14 @@ def checked_target(target, batch: int, *, several: bool = True) -> jax.Array:
 
 def checked_classes(f, x: jax.Array, args: tuple, batch: int) -> int:
     """C, the outputs f(x, *args) -> [B, C] scores, read from their shape (nothing is computed)."""
-    out = jax.eval_shape(f, x, *args)
+    try:
+        out = jax.eval_shape(f, x, *args)
+    except (TypeError, ValueError) as error:
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ValueError(
+            f"f: f(x, *args) fails on x of shape {tuple(x.shape)} ({first_line[:200]}); f takes a batch: wrap a "
+            "model of one example (an Equinox module) in jax.vmap"
+        ) from error
     shape = getattr(out, "shape", None)
     if shape is None or len(shape) != 2 or shape[0] != batch:
         got = f"shape {tuple(shape)}" if shape is not None else type(out).__name__

@@ -255,6 +255,9 @@ def test_no_method_gives_a_silent_answer_to_a_wrong_target_output_or_empty_batch
          rf"^f: expected f\(x, \*args\) to return scores \[B, C\] with B = {B} \(x's batch\), got shape \({B},\)$"),
         (dict(f=lambda vectors, tokens: f(vectors, tokens)[:2]), r"^f: expected .* got shape \(2, 3\)$"),
     ]
+    weights = jnp.ones((D, C))
+    wrong.append((dict(f=lambda vector, tokens: jnp.mean(vector, axis=0) @ weights.T),  # a model of one example
+                  r"^f: f\(x, \*args\) fails on x of shape \(6, 9, 8\) \(.*\); f takes a batch: wrap .* in jax.vmap$"))
     for changes, message in wrong:
         model = changes.pop("f", f)
         with pytest.raises(ValueError, match=message):
