@@ -17,9 +17,7 @@ killed between orbax's commit and the checksum write, is restored as orbax commi
 Saves do not stop training: `save` and `save_best` copy the arrays into host memory of their own
 (so that a train step donating the state's buffers cannot touch what is being written) and
 return; one thread then writes them with orbax, waits for the commit and writes the checksums
-while the next steps run (in a run of one process: with several, orbax's barriers are XLA
-collectives, which must keep the main thread's order, so the save is written before `save`
-returns). Only that thread calls orbax's save, on NumPy arrays, so no XLA work
+while the next steps run. Only that thread calls orbax's save, on NumPy arrays, so no XLA work
 runs beside the training's own. The next save, any read, and `wait()` (which training calls
 before its final evaluation and before it stops on a signal) wait for it first, and raise its
 `SaveFailed` there.
@@ -387,15 +385,9 @@ class Checkpoints:
     # Shared by both managers.
 
     def _save(self, manager: ocp.CheckpointManager, directory: str, step: int, args) -> None:
-        """Writes `step` on `self._writer` (after the save in flight is finished); in a run of
-        several processes, here: orbax's save ends in a barrier made of XLA collectives, which on
-        another thread would interleave with the training step's own (the processes then abort
-        in a collective mismatch)."""
+        """Writes `step` on `self._writer` (after the save in flight is finished)."""
         self.wait()
         quiet = _OrbaxErrorsUnlogged()  # from here until the save is finished, on the writer
-        if jax.process_count() > 1:
-            self._write(manager, directory, step, args, quiet)
-            return
         self._in_flight = self._writer.submit(self._write, manager, directory, step, args, quiet)
 
     def _write(self, manager: ocp.CheckpointManager, directory: str, step: int, args, quiet) -> None:
