@@ -6,16 +6,14 @@ import jax
 import jax.numpy as jnp
 
 from jcaps.train import mesh as mesh_lib
-from jcaps.train.feeding import gathered_ahead
 from jcaps.train.metrics import evaluation_metrics
 
 
 def evaluate_split(eval_fn, state, dataset, split: str, batch_size: int, mesh) -> dict:
     """Metrics of `state` on one split of `dataset` (an `ExampleDataset`), with `eval_fn` the
-    compiled eval step (`compile_steps`): sums accumulated on the device, divided on the host; the
-    next batch is gathered while one is evaluated."""
+    compiled eval step (`compile_steps`): sums accumulated on the device, divided on the host."""
     totals = None
-    for local in gathered_ahead(dataset.eval_batches(split, batch_size, shard=mesh_lib.process_shard())):
+    for local in dataset.eval_batches(split, batch_size, shard=mesh_lib.process_shard()):
         sums = eval_fn(state, mesh_lib.global_batch(local, mesh))
         totals = sums if totals is None else jax.tree.map(jnp.add, totals, sums)
     if totals is None:
