@@ -249,6 +249,13 @@ class ExampleDataset:
         """Writes into `directory` what encodes new inputs exactly as this dataset does."""
         raise NotImplementedError
 
+    def train_counts(self) -> np.ndarray:
+        """[J] how many training examples carry each class (each label, for label sets)."""
+        fields = self.encoded("train").fields
+        if self.multi_label:
+            return np.asarray(fields["labels"]).sum(axis=0).astype(np.int64)
+        return np.bincount(np.asarray(fields["label"], np.int64), minlength=self.num_classes)
+
     def balanced_class_weights(self, power: float = 1.0) -> np.ndarray:
         """[J] weights (N / (J * N_c)) ** power from the training labels. At power 1 every class
         weighs the same in the loss, as it does in a balanced test set, however skewed the
@@ -256,8 +263,7 @@ class ExampleDataset:
         less). Scaled so that the mean weight over the training examples is 1."""
         if self.multi_label:
             raise ValueError("class weighting applies to single-label data only")
-        ids = np.asarray(self.encoded("train").fields["label"], np.int64)
-        counts = np.bincount(ids, minlength=self.num_classes).astype(np.float64)
+        counts = self.train_counts().astype(np.float64)
         weights = np.where(counts > 0, counts.sum() / (self.num_classes * np.maximum(counts, 1)), 0.0) ** power
         return (weights * counts.sum() / np.sum(weights * counts)).astype(np.float32)
 

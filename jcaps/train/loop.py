@@ -327,11 +327,7 @@ def class_balance(dataset: ExampleDataset, class_weights: str) -> str:
     """One line: how skewed the classes (or labels) of the train split are, and the class
     weighting of the loss (`train.class_weights`), so that a run on new data says which choice
     it made for a balanced or a skewed test set."""
-    fields = dataset.encoded("train").fields
-    if dataset.multi_label:
-        what, counts = "labels", np.asarray(fields["labels"]).sum(axis=0).astype(np.int64)
-    else:
-        what, counts = "classes", np.bincount(np.asarray(fields["label"], np.int64), minlength=dataset.num_classes)
+    what, counts = ("labels" if dataset.multi_label else "classes"), dataset.train_counts()
     present = counts[counts > 0]
     skew = f"the largest has {int(counts.max()):,} examples, the smallest {int(present.min()):,}"
     skew += f" ({counts.max() / present.min():.1f} times fewer)" if len(present) > 1 else ""
