@@ -142,12 +142,13 @@ def main():
     every = np.array([[(n >> i) & 1 for i in range(m)] for n in range(2**m)], bool)
     values = np.asarray(attribution.coalition_values(score, vectors, jnp.zeros_like(vectors), targets,
                                                      jnp.asarray(np.broadcast_to(every[:, None], (2**m, count, m))),
-                                                     chunk_size=64))
+                                                     max_rows=64 * count, linear_map=None, prefix_radius=None))
     exact = exact_shapley(values, every)
     full, empty = values[-1], values[0]
     mask = jnp.ones((count, m), bool)
     kernel_shap = jax.jit(lambda key: attribution.kernel_shap(score, vectors, targets, mask, key,
-                                                              n_samples=args.samples, chunk_size=64))
+                                                              n_samples=args.samples, baseline=jnp.zeros_like(vectors),
+                                                              max_rows=64 * count, linear_map=None, prefix_radius=None))
     vectors_np, targets_np = np.asarray(vectors), np.asarray(targets)
     errors: dict[str, list[float]] = {"jcaps": [], "shap": [], "shap_no_l1": []}
     for seed in range(seeds):

@@ -56,8 +56,13 @@ Each layer imports only the layers below it (checked by `lint-imports` in CI):
 - Read a model: its module in `jcaps.models`, beside its section of `docs/models.md`.
 - Explain predictions: `jcaps.attribution` explains any JAX model (attribution methods, their
   faithfulness, sanity checks, the report); `jcaps.interpret` a trained workdir, and offers the same names.
-- Add a model: a module in `jcaps.models`, one entry in `jcaps.train.families`, a file in
-  `configs/`.
+- Add a model: a module in `jcaps.models`; one entry in `jcaps.train.families.MODELS` (its loss,
+  its probabilities and its kind, text or series, which its data, commands and explanations follow);
+  a file in `configs/` with a `:smoke` variant. The tests then ask for its `:smoke` config in
+  `tests/smoke_configs.py` and its parameter tree in `tests/models/test_parameter_trees.py` (the
+  record rewritten by running that file). Only a model with an explanation of its own (attention,
+  capsules) or outputs explained otherwise than its class scores adds an entry to
+  `jcaps.interpret.explanations.EXPLANATIONS`.
 """
 
 

@@ -105,7 +105,8 @@ def _renamed_key_message(argv: list[str]) -> str | None:
     """`config.model.embedding_dim was renamed model.embed_dim` for the first `--config.model.KEY`
     override in `argv` of a key renamed in the configs of the model its config file names, or
     None. The flag parser has not set the config when an override fails: the file is read again."""
-    from jcaps.train.config import load, new_name  # ml_collections and the standard library only
+    from jcaps.train.config import load  # ml_collections and the standard library only
+    from jcaps.train.config_history import new_name
 
     for argument in argv[1:]:
         flag = argument.split("=", 1)[0].removeprefix("--")

@@ -133,7 +133,7 @@ def check_ranges(top_k: int | None = None, batch_size: int = 64, threshold: floa
 def check_options(trained, top_k: int | None = None, batch_size: int = 64, threshold: float | None = None) -> None:
     """UserErrors for options out of range or not fitting the workdir's model."""
     family, name = trained.family, trained.config.model.name
-    if family.inputs[0] != "tokens":
+    if family.kind != "text":
         raise UserError(
             f"{name} reads series, not text: jcaps.predict classifies text",
             hint="evaluate it with jcaps.evaluate and explain it with jcaps.interpret",

@@ -35,7 +35,7 @@ import statistics
 import sys
 from collections.abc import Callable
 
-from jcaps.train.config import new_name
+from jcaps.train.config_history import new_name
 from jcaps.viz.html import checks_markdown
 from studies import ROOT
 from studies.emoji_variants import paper as emoji_paper

@@ -7,7 +7,7 @@ import json
 import os
 import shutil
 
-from tests.command_env import TEST_DEVICES, compiled_at_o2, xla_flags
+from tests.command_env import TEST_DEVICES, training_compiler_options, xla_flags
 
 os.environ.setdefault("XLA_FLAGS", xla_flags(TEST_DEVICES))
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -132,8 +132,8 @@ def trained_smoke_workdir(built_once, config_file, cache_dir):
 
     def trained(config: str, arg: str = "smoke"):
         def train(folder):
-            with compiled_at_o2(config):
-                return loop.train_and_evaluate(config_file(config, arg, cache_dir), str(folder / "workdir"))
+            return loop.train_and_evaluate(config_file(config, arg, cache_dir), str(folder / "workdir"),
+                                           compiler_options=training_compiler_options(config))
 
         folder, final = built_once(f"{config.removesuffix('.py')}-{arg.replace(',', '-')}", train)
         return folder / "workdir", final

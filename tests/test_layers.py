@@ -52,3 +52,66 @@ def test_the_explanation_layer_runs_every_method_without_the_training_models_or_
                                                                ["jcaps", "data"], ["jcaps", "interpret"])]
     assert "jcaps.attribution.methods" in modules and "jcaps.attribution.report" in modules
     assert not libraries and not jcaps_beyond, (libraries, jcaps_beyond)
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of a graph {module: modules it imports}: its strongly connected
+    components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for imported in edges.get(module, ()):
+            if imported not in index:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in on_stack:
+                low[module] = min(low[module], index[imported])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for module in sorted(edges):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_the_circle_finder_finds_a_circle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_module_of_jcaps_imports_itself_through_others():
+    """Imports inside functions count (grimp reads them all); those under TYPE_CHECKING do not run."""
+    import grimp
+
+    graph = grimp.build_graph("jcaps", exclude_type_checking_imports=True)
+    edges = {module: graph.find_modules_directly_imported_by(module) for module in graph.modules}
+    assert _cycles(edges) == []
+
+
+def test_the_table_of_methods_loads_no_jax():
+    """A command builds its flags and --help from `METHODS` without loading JAX; the first method
+    called loads it."""
+    script = ("import sys, json\n"
+              "from jcaps.attribution.methods import METHODS\n"
+              "before = 'jax' in sys.modules\n"
+              "import jax.numpy as jnp\n"
+              "scores = METHODS['occlusion'].function(lambda x: x.sum(axis=1), jnp.ones((1, 3, 2)), 0)\n"
+              "print(json.dumps([before, scores.shape]))")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert json.loads(result.stdout) == [False, [1, 3]]

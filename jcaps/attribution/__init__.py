@@ -12,8 +12,8 @@ This layer imports no training, model or data code of jcaps, nor Flax, Optax or 
 import contract in pyproject.toml); `jcaps.interpret` explains a trained jcaps workdir on top of
 it, and offers the same names (`from jcaps import interpret; interpret.integrated_gradients`).
 
-The names below are imported with the first one used, so that `jcaps.attribution.names` (the
-method names a command's flags are made from) is importable without loading JAX."""
+The names below are imported with the first one used; the table of methods loads JAX only when a
+method runs, so a command's flags and `--help` are made from it without loading JAX."""
 
 from __future__ import annotations
 

@@ -1,66 +1,64 @@
-"""The kernels of `jcaps.attribution.methods` (private: call the methods there, which check their
-arguments, own every default and repeat f's side inputs for it). The kernels' options are
-keyword-only and have no defaults.
+"""The kernels of `jcaps.attribution.methods`: private, called only by the public methods there,
+which check the arguments, own every default and repeat f's side inputs for it. A kernel's
+options are keyword-only and have no defaults: its caller states each one.
 
-Every function takes a batched score function `score_fn(x) -> [B, C]` of the inputs, the inputs
-x of the batch and the explained output c per example (one int for every example, or [B]). The
-output explained is the model's raw score for c (a logit, a capsule length, or what the caller's
-`score_fn` returns: a sigmoid probability, a log-probability), or, with `output="probability"`,
-its softmax.
+Every kernel takes the model f, a batched function of the inputs alone, `f(x) -> [R, C]`, the
+inputs x [R, ...] (R rows: a batch, or K copies of it for K targets each) and the explained
+output of every row, `targets` (one int for all, or [R]). The output explained is f's raw score
+for it: what f returns (a logit, a capsule length, a log-probability). f must treat the rows
+independently (no batch-wide statistics): the gradient of the sum over the rows of the selected
+outputs is then every row's own gradient, one backward pass for all of them instead of one a row
+(`input_gradients`). f must also score any whole number k of copies of the rows stacked as
+[k * R, ...] (k blocks of R rows, copy-major), which the methods' f does by repeating its side
+inputs k times. `max_rows` bounds the rows one call of f scores: a kernel that evaluates many
+copies of the rows (integration points, occluded inputs, coalitions) sends max(1, max_rows // R)
+of them a call (`_copies`), in the fewest calls, as equal as they can be; the results do not
+depend on it.
 
-The gradient methods take any inputs x [B, ...] and return attributions shaped like x:
-  * saliency:             |d out_c / d x|                           (Simonyan et al. 2014)
-  * integrated_gradients: (x - x') * mean_k d out_c / d x at x' + a_k (x - x'), the path
-                          integral from the baseline x' (zeros by default) to x by the midpoint
-                          Riemann rule, a_k = (k + 1/2) / K; signed, an example's attributions
-                          sum to about out_c(x) - out_c(x') (completeness; `completeness_error`)
-                          (Sundararajan et al. 2017)
-  * smoothgrad:           the mean of |d out_c / d x| over noisy copies x + N(0, sigma^2), sigma a
-                          fraction of each example's value range max(x) - min(x)
+On x [R, T, ...], T positions, with the mask [R, T] of the real positions where a kernel takes
+one:
+  * input_gradients:      d f_c / d x, shaped like x: the gradient of Simonyan et al. 2014, which
+                          the methods reduce to a position's norm or its sum of x * d f_c / d x
+                          (gradient x input; Shrikumar et al. 2016)
+  * integrated_gradients: (x - x') * mean_k d f_c / d x at x' + a_k (x - x'), the path integral
+                          from the baseline x' to x by the midpoint Riemann rule, a_k = (k + 1/2)
+                          / K, shaped like x; signed, a row's attributions sum to about f_c(x) -
+                          f_c(x') (completeness; `completeness_error`) (Sundararajan et al. 2017)
+  * smoothgrad:           the mean of |d f_c / d x| over noisy copies x + N(0, sigma^2), sigma a
+                          fraction of each row's value range max(x) - min(x), shaped like x
                           (Smilkov et al. 2017)
-On the vectors of positions, x = e [B, T, D] with the mask of real positions [B, T] (a text
-model's word vectors, `model.apply(v, tokens, embeddings=e)`, `tokens` closed over for the mask),
-integrated gradients and SmoothGrad given the mask return one score per position, [B, T] and 0
-at padding: the sum over D of integrated gradients, the L2 norm over D of SmoothGrad. The other
-methods work on positions only, e [B, T, D] and the mask [B, T] -> [B, T]:
-  * gradient:             ||d f_c / d e_t||_2
-  * gradient_x_input:     sum_d e_td * d f_c / d e_td                (Shrikumar et al. 2016)
-  * occlusion:            f_c(e) - f_c(e with e_t := e'_t), every t of the batch in one `vmap`
-                          (leave one token out; Zeiler & Fergus 2014)
+  * occlusion:            f_c(x) - f_c(x with x_t := x'_t) for every position t, [R, T]
+                          (leave one position out; Zeiler & Fergus 2014)
   * kernel_shap:          Shapley values estimated by KernelSHAP: coalitions z of the real
-                          tokens (the others at the baseline), the sizes the budget covers
+                          positions (the others at the baseline), the sizes the budget covers
                           enumerated and the rest sampled in complementary pairs by stratum
-                          (`shapley_kernel_design`), all evaluated in one batched call, then the
-                          weighted least squares fit of f_c(z) - f_c(0) by z^T phi under the
-                          efficiency constraint sum_t phi_t = f_c(e) - f_c(e')
-                          (Lundberg & Lee 2017; the closed form of Covert & Lee 2021)
+                          (`shapley_kernel_design`), then the weighted least squares fit of
+                          f_c(z) - f_c(x') by z^T phi under the efficiency constraint sum_t phi_t
+                          = f_c(x) - f_c(x') (Lundberg & Lee 2017; the closed form of Covert & Lee
+                          2021)
   * shapley_sampling:     Shapley values estimated from antithetic permutations (each drawn order
                           and its reverse): phi_t = the mean over orders of the change of f_c
-                          when t joins the tokens before it (Strumbelj & Kononenko 2010;
+                          when t joins the positions before it (Strumbelj & Kononenko 2010;
                           Mitchell et al. 2022); efficiency holds for each order
   * lime:                 LIME's local linear surrogate: coalitions keeping all but a uniform
-                          number 1..M of the M real tokens, weighted by LIME's exponential kernel
-                          of their cosine distance to the input (width 0.25), fitted by ridge
+                          number 1..M of the M real positions, weighted by LIME's exponential
+                          kernel of their cosine distance to the input, fitted by ridge
                           regression with an intercept; the coefficients (Ribeiro et al. 2016)
-  * random:               uniform random scores at the real tokens: the baseline ranking that
+  * random_scores:        uniform random scores at the real positions: the baseline ranking that
                           every faithfulness score is compared with
-
-The three sampling methods treat each real token as a player that is present (its vector) or
-absent (the baseline's vector, zeros by default), explain the same raw score f_c, and take their
-sample count and a key.
+The three sampling methods treat each real position as a player that is present (its values) or
+absent (the baseline's), score their coalitions with `coalition_values`, and take their sample
+count and a key.
 
 Every random draw of a row comes from that row's own key: `key` is one PRNG key, split into one
-per row, or one key per row ([B] keys), and then a row's draws, and so its scores, do not depend
-on the other rows of the batch or on its place in it (`row_keys`).
+a row, or one key a row ([R] keys), and then a row's draws, and so its scores, do not depend on
+the other rows or on their order (`row_keys`).
 
-Functions are jit-compatible with `score_fn` and the keyword options static. `score_fn` must
-treat examples independently (no batch norm in training mode, no batch-wide statistics): then
-the gradient of the sum over the batch of the selected outputs is every example's own gradient,
-so one backward pass serves the whole batch instead of one per example (`vmap` of `grad`). It
-takes any whole number k of copies of the batch stacked as [k * B, ...] (k blocks of B rows):
-integrated gradients evaluates several interpolation points at once, and `completeness_error`
-the input and the baseline together; the methods' score functions repeat f's side inputs k
-times for it.
+A model whose first layer is affine, f = g(L(x)), can be given as g (as f) and L (`linear_map`,
+rows independent): integrated gradients integrates behind L, occlusion and the sampling methods
+score their inputs behind it (`prefix_radius`: how far L reaches, as `occlusion` says).
+
+The kernels are jit-compatible with f, `linear_map` and the other options static.
 
 References:
   Simonyan, Vedaldi, Zisserman. Deep Inside Convolutional Networks: Visualising Image
@@ -77,22 +75,27 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
-from jcaps.choices import check_choice
+Model = Callable[[jax.Array], jax.Array]
+LinearMap = Callable[[jax.Array], jax.Array]
 
-ScoreFn = Callable[[jax.Array], jax.Array]
-OUTPUTS = ("probability", "logit")
-
-
-def _targets(target: int | jax.Array, x: jax.Array) -> jax.Array:
-    """[B] int32 outputs from one output for every example or one per example."""
-    return jnp.broadcast_to(jnp.asarray(target, jnp.int32), x.shape[:1])
+# The ridge on the diagonal of KernelSHAP's regression (`constrained_shapley_regression`).
+_SHAPLEY_RIDGE = 1e-6
 
 
-def _baseline(x: jax.Array, baseline: jax.Array | None) -> jax.Array:
-    """x' shaped like x: zeros when None."""
-    if baseline is None:
-        return jnp.zeros_like(x)
+def _targets(targets: int | jax.Array, x: jax.Array) -> jax.Array:
+    """[R] int32 outputs from one output for every row or one a row."""
+    return jnp.broadcast_to(jnp.asarray(targets, jnp.int32), x.shape[:1])
+
+
+def _baseline(x: jax.Array, baseline: jax.Array) -> jax.Array:
+    """x' broadcast to x's shape and dtype."""
     return jnp.broadcast_to(baseline, x.shape).astype(x.dtype)
+
+
+def _copies(max_rows: int, x: jax.Array) -> int:
+    """How many copies of the R rows of x [R, ...] one call of f scores: as many as `max_rows`
+    rows hold, at least one."""
+    return max(1, max_rows // x.shape[0])
 
 
 def _masked(scores: jax.Array, mask: jax.Array) -> jax.Array:
@@ -104,155 +107,82 @@ def _masked(scores: jax.Array, mask: jax.Array) -> jax.Array:
 # ---------------------------------------------------------------------------------------------
 
 
-def input_gradients(score_fn: ScoreFn, x: jax.Array, targets: jax.Array, output: str) -> jax.Array:
-    """d out_c / d x of every example in one backward pass.
+def input_gradients(f: Model, x: jax.Array, targets: int | jax.Array) -> jax.Array:
+    """d f_c / d x of every row in one backward pass.
 
     Args:
-      score_fn: [B, ...] -> [B, C] scores, examples independent.
-      x: [B, ...] float inputs.
-      targets: [B] int outputs c.
-      output: "probability" (softmax of the scores) or "logit" (the scores).
+      f: [R, ...] -> [R, C] scores, rows independent.
+      x: [R, ...] float inputs.
+      targets: the outputs c, one int or [R] ints.
 
     Returns:
-      [B, ...] signed gradients, shaped like x.
+      [R, ...] signed gradients, shaped like x.
     """
+    targets = _targets(targets, x)
 
     def selected_output_sum(inputs: jax.Array) -> jax.Array:
-        logits = score_fn(inputs)
-        values = jax.nn.softmax(logits, axis=-1) if output == "probability" else logits
-        return jnp.sum(jnp.take_along_axis(values, targets[:, None], axis=1))
+        return jnp.sum(jnp.take_along_axis(f(inputs), targets[:, None], axis=1))
 
     return jax.grad(selected_output_sum)(x)
 
 
-def saliency(score_fn: ScoreFn, x: jax.Array, target: int | jax.Array, *, output: str = "probability") -> jax.Array:
-    """Vanilla saliency |d out_c / d x| (Simonyan et al. 2014).
-
-    Args:
-      score_fn: [B, ...] -> [B, C] logits; must treat examples independently.
-      x: [B, ...] float inputs.
-      target: the class c, an int for every example or an int array [B].
-      output: differentiate the softmax probability ("probability") or the logit ("logit").
-
-    Returns:
-      [B, ...] non-negative saliency, shaped like x.
-    """
-    check_choice("output", output, OUTPUTS)
-    return jnp.abs(input_gradients(score_fn, x, _targets(target, x), output))
-
-
-def gradient(score_fn: ScoreFn, embeddings: jax.Array, target: int | jax.Array, mask: jax.Array) -> jax.Array:
-    """||d f_c / d e_t||_2 per token.
-
-    Args:
-      score_fn: [B, T, D] -> [B, C]; examples independent.
-      embeddings: e [B, T, D].
-      target: c, one int or [B] ints.
-      mask: [B, T] bool, True at real tokens.
-
-    Returns:
-      [B, T] non-negative scores, 0 at padding.
-    """
-    grads = input_gradients(score_fn, embeddings, _targets(target, embeddings), "logit")
-    return _masked(jnp.linalg.norm(grads.astype(jnp.float32), axis=-1), mask)
-
-
-def gradient_x_input(score_fn: ScoreFn, embeddings: jax.Array, target: int | jax.Array, mask: jax.Array) -> jax.Array:
-    """sum_d e_td d f_c / d e_td per token (signed); the first-order share of f_c of each token."""
-    grads = input_gradients(score_fn, embeddings, _targets(target, embeddings), "logit")
-    return _masked(jnp.sum(grads * embeddings, axis=-1), mask)
-
-
 def integrated_gradients(
-    score_fn: ScoreFn,
+    f: Model,
     x: jax.Array,
-    target: int | jax.Array,
-    mask: jax.Array | None = None,
+    targets: int | jax.Array,
     *,
-    baseline: jax.Array | None = None,
+    baseline: jax.Array,
     n_steps: int,
-    chunk_size: int | None = None,
-    output: str = "logit",
-    linear_map: Callable[[jax.Array], jax.Array] | None = None,
+    max_rows: int,
+    linear_map: LinearMap | None,
 ) -> jax.Array:
     """Integrated gradients (Sundararajan et al. 2017) by the midpoint Riemann rule.
 
         IG(x) = (x - x') * (1/K) sum_{k<K} g(x' + a_k (x - x')),   a_k = (k + 1/2) / K,
 
-    with g = d out_c / d x and K = `n_steps` (`mean_path_gradient`).
+    with g = d f_c / d x and K = `n_steps` (`_mean_path_gradient`).
 
     A model whose first layer is affine, f(x) = g(L(x)), can pass L as `linear_map` and g as
-    `score_fn`: the straight path from x' to x maps to the straight path from L(x') to L(x), so
-    the mean gradient along it is taken in z = L(x) and brought back once through L's transpose,
-    grad_x f = L^T grad_z g. The attributions are the same; each of the K steps then costs the
-    layers after L only.
+    `f`: the straight path from x' to x maps to the straight path from L(x') to L(x), so the mean
+    gradient along it is taken in z = L(x) and brought back once through L's transpose, grad_x f
+    = L^T grad_z g. The attributions are the same; each of the K steps then costs the layers
+    after L only.
 
     Args:
-      score_fn: [B, ...] -> [B, C] scores (of z when `linear_map`); must treat examples
-        independently and accept any batch size: it is called on [S * B, ...] stacks of S steps,
-        step-major (row s * B + b is step s of example b), so per-example side inputs such as a
-        mask tile S times.
-      x: [B, ...] float inputs; with `mask`, the vectors e [B, T, D] of T positions.
-      target: the output c, an int for every example or an int array [B].
-      mask: [B, T] bool, True at real positions: sum each position's D attributions into its
-        score; None: the attributions shaped like x.
-      baseline: x', broadcastable to x; zeros when None.
+      f: [R, ...] -> [R, C] scores (of z when `linear_map`), rows independent; called on [S * R,
+        ...] stacks of S steps, step-major (row s * R + r is step s of row r).
+      x: [R, ...] float inputs.
+      targets: the outputs c, one int or [R] ints.
+      baseline: x', broadcastable to x.
       n_steps: K, the number of interpolation points.
-      chunk_size: the most steps evaluated at once (memory ~ chunk_size * B); None: all K.
-      output: differentiate the logit ("logit") or the softmax probability ("probability").
-      linear_map: L, an affine map of x (examples independent), or None.
+      max_rows: the most rows one call of f scores: min(K, max(1, max_rows // R)) steps a call.
+      linear_map: L, an affine map of x (rows independent), or None.
 
     Returns:
-      [B, ...] signed attributions shaped like x, or with `mask` [B, T] scores, 0 at padding;
-      their sum approximates out_c(x) - out_c(x').
+      [R, ...] signed attributions shaped like x; a row's sum approximates f_c(x) - f_c(x').
     """
     baseline = _baseline(x, baseline)
+    steps_a_call = min(n_steps, _copies(max_rows, x))
     if linear_map is None:
-        mean_gradient = mean_path_gradient(
-            score_fn, x, target, baseline=baseline, n_steps=n_steps, chunk_size=chunk_size, output=output
-        )
+        mean_gradient = _mean_path_gradient(f, x, targets, baseline, n_steps, steps_a_call)
     else:
-        mean_in_z = mean_path_gradient(
-            score_fn,
-            linear_map(x),
-            target,
-            baseline=linear_map(baseline),
-            n_steps=n_steps,
-            chunk_size=chunk_size,
-            output=output,
-        )
+        mean_in_z = _mean_path_gradient(f, linear_map(x), targets, linear_map(baseline), n_steps, steps_a_call)
         _, transpose = jax.vjp(linear_map, x)
         mean_gradient = transpose(mean_in_z)[0]
-    attributions = (x - baseline) * mean_gradient
-    return attributions if mask is None else _masked(jnp.sum(attributions, axis=-1), mask)
+    return (x - baseline) * mean_gradient
 
 
-def mean_path_gradient(
-    score_fn: ScoreFn,
-    x: jax.Array,
-    target: int | jax.Array,
-    *,
-    baseline: jax.Array | None = None,
-    n_steps: int,
-    chunk_size: int | None = None,
-    output: str = "logit",
+def _mean_path_gradient(
+    f: Model, x: jax.Array, targets: int | jax.Array, baseline: jax.Array, n_steps: int, steps_a_call: int
 ) -> jax.Array:
     """(1/K) sum_{k<K} g(x' + a_k (x - x')), the mean gradient along the straight path that
-    `integrated_gradients` multiplies by x - x' (same arguments, same chunking).
-
-    Returns:
-      [B, ...] signed mean gradients, shaped like x.
-    """
-    check_choice("output", output, OUTPUTS)
-    if n_steps < 1:
-        raise ValueError(f"n_steps must be positive, got {n_steps}.")
-    if chunk_size is not None and chunk_size < 1:
-        raise ValueError(f"chunk_size must be positive or None, got {chunk_size}.")
+    `integrated_gradients` multiplies by x - x', in the fewest calls of at most `steps_a_call`
+    steps each. [R, ...] signed mean gradients, shaped like x."""
     baseline = _baseline(x, baseline)
     difference = x - baseline
-    targets = _targets(target, x)
+    targets = _targets(targets, x)
 
-    n_chunks = 1 if chunk_size is None else -(-n_steps // chunk_size)
+    n_chunks = -(-n_steps // steps_a_call)
     steps_per_chunk = -(-n_steps // n_chunks)
     step_index = jnp.arange(n_chunks * steps_per_chunk).reshape(n_chunks, steps_per_chunk)
     is_step = step_index < n_steps
@@ -264,8 +194,8 @@ def mean_path_gradient(
 
     def add_chunk(gradient_sum: jax.Array, chunk: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, None]:
         chunk_alphas, chunk_is_step = chunk
-        points = baseline[None] + chunk_alphas.reshape(point_shape) * difference[None]  # [S, B, ...]
-        gradients = input_gradients(score_fn, points.reshape((-1,) + x.shape[1:]), chunk_targets, output)
+        points = baseline[None] + chunk_alphas.reshape(point_shape) * difference[None]  # [S, R, ...]
+        gradients = input_gradients(f, points.reshape((-1,) + x.shape[1:]), chunk_targets)
         gradients = jnp.where(chunk_is_step.reshape(point_shape), gradients.reshape(points.shape), 0)
         return gradient_sum + jnp.sum(gradients, axis=0), None
 
@@ -274,223 +204,216 @@ def mean_path_gradient(
 
 
 def completeness_error(
-    score_fn: ScoreFn,
-    embeddings: jax.Array,
-    target: int | jax.Array,
-    attributions: jax.Array,
-    *,
-    baseline: jax.Array | None = None,
+    f: Model, x: jax.Array, targets: int | jax.Array, attributions: jax.Array, *, baseline: jax.Array
 ) -> jax.Array:
-    """|sum_t a_t - (f_c(e) - f_c(e'))| / |f_c(e) - f_c(e')| per example [B]: how far integrated
-    gradients' attributions a [B, T] are from accounting for the whole change of the output."""
-    targets = _targets(target, embeddings)
-    both = score_fn(jnp.concatenate([embeddings, _baseline(embeddings, baseline)]))
+    """|sum_t a_t - (f_c(x) - f_c(x'))| / |f_c(x) - f_c(x')| per row [R]: how far integrated
+    gradients' attributions a [R, T] are from accounting for the whole change of the output.
+    f scores x and x' in one call of 2 R rows."""
+    targets = _targets(targets, x)
+    both = f(jnp.concatenate([x, _baseline(x, baseline)]))
     selected = jnp.take_along_axis(both.astype(jnp.float32), jnp.tile(targets, 2)[:, None], axis=1)[:, 0]
-    change = selected[: embeddings.shape[0]] - selected[embeddings.shape[0] :]
+    change = selected[: x.shape[0]] - selected[x.shape[0] :]
     return jnp.abs(jnp.sum(attributions, axis=-1) - change) / jnp.maximum(jnp.abs(change), 1e-12)
 
 
 def smoothgrad(
-    score_fn: ScoreFn,
-    x: jax.Array,
-    target: int | jax.Array,
-    key: jax.Array,
-    mask: jax.Array | None = None,
-    *,
-    n_samples: int,
-    stddev: float,
-    output: str = "probability",
+    f: Model, x: jax.Array, targets: int | jax.Array, key: jax.Array, *, n_samples: int, stddev: float
 ) -> jax.Array:
-    """SmoothGrad (Smilkov et al. 2017): saliency averaged over noisy copies of the input.
+    """SmoothGrad (Smilkov et al. 2017): |d f_c / d x| averaged over noisy copies of the input.
 
         SG(x) = (1/M) sum_{m<M} |g(x + eps_m)|,   eps_m ~ N(0, (stddev * (max(x) - min(x)))^2),
 
-    with g = d out_c / d x, M = `n_samples`, and max / min taken over each example's own values,
-    so `stddev` is a fraction of the example's value range as in the paper. The samples run one
-    after another under a `lax.scan`: memory is that of one saliency pass.
+    with g = d f_c / d x, M = `n_samples`, and max / min taken over each row's own values, so
+    `stddev` is a fraction of the row's value range as in the paper. The samples run one after
+    another under a `lax.scan`: memory is that of one gradient pass.
 
     Args:
-      score_fn: [B, ...] -> [B, C] logits; must treat examples independently.
-      x: [B, ...] float inputs; with `mask`, the vectors e [B, T, D] of T positions.
-      target: the class c, an int for every example or an int array [B].
-      key: a PRNG key for the noise, or [B] keys, one a row (`row_keys`).
-      mask: [B, T] bool, True at real positions: score each position by the L2 norm of its D
-        values; None: the saliency shaped like x.
+      f: [R, ...] -> [R, C] scores, rows independent.
+      x: [R, ...] float inputs.
+      targets: the outputs c, one int or [R] ints.
+      key: a PRNG key for the noise, or [R] keys, one a row (`row_keys`).
       n_samples: M, the number of noisy copies.
-      stddev: noise standard deviation as a fraction of each example's value range.
-      output: differentiate the softmax probability ("probability") or the logit ("logit").
+      stddev: noise standard deviation as a fraction of each row's value range.
 
     Returns:
-      [B, ...] non-negative smoothed saliency shaped like x, or with `mask` [B, T] scores, 0 at
-      padding.
+      [R, ...] non-negative smoothed gradients, shaped like x.
     """
-    check_choice("output", output, OUTPUTS)
-    if n_samples < 1:
-        raise ValueError(f"n_samples must be positive, got {n_samples}.")
-    targets = _targets(target, x)
+    targets = _targets(targets, x)
     flat = x.reshape(x.shape[0], -1)
     value_range = jnp.max(flat, axis=1) - jnp.min(flat, axis=1)
     noise_scale = (stddev * value_range).reshape((x.shape[0],) + (1,) * (x.ndim - 1))
 
-    def add_sample(saliency_sum: jax.Array, sample_keys: jax.Array) -> tuple[jax.Array, None]:
+    def add_sample(gradient_sum: jax.Array, sample_keys: jax.Array) -> tuple[jax.Array, None]:
         noise = jax.vmap(lambda k: jax.random.normal(k, x.shape[1:], x.dtype))(sample_keys)
         noisy = x + noise_scale * noise
-        return saliency_sum + jnp.abs(input_gradients(score_fn, noisy, targets, output)), None
+        return gradient_sum + jnp.abs(input_gradients(f, noisy, targets)), None
 
-    sample_keys = jax.vmap(lambda k: jax.random.split(k, n_samples))(row_keys(key, x.shape[0]))  # [B, M]
-    saliency_sum, _ = jax.lax.scan(add_sample, jnp.zeros_like(x), jnp.swapaxes(sample_keys, 0, 1))
-    maps = saliency_sum / n_samples
-    return maps if mask is None else _masked(jnp.linalg.norm(maps.astype(jnp.float32), axis=-1), mask)
+    sample_keys = jax.vmap(lambda k: jax.random.split(k, n_samples))(row_keys(key, x.shape[0]))  # [R, M]
+    gradient_sum, _ = jax.lax.scan(add_sample, jnp.zeros_like(x), jnp.swapaxes(sample_keys, 0, 1))
+    return gradient_sum / n_samples
 
 
 def occlusion(
-    score_fn: ScoreFn,
-    embeddings: jax.Array,
-    target: int | jax.Array,
+    f: Model,
+    x: jax.Array,
+    targets: int | jax.Array,
     mask: jax.Array,
     *,
-    baseline: jax.Array | None = None,
-    chunk_size: int | None = None,
-    linear_map: Callable[[jax.Array], jax.Array] | None = None,
-    prefix_radius: int | None = None,
+    baseline: jax.Array,
+    max_rows: int,
+    linear_map: LinearMap | None,
+    prefix_radius: int | None,
 ) -> jax.Array:
-    """f_c(e) - f_c(e with token t's vector replaced by the baseline's), for every t.
+    """f_c(x) - f_c(x with position t's values replaced by the baseline's), for every t.
 
-    The T occluded copies of the batch are scored in one call of `score_fn` on [T * B] rows, or
-    `chunk_size` copies at a time. Signed: positive where removing the token lowers the output.
+    The T occluded copies of the rows are scored max(1, `max_rows` // R) copies a call of f.
+    Signed: positive where removing the position lowers the output.
 
-    With `linear_map` L, an affine first layer (f = g(L(e)), `score_fn` then g), and
-    `prefix_radius` r, L's output at position p reading e only at positions within r of p (a
-    convolution of width 2r + 1, 'same' padding): occluding t changes L(e) only at |p - t| <= r,
-    and the tokens t = c, c + s, c + 2s, ... (s = 2r + 1) change it at disjoint positions, so
-    L(e with all of them occluded) gives each one's occluded L, read inside its own window. All T
-    occluded copies then cost s calls of L and T of g instead of T of both: the same values,
-    as exactly as L's own arithmetic. Without `prefix_radius`, s = T: L may read every position.
+    With `linear_map` L, an affine first layer (f = g(L(x)), `f` then g), and `prefix_radius` r,
+    L's output at position p reading x only at positions within r of p (a convolution of width
+    2r + 1, 'same' padding): occluding t changes L(x) only at |p - t| <= r, and the positions t =
+    c, c + s, c + 2s, ... (s = 2r + 1) change it at disjoint positions, so L(x with all of them
+    occluded) gives each one's occluded L, read inside its own window. All T occluded copies
+    then cost s calls of L and T of g instead of T of both: the same values, as exactly as L's
+    own arithmetic. Without `prefix_radius` (None), s = T: L may read every position.
+
+    Args:
+      f: [R, T, ...] -> [R, C] scores (of L's outputs when `linear_map`), rows independent.
+      x: [R, T, ...] float inputs.
+      targets: the outputs c, one int or [R] ints.
+      mask: [R, T] bool, True at real positions.
+      baseline: x', broadcastable to x.
+      max_rows: the most rows one call of f (and of L) scores.
+      linear_map: L, an affine map of x (rows independent), or None.
+      prefix_radius: how far L reaches, or None: anywhere.
 
     Returns:
-      [B, T] scores, 0 at padding.
+      [R, T] scores, 0 at padding.
     """
-    targets = _targets(target, embeddings)
-    baseline = _baseline(embeddings, baseline)
-    length = embeddings.shape[1]
+    targets = _targets(targets, x)
+    baseline = _baseline(x, baseline)
+    length = x.shape[1]
     positions = jnp.arange(length)
     if linear_map is None:
         all_but_one = jnp.broadcast_to(~jnp.eye(length, dtype=bool)[:, None, :], (length,) + mask.shape)
-        occluded = coalition_values(score_fn, embeddings, baseline, targets, all_but_one, chunk_size)
-        full_input = embeddings
+        occluded = coalition_values(
+            f, x, baseline, targets, all_but_one, max_rows=max_rows, linear_map=None, prefix_radius=None
+        )
+        full_input = x
     else:
-        full_input = linear_map(embeddings)
-        stride, windows = _strided_windows(length, prefix_radius, full_input.shape, embeddings.shape)
-        # [s, B, P, ...]: L with the tokens of each residue class mod s occluded together
-        occluded_classes = _linear_of_classes(linear_map, baseline, embeddings, stride, chunk_size)
+        copies = _copies(max_rows, x)
+        full_input = linear_map(x)
+        stride, windows = _strided_windows(length, prefix_radius, full_input.shape, x.shape)
+        # [s, R, P, ...]: L with the positions of each residue class mod s occluded together
+        occluded_classes = _linear_of_classes(linear_map, baseline, x, stride, copies)
 
-        def occluded_inputs(ts: jax.Array) -> jax.Array:  # [chunk] -> [chunk * B, P, ...]
+        def occluded_inputs(ts: jax.Array) -> jax.Array:  # [copies] -> [copies * R, P, ...]
             rows = occluded_classes[ts % stride]
             if windows is not None:
                 rows = jnp.where(_expand_to(windows[ts][:, None], full_input.ndim + 1), rows, full_input[None])
             return rows.reshape((-1,) + full_input.shape[1:])
 
-        occluded = _scored_in_chunks(score_fn, targets, positions, chunk_size, occluded_inputs)
-    full = jnp.take_along_axis(score_fn(full_input).astype(jnp.float32), targets[:, None], axis=1)[:, 0]
+        occluded = _scored_in_chunks(f, targets, positions, copies, occluded_inputs)
+    full = jnp.take_along_axis(f(full_input).astype(jnp.float32), targets[:, None], axis=1)[:, 0]
     return _masked(full[:, None] - occluded.T, mask)
 
 
 # ---------------------------------------------------------------------------------------------
-# Sampling methods: tokens as players of a coalitional game.
+# Sampling methods: positions as players of a coalitional game.
 # ---------------------------------------------------------------------------------------------
 
 
 def coalition_values(
-    score_fn: ScoreFn,
-    embeddings: jax.Array,
+    f: Model,
+    x: jax.Array,
     baseline: jax.Array,
-    target: int | jax.Array,
+    targets: int | jax.Array,
     coalitions: jax.Array,
-    chunk_size: int | None = None,
-    linear_map: Callable[[jax.Array], jax.Array] | None = None,
-    prefix_radius: int | None = None,
+    *,
+    max_rows: int,
+    linear_map: LinearMap | None,
+    prefix_radius: int | None,
 ) -> jax.Array:
-    """f_c of every coalition: the tokens with z_t true keep their vectors, the others take the
+    """f_c of every coalition: the positions with z_t true keep their values, the others take the
     baseline's.
 
-    The N coalitions of the batch are stacked as [N * B, T, D] and scored by one call of
-    `score_fn`, or by the fewest calls of at most `chunk_size` coalitions each, under `lax.map`
-    (memory ~ chunk * B), as equal as they can be: 258 coalitions in chunks of at most 64 are
-    five calls of 52 (two padding coalitions scored for nothing), not five of 64 (62).
+    The N coalitions of the rows are stacked as [N * R, T, ...] and scored by the fewest calls of
+    f of at most max(1, `max_rows` // R) coalitions each, under `lax.map` (memory ~ max_rows), as
+    equal as they can be: 258 coalitions at most 64 a call are five calls of 52 (two padding
+    coalitions scored for nothing), not five of 64 (62).
 
-    With `linear_map` L, an affine first layer (f = g(L(x)), `score_fn` then g), a coalition's
-    input to g is L(x') + sum_t z_t C_t, exact for an affine L, with C_t = L(x' + (x - x')_t) -
-    L(x') the change one position makes, computed once for the T positions. Each coalition then
-    costs a [T] x [T, ...] product and g instead of L and g: worth it where L dominates f and
-    there are many more coalitions than positions (iCapsNets' region convolution, KernelSHAP's
-    and LIME's hundreds of coalitions). With `prefix_radius` r as well (see `occlusion`), the
-    T changes take 2r + 1 calls of L instead of T.
+    With `linear_map` L, an affine first layer (f = g(L(x)), `f` then g), a coalition's input to
+    g is L(x') + sum_t z_t C_t, exact for an affine L, with C_t = L(x' + (x - x')_t) - L(x') the
+    change one position makes, computed once for the T positions. Each coalition then costs a
+    [T] x [T, ...] product and g instead of L and g: worth it where L dominates f and there are
+    many more coalitions than positions (iCapsNets' region convolution, KernelSHAP's and LIME's
+    hundreds of coalitions). With `prefix_radius` r as well (see `occlusion`), the T changes take
+    2r + 1 calls of L instead of T.
 
     Args:
-      score_fn, embeddings, target: as `gradient`.
-      baseline: e' [B, T, D].
-      coalitions: z [N, B, T] bool.
-      chunk_size: the most coalitions scored at once; None: all.
-      linear_map: L, an affine map of [B, T, ...] inputs (examples independent), or None.
+      f, x, targets: as `occlusion`'s.
+      baseline: x' [R, T, ...].
+      coalitions: z [N, R, T] bool.
+      max_rows: the most rows one call of f (and of L) scores.
+      linear_map: L, an affine map of [R, T, ...] inputs (rows independent), or None.
       prefix_radius: how far L reaches (`occlusion`), or None: anywhere.
 
     Returns:
-      [N, B] float32.
+      [N, R] float32.
     """
     batch = coalitions.shape[1]
-    targets = _targets(target, embeddings)
+    targets = _targets(targets, x)
+    copies = _copies(max_rows, x)
     if linear_map is None:
 
-        def inputs(z: jax.Array) -> jax.Array:  # [chunk, B, T] -> [chunk * B, T, ...]
-            e = jnp.where(_expand_to(z, embeddings.ndim + 1), embeddings[None], baseline[None])
-            return e.reshape((-1,) + embeddings.shape[1:])
+        def inputs(z: jax.Array) -> jax.Array:  # [copies, R, T] -> [copies * R, T, ...]
+            values = jnp.where(_expand_to(z, x.ndim + 1), x[None], baseline[None])
+            return values.reshape((-1,) + x.shape[1:])
     elif prefix_radius is None:
-        offset, contributions = _position_contributions(linear_map, embeddings, baseline, chunk_size)
+        offset, contributions = _position_contributions(linear_map, x, baseline, copies)
         row_shape = offset.shape[1:]
         offset, contributions = offset.reshape(batch, -1), contributions.reshape(batch, coalitions.shape[2], -1)
 
         def inputs(z: jax.Array) -> jax.Array:
-            # Batch-major products [B, chunk, T] x [B, T, O]: XLA:CPU copies C at every call for
+            # Batch-major products [R, copies, T] x [R, T, O]: XLA:CPU copies C at every call for
             # the same einsum written coalition-major (about ten times slower at four a call).
             mixed = jnp.einsum("bct,bto->bco", jnp.swapaxes(z, 0, 1).astype(contributions.dtype), contributions)
             return (offset[None] + jnp.swapaxes(mixed, 0, 1)).reshape((-1,) + row_shape)
     else:
-        offset, band = _banded_contributions(linear_map, embeddings, baseline, chunk_size, prefix_radius)
+        offset, band = _banded_contributions(linear_map, x, baseline, copies, prefix_radius)
         radius = (band.shape[0] - 1) // 2
 
         def inputs(z: jax.Array) -> jax.Array:
             # L's input at p mixes the coalition's z at p - r .. p + r alone: 2r + 1 products a
             # position instead of T.
             padded = jnp.pad(z, ((0, 0), (0, 0), (radius, radius))).astype(band.dtype)
-            # [2r + 1, chunk, B, P]: the coalition's z at p + d, d = -r .. r
+            # [2r + 1, copies, R, P]: the coalition's z at p + d, d = -r .. r
             shifted = jnp.stack([padded[..., d : d + z.shape[-1]] for d in range(2 * radius + 1)])
             mixed = jnp.sum(_expand_to(shifted, band.ndim + 1) * band[:, None], axis=0)
             return (offset[None] + mixed).reshape((-1,) + offset.shape[1:])
 
-    return _scored_in_chunks(score_fn, targets, coalitions, chunk_size, inputs)
+    return _scored_in_chunks(f, targets, coalitions, copies, inputs)
 
 
-def _scored_in_chunks(
-    score_fn: ScoreFn, targets: jax.Array, items: jax.Array, chunk_size: int | None, inputs
-) -> jax.Array:
-    """[N, B] f_c of the rows `inputs` builds from each of N items ([N, ...]; inputs: [chunk,
-    ...] -> [chunk * B, ...]), scored in the fewest calls of at most `chunk_size` items, as equal
-    as they can be (padding items repeat the last and are dropped)."""
+def _scored_in_chunks(f: Model, targets: jax.Array, items: jax.Array, copies: int, inputs) -> jax.Array:
+    """[N, R] f_c of the rows `inputs` builds from each of N items ([N, ...]; inputs: [chunk,
+    ...] -> [chunk * R, ...]), scored in the fewest calls of at most `copies` items, as equal as
+    they can be (padding items repeat the last and are dropped)."""
     n, batch = items.shape[0], targets.shape[0]
-    calls, chunk = _even_split(n, chunk_size)
+    calls, chunk = _even_split(n, copies)
     padded = jnp.concatenate([items, jnp.broadcast_to(items[-1:], (calls * chunk - n,) + items.shape[1:])])
 
-    def values(chunk_items: jax.Array) -> jax.Array:  # [chunk, ...] -> [chunk, B]
-        scores = score_fn(inputs(chunk_items)).astype(jnp.float32).reshape(chunk, batch, -1)
+    def values(chunk_items: jax.Array) -> jax.Array:  # [chunk, ...] -> [chunk, R]
+        scores = f(inputs(chunk_items)).astype(jnp.float32).reshape(chunk, batch, -1)
         return jnp.take_along_axis(scores, jnp.broadcast_to(targets[None, :, None], (chunk, batch, 1)), axis=2)[..., 0]
 
     return jax.lax.map(values, padded.reshape((calls, chunk) + items.shape[1:])).reshape(-1, batch)[:n]
 
 
-def _even_split(n: int, chunk_size: int | None) -> tuple[int, int]:
-    """(calls, items a call): the fewest calls of at most `chunk_size` items (None: one call)
-    covering n, as equal as they can be."""
-    calls = 1 if chunk_size is None else -(-n // max(1, chunk_size))
+def _even_split(n: int, copies: int) -> tuple[int, int]:
+    """(calls, items a call): the fewest calls of at most `copies` items covering n, as equal as
+    they can be."""
+    calls = -(-n // copies)
     return calls, -(-n // calls)
 
 
@@ -503,7 +426,7 @@ def _strided_windows(
     length: int, radius: int | None, output_shape: tuple, input_shape: tuple
 ) -> tuple[int, jax.Array | None]:
     """(s, windows [T, T] bool): positions t = c mod s (s = 2r + 1, at most T) change an L of
-    radius r at the disjoint windows[t] = (|p - t| <= r); L's outputs must then be [B, T, ...], by
+    radius r at the disjoint windows[t] = (|p - t| <= r); L's outputs must then be [R, T, ...], by
     position like its inputs. radius None: (T, None), one position a class, L changed anywhere."""
     if radius is None:
         return length, None
@@ -516,42 +439,42 @@ def _strided_windows(
     return min(2 * radius + 1, length), jnp.abs(positions[None, :] - positions[:, None]) <= radius
 
 
-def _linear_of_classes(linear_map, x, other, stride: int, chunk_size: int | None) -> jax.Array:
-    """[s, B, ...] L of x at the positions t = c mod s and `other` elsewhere, c = 0 .. s - 1,
-    `chunk_size` classes a call."""
+def _linear_of_classes(linear_map, x, other, stride: int, copies: int) -> jax.Array:
+    """[s, R, ...] L of x at the positions t = c mod s and `other` elsewhere, c = 0 .. s - 1,
+    at most `copies` classes a call."""
     length = x.shape[1]
     classes = jnp.arange(length)[None, :] % stride == jnp.arange(stride)[:, None]  # [s, T]
 
-    def of_classes(chunk_classes: jax.Array) -> jax.Array:  # [chunk, T] -> [chunk, B, ...]
+    def of_classes(chunk_classes: jax.Array) -> jax.Array:  # [chunk, T] -> [chunk, R, ...]
         inside = _expand_to(chunk_classes[:, None], x.ndim + 1)
         return jax.vmap(linear_map)(jnp.where(inside, x[None], other[None]))
 
-    calls, chunk = _even_split(stride, chunk_size)
+    calls, chunk = _even_split(stride, copies)
     padded = jnp.concatenate([classes, jnp.broadcast_to(classes[-1:], (calls * chunk - stride, length))])
     outputs = jax.lax.map(of_classes, padded.reshape(calls, chunk, length))
     return outputs.reshape((-1,) + outputs.shape[2:])[:stride]
 
 
-def _position_contributions(linear_map, x, baseline, chunk_size):
-    """(L(x') [B, ...], C [B, T, ...]): C_t = L(x' with position t from x) - L(x'), scored
-    `chunk_size` positions at a time."""
+def _position_contributions(linear_map, x, baseline, copies: int):
+    """(L(x') [R, ...], C [R, T, ...]): C_t = L(x' with position t from x) - L(x'), at most
+    `copies` positions a call of L."""
     offset = linear_map(baseline)
-    changes = _linear_of_classes(linear_map, x, baseline, x.shape[1], chunk_size) - offset[None]  # [T, B, ...]
+    changes = _linear_of_classes(linear_map, x, baseline, x.shape[1], copies) - offset[None]  # [T, R, ...]
     return offset, jnp.swapaxes(changes, 0, 1)
 
 
-def _banded_contributions(linear_map, x, baseline, chunk_size, prefix_radius: int):
-    """(L(x') [B, P, ...], band [2r + 1, B, P, ...]) for an L of radius r (`occlusion`): band[r +
+def _banded_contributions(linear_map, x, baseline, copies: int, prefix_radius: int):
+    """(L(x') [R, P, ...], band [2r + 1, R, P, ...]) for an L of radius r (`occlusion`): band[r +
     d, :, p] = the change position p + d makes to L at p (0 where p + d is outside 0 .. T - 1),
     from the 2r + 1 calls of L that change the positions of each residue class mod 2r + 1."""
     offset = linear_map(baseline)
     length = x.shape[1]
     stride, _ = _strided_windows(length, prefix_radius, offset.shape, x.shape)
-    changes = _linear_of_classes(linear_map, x, baseline, stride, chunk_size) - offset[None]  # [s, B, P, ...]
+    changes = _linear_of_classes(linear_map, x, baseline, stride, copies) - offset[None]  # [s, R, P, ...]
     radius = min(prefix_radius, length - 1)
     positions = jnp.arange(length)
     sources = positions[None, :] + jnp.arange(-radius, radius + 1)[:, None]  # [2r + 1, P]: p + d
-    band = changes[sources % stride, :, positions[None, :]]  # [2r + 1, P, B, ...]
+    band = changes[sources % stride, :, positions[None, :]]  # [2r + 1, P, R, ...]
     inside = _expand_to((sources >= 0) & (sources < length), band.ndim)
     return offset, jnp.swapaxes(jnp.where(inside, band, 0.0), 1, 2)
 
@@ -573,12 +496,11 @@ def row_keys(key: jax.Array, rows: int) -> jax.Array:
 
 
 # This function and the coalition designs and regressions below are jitted (sizes static):
-# called eagerly, outside a jit of the caller's, each of their many small operations compiled on
-# its own, and an eager KernelSHAP's first call took 7.4 s against 2.8 s (4 rows of 12 tokens,
-# 256 coalitions).
+# called eagerly, outside a jit of the caller's, each of their many small operations would compile
+# on its own, which made an eager KernelSHAP's first call several times slower.
 @functools.partial(jax.jit, static_argnames="shape")
 def _random_ranks(key: jax.Array, mask: jax.Array, shape: tuple) -> jax.Array:
-    """[*shape, B, T] a uniformly random order of each row's real tokens (ranks 0..M-1), the
+    """[*shape, R, T] a uniformly random order of each row's real positions (ranks 0..M-1), the
     padding after them."""
     uniform = jax.vmap(lambda k: jax.random.uniform(k, shape + mask.shape[1:]))(row_keys(key, mask.shape[0]))
     draws = jnp.where(jnp.broadcast_to(mask, shape + mask.shape), jnp.moveaxis(uniform, 0, len(shape)), 2.0)
@@ -671,11 +593,11 @@ def _kernel_design_row(key: jax.Array, mask: jax.Array, n_samples: int) -> tuple
 
 
 @functools.partial(jax.jit, static_argnames="n_samples")
-def shapley_kernel_design(key: jax.Array, mask: jax.Array, n_samples: int) -> tuple[jax.Array, jax.Array]:
-    """KernelSHAP's coalitions of the real tokens and their weights, as SHAP's KernelExplainer
+def shapley_kernel_design(key: jax.Array, mask: jax.Array, *, n_samples: int) -> tuple[jax.Array, jax.Array]:
+    """KernelSHAP's coalitions of the real positions and their weights, as SHAP's KernelExplainer
     chooses them, with the sampled sizes stratified.
 
-    A row with M real tokens puts the Shapley kernel's weight (M - 1) / (s (M - s)) on each size
+    A row with M real positions puts the Shapley kernel's weight (M - 1) / (s (M - s)) on each size
     s = 1..M-1, a size and its complement's (M - s) together. Sizes are taken smallest first
     while the samples left cover the size's share of the weight left with all of its coalitions:
     those are enumerated (each coalition and its complement), weighted w_s / C(M, s). The
@@ -683,17 +605,17 @@ def shapley_kernel_design(key: jax.Array, mask: jax.Array, n_samples: int) -> tu
     systematic sampling of the weight left (stratified: every size in proportion to its weight,
     to within one pair) and whose members are uniform; they share the weight left equally. With
     n_samples >= 2^M - 2 every coalition is enumerated and KernelSHAP gives the exact Shapley
-    values. Rows with fewer than two real tokens get weight 0 (their one value is fixed by
+    values. Rows with fewer than two real positions get weight 0 (their one value is fixed by
     efficiency).
 
     Args:
-      key: a PRNG key, or [B] keys, one a row (`row_keys`).
-      mask: [B, T] bool.
+      key: a PRNG key, or [R] keys, one a row (`row_keys`).
+      mask: [R, T] bool.
       n_samples: N, the coalitions of every row.
 
     Returns:
-      coalitions [N, B, T] bool (false at padding) and weights [N, B] float32, each row's summing
-      to 1 (0 for rows with fewer than two real tokens).
+      coalitions [N, R, T] bool (false at padding) and weights [N, R] float32, each row's summing
+      to 1 (0 for rows with fewer than two real positions).
     """
     keys = row_keys(key, mask.shape[0])
     coalitions, weights = jax.vmap(_kernel_design_row, in_axes=(0, 0, None))(keys, mask, n_samples)
@@ -701,7 +623,7 @@ def shapley_kernel_design(key: jax.Array, mask: jax.Array, n_samples: int) -> tu
 
 
 def _solve_symmetric(a: jax.Array, b: jax.Array) -> jax.Array:
-    """x [B, T] with a x = b for symmetric positive definite a [B, T, T] and b [B, T]:
+    """x [R, T] with a x = b for symmetric positive definite a [R, T, T] and b [R, T]:
     Gauss-Jordan elimination without pivoting (stable for such matrices) in `lax.fori_loop`.
     Plain lax, not LAPACK: XLA:CPU's LAPACK calls can stall a computation that spans several
     CPU devices, as the parameters of a multi-device run do."""
@@ -711,7 +633,7 @@ def _solve_symmetric(a: jax.Array, b: jax.Array) -> jax.Array:
         a, b = carry
         pivot = a[:, k, k]
         row, rhs = a[:, k, :] / pivot[:, None], b[:, k] / pivot
-        factor = jnp.where(rows[None, :] == k, 0.0, a[:, :, k])  # [B, T]: every other row
+        factor = jnp.where(rows[None, :] == k, 0.0, a[:, :, k])  # [R, T]: every other row
         a = a - factor[:, :, None] * row[:, None, :]
         b = b - factor * rhs[:, None]
         a = jnp.where((rows == k)[None, :, None], row[:, None, :], a)
@@ -728,8 +650,7 @@ def constrained_shapley_regression(
     empty_value: jax.Array,
     coalitions: jax.Array,
     mask: jax.Array,
-    weights: jax.Array | None = None,
-    ridge: float = 1e-6,
+    weights: jax.Array,
 ) -> jax.Array:
     """KernelSHAP's estimate: min sum_n w_n (v_n - v_0 - z_n^T phi)^2 subject to sum_t phi_t =
     v_1 - v_0 (efficiency), in closed form (Covert & Lee 2021):
@@ -737,26 +658,26 @@ def constrained_shapley_regression(
         A = sum w z z^T / sum w,   b = sum w z (v - v_0) / sum w
         phi = A^-1 (b - 1 (1^T A^-1 b - (v_1 - v_0)) / (1^T A^-1 1))
 
-    with the padding's rows of A set to the identity (its phi is 0) and `ridge` on the diagonal.
+    with the padding's rows of A set to the identity (its phi is 0) and a ridge of 1e-6 on the
+    diagonal.
     With every coalition and the Shapley kernel's weights, phi are the exact Shapley values.
 
     Args:
-      values: v_n [N, B], the coalitions' outputs.
-      full_value, empty_value: v_1, v_0 [B], the outputs with every real token and with none.
-      coalitions: z [N, B, T] bool.
-      mask: [B, T] bool, the players.
-      weights: w [N, B] (None: all 1, for coalitions drawn from the kernel).
-      ridge: added to A's diagonal.
+      values: v_n [N, R], the coalitions' outputs.
+      full_value, empty_value: v_1, v_0 [R], the outputs with every real position and with none.
+      coalitions: z [N, R, T] bool.
+      mask: [R, T] bool, the players.
+      weights: w [N, R].
 
     Returns:
-      [B, T] float32, 0 at padding, summing to v_1 - v_0.
+      [R, T] float32, 0 at padding, summing to v_1 - v_0.
     """
     z = coalitions.astype(jnp.float32)
-    w = jnp.ones(values.shape, jnp.float32) if weights is None else weights.astype(jnp.float32)
-    total = jnp.maximum(jnp.sum(w, axis=0), 1e-30)  # [B]
+    w = weights.astype(jnp.float32)
+    total = jnp.maximum(jnp.sum(w, axis=0), 1e-30)  # [R]
     a = jnp.einsum("nb,nbt,nbu->btu", w, z, z) / total[:, None, None]
     players = mask.astype(jnp.float32)
-    a = a + jnp.eye(mask.shape[1])[None] * ((1.0 - players) + ridge)[:, None, :]
+    a = a + jnp.eye(mask.shape[1])[None] * ((1.0 - players) + _SHAPLEY_RIDGE)[:, None, :]
     b = jnp.einsum("nb,nbt,nb->bt", w, z, values - empty_value[None]) / total[:, None]
     both = _solve_symmetric(jnp.concatenate([a, a]), jnp.concatenate([b, players]))
     a_inv_b, a_inv_u = both[: len(b)], both[len(b) :]
@@ -766,107 +687,104 @@ def constrained_shapley_regression(
 
 
 def kernel_shap(
-    score_fn: ScoreFn,
-    embeddings: jax.Array,
-    target: int | jax.Array,
+    f: Model,
+    x: jax.Array,
+    targets: int | jax.Array,
     mask: jax.Array,
     key: jax.Array,
     *,
     n_samples: int,
-    baseline: jax.Array | None = None,
-    chunk_size: int | None = None,
-    linear_map: Callable[[jax.Array], jax.Array] | None = None,
-    prefix_radius: int | None = None,
+    baseline: jax.Array,
+    max_rows: int,
+    linear_map: LinearMap | None,
+    prefix_radius: int | None,
 ) -> jax.Array:
-    """Shapley values of the real tokens estimated by KernelSHAP (module docstring).
+    """Shapley values of the real positions estimated by KernelSHAP (module docstring).
 
     Args:
-      score_fn, embeddings, target, mask: as `gradient`.
-      key: draws the coalitions (a PRNG key, or [B] keys, one a row).
-      n_samples: coalitions per example (`shapley_kernel_design`; each costs one forward row).
-      baseline: e' broadcastable to e; zeros when None.
-      chunk_size: coalitions scored at once (`coalition_values`); None: all in one call.
-      linear_map: L of an affine first layer, `score_fn` then scoring L's outputs
-        (`coalition_values`); None: `score_fn` scores the vectors.
-      prefix_radius: how far L reaches (`occlusion`), or None: anywhere.
+      f, x, targets, mask: as `occlusion`'s.
+      key: draws the coalitions (a PRNG key, or [R] keys, one a row).
+      n_samples: coalitions a row (`shapley_kernel_design`; each costs one row of f).
+      baseline: x', broadcastable to x.
+      max_rows, linear_map, prefix_radius: as `coalition_values`'s (`linear_map` L of an affine
+        first layer, `f` then scoring L's outputs; None: `f` scores x).
 
     Returns:
-      [B, T] signed scores, 0 at padding, summing to f_c(e) - f_c(e') over t.
+      [R, T] signed scores, 0 at padding, summing to f_c(x) - f_c(x') over t.
     """
-    baseline = _baseline(embeddings, baseline)
-    coalitions, weights = shapley_kernel_design(key, mask, n_samples)
+    baseline = _baseline(x, baseline)
+    coalitions, weights = shapley_kernel_design(key, mask, n_samples=n_samples)
     ends = jnp.stack([mask, jnp.zeros_like(mask)])
     values = coalition_values(
-        score_fn,
-        embeddings,
+        f,
+        x,
         baseline,
-        target,
+        targets,
         jnp.concatenate([coalitions, ends]),
-        chunk_size,
-        linear_map,
-        prefix_radius,
+        max_rows=max_rows,
+        linear_map=linear_map,
+        prefix_radius=prefix_radius,
     )
     return constrained_shapley_regression(values[:-2], values[-2], values[-1], coalitions, mask, weights)
 
 
 def shapley_sampling(
-    score_fn: ScoreFn,
-    embeddings: jax.Array,
-    target: int | jax.Array,
+    f: Model,
+    x: jax.Array,
+    targets: int | jax.Array,
     mask: jax.Array,
     key: jax.Array,
     *,
     n_permutations: int,
-    baseline: jax.Array | None = None,
-    chunk_size: int | None = None,
-    linear_map: Callable[[jax.Array], jax.Array] | None = None,
-    prefix_radius: int | None = None,
+    baseline: jax.Array,
+    max_rows: int,
+    linear_map: LinearMap | None,
+    prefix_radius: int | None,
 ) -> jax.Array:
-    """Shapley values of the real tokens from antithetic permutation sampling.
+    """Shapley values of the real positions from antithetic permutation sampling.
 
-    Each of the `n_permutations` orders (half drawn, half their reverses) adds the real tokens
-    one at a time, from the baseline to the input: T + 1 coalitions an order, all scored in one
-    batched call; phi_t is the mean change of f_c when t joins.
+    Each of the `n_permutations` orders (half drawn, half their reverses) adds the real positions
+    one at a time, from the baseline to the input: T + 1 coalitions an order, scored by
+    `coalition_values`; phi_t is the mean change of f_c when t joins.
 
     Args:
-      score_fn, embeddings, target, mask: as `gradient`.
-      key: draws the orders (a PRNG key, or [B] keys, one a row).
-      n_permutations: P, even (an odd P is rounded up); costs P (T + 1) forward rows an example.
-      baseline: e' broadcastable to e; zeros when None.
-      chunk_size: coalitions scored at once (`coalition_values`); None: all in one call.
-      linear_map, prefix_radius: as `kernel_shap`'s.
+      f, x, targets, mask: as `occlusion`'s.
+      key: draws the orders (a PRNG key, or [R] keys, one a row).
+      n_permutations: P, even (an odd P is rounded up); costs P (T + 1) rows of f a row.
+      baseline: x', broadcastable to x.
+      max_rows, linear_map, prefix_radius: as `coalition_values`'s.
 
     Returns:
-      [B, T] signed scores, 0 at padding, summing exactly to f_c(e) - f_c(e') over t.
+      [R, T] signed scores, 0 at padding, summing exactly to f_c(x) - f_c(x') over t.
     """
-    baseline = _baseline(embeddings, baseline)
+    baseline = _baseline(x, baseline)
     half = (n_permutations + 1) // 2
-    ranks = _random_ranks(key, mask, (half,))  # [half, B, T]
+    ranks = _random_ranks(key, mask, (half,))  # [half, R, T]
     real = jnp.sum(mask, axis=-1)[None, :, None]
     ranks = jnp.concatenate([ranks, jnp.where(mask[None], real - 1 - ranks, ranks)])  # the reversed orders
     steps = jnp.arange(mask.shape[1] + 1)
-    coalitions = (ranks[:, None] < steps[None, :, None, None]) & mask[None, None]  # [P, T + 1, B, T]
+    coalitions = (ranks[:, None] < steps[None, :, None, None]) & mask[None, None]  # [P, T + 1, R, T]
     values = coalition_values(
-        score_fn,
-        embeddings,
+        f,
+        x,
         baseline,
-        target,
+        targets,
         coalitions.reshape((-1,) + mask.shape),
-        chunk_size,
-        linear_map,
-        prefix_radius,
-    ).reshape(coalitions.shape[:3])  # [P, T + 1, B]
-    by_order = jnp.moveaxis(values, 1, -1)  # [P, B, T + 1]
+        max_rows=max_rows,
+        linear_map=linear_map,
+        prefix_radius=prefix_radius,
+    ).reshape(coalitions.shape[:3])  # [P, T + 1, R]
+    by_order = jnp.moveaxis(values, 1, -1)  # [P, R, T + 1]
     joined = jnp.take_along_axis(by_order, ranks + 1, axis=-1) - jnp.take_along_axis(by_order, ranks, axis=-1)
     return _masked(jnp.mean(joined, axis=0), mask)
 
 
 @functools.partial(jax.jit, static_argnames="n_samples")
-def lime_coalitions(key: jax.Array, mask: jax.Array, n_samples: int) -> jax.Array:
+def lime_coalitions(key: jax.Array, mask: jax.Array, *, n_samples: int) -> jax.Array:
     """LIME's text samples: the input itself, then coalitions without a uniform number 1..M of
-    the M real tokens (uniformly chosen). Returns [N, B, T] bool, false at padding."""
+    the M real positions (uniformly chosen). Returns [N, R, T] bool, false at padding."""
     count_keys, order_keys = jnp.swapaxes(jax.vmap(jax.random.split)(row_keys(key, mask.shape[0])), 0, 1)
-    real = jnp.sum(mask, axis=-1)  # [B]
+    real = jnp.sum(mask, axis=-1)  # [R]
     removed = jax.vmap(lambda k, m: jax.random.randint(k, (n_samples - 1,), 1, jnp.maximum(m, 1) + 1))(count_keys, real)
     kept = (_random_ranks(order_keys, mask, (n_samples - 1,)) >= removed.T[..., None]) & mask[None]
     return jnp.concatenate([mask[None], kept])
@@ -875,7 +793,7 @@ def lime_coalitions(key: jax.Array, mask: jax.Array, n_samples: int) -> jax.Arra
 @jax.jit
 def lime_weights(coalitions: jax.Array, mask: jax.Array, *, kernel_width: float) -> jax.Array:
     """LIME's text kernel: sqrt(exp(-d^2 / width^2)) of the cosine distance d between each
-    coalition and the input (LIME's distance is 100 d and its width 25). [N, B]."""
+    coalition and the input (LIME's distance is 100 d and its width 25). [N, R]."""
     kept = jnp.sum(coalitions, axis=-1).astype(jnp.float32)
     real = jnp.maximum(jnp.sum(mask, axis=-1), 1).astype(jnp.float32)
     distance = 1.0 - jnp.sqrt(kept / real[None])
@@ -886,7 +804,7 @@ def lime_weights(coalitions: jax.Array, mask: jax.Array, *, kernel_width: float)
 def weighted_ridge(
     values: jax.Array, coalitions: jax.Array, weights: jax.Array, mask: jax.Array, *, alpha: float
 ) -> jax.Array:
-    """The coefficients beta [B, T] of ridge regression with an intercept, min sum_n w_n (v_n - c
+    """The coefficients beta [R, T] of ridge regression with an intercept, min sum_n w_n (v_n - c
     - z_n^T beta)^2 + alpha |beta|^2, per example (scikit-learn's `Ridge(alpha)` with
     `sample_weight`): solved on the weighted-centred data. Padding's coefficients are 0."""
     z = coalitions.astype(jnp.float32)
@@ -900,35 +818,39 @@ def weighted_ridge(
 
 
 def lime(
-    score_fn: ScoreFn,
-    embeddings: jax.Array,
-    target: int | jax.Array,
+    f: Model,
+    x: jax.Array,
+    targets: int | jax.Array,
     mask: jax.Array,
     key: jax.Array,
     *,
     n_samples: int,
     kernel_width: float,
     alpha: float,
-    baseline: jax.Array | None = None,
-    chunk_size: int | None = None,
-    linear_map: Callable[[jax.Array], jax.Array] | None = None,
-    prefix_radius: int | None = None,
+    baseline: jax.Array,
+    max_rows: int,
+    linear_map: LinearMap | None,
+    prefix_radius: int | None,
 ) -> jax.Array:
-    """LIME's per-token weights (module docstring): `n_samples` coalitions (`lime_coalitions`),
-    scored in one batched call, weighted by `lime_weights` and fitted by `weighted_ridge`;
-    `linear_map` and `prefix_radius` as `kernel_shap`'s.
+    """LIME's weights of the real positions (module docstring): `n_samples` coalitions
+    (`lime_coalitions`) scored by `coalition_values` (`max_rows`, `linear_map` and
+    `prefix_radius` as there), weighted by `lime_weights` of width `kernel_width` and fitted by
+    `weighted_ridge` of penalty `alpha`; `f`, `x`, `targets`, `mask` as `occlusion`'s, `key` as
+    `kernel_shap`'s.
 
     Returns:
-      [B, T] signed coefficients, 0 at padding.
+      [R, T] signed coefficients, 0 at padding.
     """
-    baseline = _baseline(embeddings, baseline)
-    coalitions = lime_coalitions(key, mask, n_samples)
-    values = coalition_values(score_fn, embeddings, baseline, target, coalitions, chunk_size, linear_map, prefix_radius)
+    baseline = _baseline(x, baseline)
+    coalitions = lime_coalitions(key, mask, n_samples=n_samples)
+    values = coalition_values(
+        f, x, baseline, targets, coalitions, max_rows=max_rows, linear_map=linear_map, prefix_radius=prefix_radius
+    )
     return weighted_ridge(
         values, coalitions, lime_weights(coalitions, mask, kernel_width=kernel_width), mask, alpha=alpha
     )
 
 
 def random_scores(key: jax.Array, mask: jax.Array) -> jax.Array:
-    """Uniform [0, 1) scores at the real tokens of mask [B, T]: a ranking that knows nothing."""
+    """Uniform [0, 1) scores at the real positions of mask [R, T]: a ranking that knows nothing."""
     return _masked(jax.vmap(lambda k: jax.random.uniform(k, mask.shape[1:]))(row_keys(key, mask.shape[0])), mask)

@@ -325,7 +325,7 @@ def sanity_checks(
             "localised_class": [],
             **{check: [values] for check, values in complexity(base, real).items()},
         }
-        if method != "random":
+        if METHODS[method].of_inputs:
             perturbed = [scores(method, f, x + jnp.asarray(shift, x.dtype)) for shift in shifts]
             record["sensitivity"].append(max_sensitivity(base, perturbed, real))
         if evidence is not None:

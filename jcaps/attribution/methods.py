@@ -50,30 +50,84 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
-import jax
-import jax.numpy as jnp
+from jcaps.attribution._deferred import DeferredModule
 
-from jcaps.attribution import _arguments as arguments
-from jcaps.attribution import _kernels as attribution
-from jcaps.attribution.names import METHOD_NAMES, check_names
+if TYPE_CHECKING:
+    import jax
+    import jax.numpy as jnp
 
-# The most rows one call of f scores by default: integrated gradients with 300 steps on
-# CCCapsNet (batch 32, length 256) needs about 1.4 GB by XLA's account at 256 rows a call, 2.7 GB
-# at 512 (benchmarks/max_rows_memory.py).
+    from jcaps.attribution import _arguments as arguments
+    from jcaps.attribution import _kernels as attribution
+else:  # imported by the first method called: the table alone loads no JAX
+    jax = DeferredModule("jax")
+    jnp = DeferredModule("jax.numpy")
+    arguments = DeferredModule("jcaps.attribution._arguments")
+    attribution = DeferredModule("jcaps.attribution._kernels")
+
+# The most rows one call of f scores by default: sized so that integrated gradients with 300 steps
+# on CCCapsNet (batch 32, length 256) stays under 2 GB by XLA's account
+# (benchmarks/max_rows_memory.py).
 DEFAULT_MAX_ROWS = 256
 
 
+# What a method's flag may set besides its keyword options: the copies of the rows one call of f
+# scores (the command passes `max_rows` = copies x rows).
+COPIES_PER_CALL = "copies_per_call"
+
+
 @dataclasses.dataclass(frozen=True)
+class Flag:
+    """A command-line flag of a method (`python -m jcaps.interpret --FLAG`)."""
+
+    option: str  # the method's keyword option it sets, or `COPIES_PER_CALL`
+    help: str
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Method:
-    """An entry of `METHODS`: the function, its options and their defaults, and whether it
-    needs a PRNG key."""
+    """An entry of `METHODS`: a method and its traits, which every user of the table (the workdir
+    explainer and its command line, the sanity checks, the reports) reads instead of its name.
+
+    Attributes:
+      function: `function(f, x, target, *, mask, args, key, baseline, max_rows, **options)`.
+      needs_key: it draws random numbers: `key` is required.
+      completeness: its scores sum to f(x) - f(x') up to an error that more of its budget
+        shrinks (integrated gradients' quadrature): the explainer reports the error.
+      of_inputs: its scores are a function of the input values (the sanity checks perturb them);
+        random's are not.
+      sampling: it costs hundreds of forward passes an example: the explainer runs it only when
+        it is named.
+      copies_per_call: how many copies of the rows one call of f scores in the explainer's runs
+        where neither its settings nor the model give a number (`max_rows` = copies x rows;
+        chosen with `benchmarks/copies_per_call.py` on a CPU); None: the method takes no more rows a call
+        than the batch.
+      flags: its command-line flags, {flag: `Flag`}; a flag several methods declare sets each.
+    """
 
     function: Callable[..., jax.Array]
-    options: dict[str, Any]
-    needs_key: bool
+    needs_key: bool = False
+    completeness: bool = False
+    of_inputs: bool = True
+    sampling: bool = False
+    copies_per_call: int | None = None
+    flags: Mapping[str, Flag] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        options = self.options
+        for flag, declared in self.flags.items():
+            if declared.option != COPIES_PER_CALL and declared.option not in options:
+                raise ValueError(
+                    f"flags: {flag!r} sets {declared.option!r}, which is not an option of "
+                    f"{self.function.__name__} ({', '.join(options)})"
+                )
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The method's keyword options and their defaults, from its signature."""
+        return _options(self.function)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,34 +145,30 @@ class _Game:
 
     def stacked(self, function: Callable[..., jax.Array]) -> Callable[[jax.Array], jax.Array]:
         """function(x, *args) as a function of k copies of the R rows stacked [k * R, ...]: the
-        args repeated k times, as the attribution functions call it."""
+        args repeated k times, as the kernels call it."""
         rows = self.x.shape[0]
 
-        def score_fn(stacked: jax.Array) -> jax.Array:
+        def of_copies(stacked: jax.Array) -> jax.Array:
             copies = stacked.shape[0] // rows
             return function(stacked, *(_tile(a, copies) for a in self.args))
 
-        return score_fn
+        return of_copies
 
     @property
-    def score_fn(self) -> Callable[[jax.Array], jax.Array]:  # [k * R, T, ...] -> [k * R, C]
+    def stacked_f(self) -> Callable[[jax.Array], jax.Array]:  # [k * R, T, ...] -> [k * R, C]
         return self.stacked(self.f)
 
     def split_at(self, affine_prefix: tuple[Callable, Callable] | None) -> tuple[Callable, Callable | None]:
-        """(score_fn, linear_map) for the attribution functions: f's stacked scores and None, or
-        for an `affine_prefix` (L, g) the stacked g and L of the rows (their args given)."""
+        """(f, linear_map) for the kernels: f stacked and None, or for an `affine_prefix` (L, g)
+        g stacked and L of the rows (their args given)."""
         if affine_prefix is None:
-            return self.score_fn, None
+            return self.stacked_f, None
         linear, after = affine_prefix
 
         def linear_map(values: jax.Array) -> jax.Array:
             return linear(values, *self.args)
 
         return self.stacked(after), linear_map
-
-    def rows_per_call(self, max_rows: int) -> int:
-        """How many copies of the R rows one call of f may score."""
-        return max(1, max_rows // self.x.shape[0])
 
     def unflatten(self, scores: jax.Array) -> jax.Array:
         """[K * B, T] -> [B, K, T] (or [B, T] for [B] targets)."""
@@ -209,10 +259,16 @@ def integrated_gradients(
     del key
     game = _game(f, x, target, mask, args, baseline)
     steps = arguments.checked_count("n_steps", n_steps)
-    chunk = min(steps, game.rows_per_call(arguments.checked_count("max_rows", max_rows)))
-    score_fn, linear_map = game.split_at(affine_prefix)
+    max_rows = arguments.checked_count("max_rows", max_rows)
+    stacked_f, linear_map = game.split_at(affine_prefix)
     attributions = attribution.integrated_gradients(
-        score_fn, game.x, game.targets, baseline=game.baseline, n_steps=steps, chunk_size=chunk, linear_map=linear_map
+        stacked_f,
+        game.x,
+        game.targets,
+        baseline=game.baseline,
+        n_steps=steps,
+        max_rows=max_rows,
+        linear_map=linear_map,
     )
     return game.unflatten(_position_scores(attributions, game.mask, "sum"))
 
@@ -224,7 +280,7 @@ def gradient(
     del key, baseline
     arguments.checked_count("max_rows", max_rows)
     game = _game(f, x, target, mask, args, None)
-    grads = attribution.input_gradients(game.score_fn, game.x, game.targets, "logit")
+    grads = attribution.input_gradients(game.stacked_f, game.x, game.targets)
     return game.unflatten(_position_scores(grads, game.mask, "norm"))
 
 
@@ -235,7 +291,7 @@ def gradient_x_input(
     del key, baseline
     arguments.checked_count("max_rows", max_rows)
     game = _game(f, x, target, mask, args, None)
-    grads = attribution.input_gradients(game.score_fn, game.x, game.targets, "logit")
+    grads = attribution.input_gradients(game.stacked_f, game.x, game.targets)
     return game.unflatten(_position_scores(game.x * grads, game.mask, "sum"))
 
 
@@ -257,13 +313,12 @@ def smoothgrad(
     arguments.checked_count("max_rows", max_rows)
     game = _game(f, x, target, mask, args, None)
     maps = attribution.smoothgrad(
-        game.score_fn,
+        game.stacked_f,
         game.x,
         game.targets,
         _require_key("smoothgrad", key, game),
         n_samples=arguments.checked_count("n_samples", n_samples),
         stddev=stddev,
-        output="logit",
     )
     return game.unflatten(_position_scores(maps, game.mask, "norm"))
 
@@ -292,15 +347,15 @@ def occlusion(
     del key
     game = _game(f, x, target, mask, args, baseline)
     radius = _checked_prefix_radius(prefix_radius, affine_prefix)
-    chunk = game.rows_per_call(arguments.checked_count("max_rows", max_rows))
-    score_fn, linear_map = game.split_at(affine_prefix if radius is not None else None)
+    max_rows = arguments.checked_count("max_rows", max_rows)
+    stacked_f, linear_map = game.split_at(affine_prefix if radius is not None else None)
     scores = attribution.occlusion(
-        score_fn,
+        stacked_f,
         game.x,
         game.targets,
         game.mask,
         baseline=game.baseline,
-        chunk_size=chunk,
+        max_rows=max_rows,
         linear_map=linear_map,
         prefix_radius=radius,
     )
@@ -315,16 +370,18 @@ def _sampling_estimate(
     game = _game(f, x, target, mask, args, baseline)
     radius = _checked_prefix_radius(prefix_radius, affine_prefix)
     budget = {option: arguments.checked_count(option, value) for option, value in budget.items()}
-    score_fn, linear_map = game.split_at(affine_prefix)
+    key = _require_key(name, key, game)
+    max_rows = arguments.checked_count("max_rows", max_rows)
+    stacked_f, linear_map = game.split_at(affine_prefix)
     return game.unflatten(
         estimate(
-            score_fn,
+            stacked_f,
             game.x,
             game.targets,
             game.mask,
-            _require_key(name, key, game),
+            key,
             baseline=game.baseline,
-            chunk_size=game.rows_per_call(arguments.checked_count("max_rows", max_rows)),
+            max_rows=max_rows,
             linear_map=linear_map,
             prefix_radius=radius,
             **budget,
@@ -463,23 +520,78 @@ def _options(function: Callable) -> dict[str, Any]:
     }
 
 
-# The one table of methods: the command line, the workdir explainer and the reports read it.
-METHODS: dict[str, Method] = {
-    function.__name__: Method(function, _options(function), needs_key)
-    for function, needs_key in (
-        (gradient, False),
-        (gradient_x_input, False),
-        (integrated_gradients, False),
-        (smoothgrad, True),
-        (occlusion, False),
-        (kernel_shap, True),
-        (shapley_sampling, True),
-        (lime, True),
-        (random, True),
+def _sampling_chunk() -> Flag:
+    return Flag(
+        COPIES_PER_CALL,
+        "KernelSHAP, permutation sampling, LIME: coalitions scored at once (default: the model's; 8 on a CPU).",
     )
+
+
+# The one table of methods: the command line, the workdir explainer, the checks and the reports
+# read it; its order is theirs.
+METHODS: dict[str, Method] = {
+    "gradient": Method(function=gradient),
+    "gradient_x_input": Method(function=gradient_x_input),
+    "integrated_gradients": Method(
+        function=integrated_gradients,
+        completeness=True,
+        # one point at a time: larger stacks fall out of a CPU's cache on the convolutional and
+        # averaging models (`Explanation.copies_per_call` gives a recurrent model's)
+        copies_per_call=1,
+        flags={
+            "ig_steps": Flag("n_steps", "Integrated gradients: interpolation points."),
+            "ig_chunk": Flag(
+                COPIES_PER_CALL,
+                "Integrated gradients: points evaluated at once (default: the model's; 1 for most on a CPU, "
+                "more for a recurrent one or on an accelerator).",
+            ),
+        },
+    ),
+    "smoothgrad": Method(
+        function=smoothgrad,
+        needs_key=True,
+        flags={"smoothgrad_samples": Flag("n_samples", "SmoothGrad: noisy copies averaged.")},
+    ),
+    "occlusion": Method(
+        function=occlusion,
+        copies_per_call=4,
+        flags={
+            "occlusion_chunk": Flag(
+                COPIES_PER_CALL, "Occlusion: positions occluded at once (default: the model's; 4 on a CPU)."
+            )
+        },
+    ),
+    "kernel_shap": Method(
+        function=kernel_shap,
+        needs_key=True,
+        sampling=True,
+        copies_per_call=8,
+        flags={
+            "shap_samples": Flag("n_samples", "KernelSHAP: coalitions an example."),
+            "sampling_chunk": _sampling_chunk(),
+        },
+    ),
+    "shapley_sampling": Method(
+        function=shapley_sampling,
+        needs_key=True,
+        sampling=True,
+        copies_per_call=8,
+        flags={
+            "shapley_permutations": Flag(
+                "n_permutations", "Permutation sampling: orders an example (half of them the others' reverses)."
+            ),
+            "sampling_chunk": _sampling_chunk(),
+        },
+    ),
+    "lime": Method(
+        function=lime,
+        needs_key=True,
+        sampling=True,
+        copies_per_call=8,
+        flags={"lime_samples": Flag("n_samples", "LIME: coalitions an example."), "sampling_chunk": _sampling_chunk()},
+    ),
+    "random": Method(function=random, needs_key=True, of_inputs=False),
 }
-# The command line lists the methods without importing this module.
-check_names("jcaps.attribution.METHODS", tuple(METHODS), METHOD_NAMES, "jcaps.attribution.names")
 
 
 def aggregate(scores: jax.Array, word_ids: jax.Array, *, num_words: int | None = None) -> jax.Array:

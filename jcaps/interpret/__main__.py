@@ -24,13 +24,15 @@ import os
 from absl import flags
 
 from jcaps import cli, strict_json
-from jcaps.attribution.names import METHOD_NAMES
+from jcaps.attribution.methods import METHODS
 from jcaps.errors import UserError
 from jcaps.files import refuse_linked_folder, replacing
-from jcaps.interpret.options import NATIVE_METHODS, REMOVALS, Options
+from jcaps.interpret.options import NATIVE_METHODS, REMOVALS, Options, method_flags
 
-# The flags are defined from `jcaps.interpret.options` alone, and JAX and the modules that explain
-# are imported by `main`: `--help` answers without loading them.
+# The flags are defined from the table of methods and `jcaps.interpret.options` alone (neither
+# loads JAX), and JAX and the modules that explain are imported by `main`: `--help` answers
+# without loading them. A method added to the table before this module runs is offered, its
+# flags with it.
 
 DEFAULT_CHECK_LIMIT = 200  # examples the sanity checks use when --limit is not given
 DEFAULT_SERIES_FIGURES = 8
@@ -48,7 +50,7 @@ flags.DEFINE_list(
     "methods",
     None,
     "Methods to run (default: all but the sampling methods, and the model's own): "
-    f"among {', '.join(METHOD_NAMES)} and the models' own, {', '.join(NATIVE_METHODS)}.",
+    f"among {', '.join(METHODS)} and the models' own, {', '.join(NATIVE_METHODS)}.",
 )
 flags.DEFINE_bool("faithfulness", False, "Also measure each method's faithfulness (faithfulness.json).")
 flags.DEFINE_bool(
@@ -58,21 +60,16 @@ flags.DEFINE_bool(
     "parameter randomisation, max-sensitivity, complexity, degenerate rankings, localisation.",
 )
 flags.DEFINE_enum("removal", "pad", list(REMOVALS), "Faithfulness: a removed token becomes PAD or UNK.")
-flags.DEFINE_integer("ig_steps", Options.ig_steps, "Integrated gradients: interpolation points.")
-flags.DEFINE_integer("smoothgrad_samples", Options.smoothgrad_samples, "SmoothGrad: noisy copies averaged.")
-flags.DEFINE_integer(
-    "ig_chunk",
-    None,
-    "Integrated gradients: points evaluated at once (default: the model's; 1 for most on a CPU, "
-    "more for a recurrent one or on an accelerator).",
-)
-flags.DEFINE_integer("shap_samples", Options.shap_samples, "KernelSHAP: coalitions an example.")
-flags.DEFINE_integer(
-    "shapley_permutations",
-    Options.shapley_permutations,
-    "Permutation sampling: orders an example (half of them the others' reverses).",
-)
-flags.DEFINE_integer("lime_samples", Options.lime_samples, "LIME: coalitions an example.")
+METHOD_FLAGS = method_flags()
+for _flag, _declared in METHOD_FLAGS.items():
+    if isinstance(_declared.default, bool):
+        flags.DEFINE_bool(_flag, _declared.default, _declared.help)
+    elif isinstance(_declared.default, float):
+        flags.DEFINE_float(_flag, _declared.default, _declared.help)
+    elif isinstance(_declared.default, str):
+        flags.DEFINE_string(_flag, _declared.default, _declared.help)
+    else:  # counts, and copies a call (None: the model's)
+        flags.DEFINE_integer(_flag, _declared.default, _declared.help)
 flags.DEFINE_integer("batch_size", 32, "Examples per batch.")
 flags.DEFINE_integer("k1", 3, "iCapsNets: capsules selected per example (top by coupling to the prediction).")
 flags.DEFINE_integer("k2", 2, "iCapsNets: positions selected per capsule (top by attention).")
@@ -96,24 +93,18 @@ cli.define_process_flags()
 FLAGS = flags.FLAGS
 
 
+def _is_count(default) -> bool:
+    """Whether a method flag of this default is a count (at least 1): ints, and copies a call."""
+    return default is None or (isinstance(default, int) and not isinstance(default, bool))
+
+
 def _check_flags(model_config) -> tuple[str, ...]:
     """The methods to run; a one-line user error for anything out of range."""
     from jcaps.attribution.methods import METHODS
     from jcaps.interpret import explain
 
-    for name in (
-        "limit",
-        "ig_steps",
-        "ig_chunk",
-        "smoothgrad_samples",
-        "shap_samples",
-        "shapley_permutations",
-        "lime_samples",
-        "batch_size",
-        "k1",
-        "k2",
-        "report_examples",
-    ):
+    counts = [flag for flag, declared in METHOD_FLAGS.items() if _is_count(declared.default)]
+    for name in ("limit", *counts, "batch_size", "k1", "k2", "report_examples"):
         value = getattr(FLAGS, name)
         if value is not None and value < 1:
             raise UserError(f"--{name} must be at least 1, not {value}")
@@ -156,15 +147,7 @@ def main(argv):
     size = check_split(trained, FLAGS.split, FLAGS.workdir)
     explained = min(FLAGS.limit or size, size)
     options = Options(
-        ig_steps=FLAGS.ig_steps,
-        ig_chunk=FLAGS.ig_chunk,
-        smoothgrad_samples=FLAGS.smoothgrad_samples,
-        shap_samples=FLAGS.shap_samples,
-        shapley_permutations=FLAGS.shapley_permutations,
-        lime_samples=FLAGS.lime_samples,
-        removal=FLAGS.removal,
-        k1=FLAGS.k1,
-        k2=FLAGS.k2,
+        removal=FLAGS.removal, k1=FLAGS.k1, k2=FLAGS.k2, **{flag: getattr(FLAGS, flag) for flag in METHOD_FLAGS}
     )
     explain_split = functools.partial(
         corpus.explain_workdir,
@@ -205,7 +188,7 @@ def main(argv):
             f"{sparsity['overall']:.3f}; MI(class; capsule) / H(class): "
             f"{information_text(summary['class_capsule_information']['normalized'])}"
         )
-    elif is_main and "series" in trained.family.inputs:
+    elif is_main and trained.family.kind == "series":
         summary = saliency_report(trained, FLAGS.split, out, FLAGS.limit or DEFAULT_SERIES_FIGURES)
         shares = " ".join(f"{s:.2f}" for s in summary["mean_share_by_tenth"])
         closing.append(

@@ -23,13 +23,18 @@ from jcaps.attribution.checks import (
     sanity_checks,
     spearman,
 )
+from jcaps.attribution.methods import METHODS
 from jcaps.interpret.explain import Explainer, position_words, true_labels
 from jcaps.interpret.options import Options
 
 __all__ = ["check_workdir", "html_table", "sanity_checks"]
 
-# The methods whose scores are not functions of the input vectors (max-sensitivity skips them).
-_NOT_OF_VECTORS = ("random", "capsules", "attention")
+
+def _of_inputs(method: str) -> bool:
+    """Whether `method`'s scores are a function of the input vectors (max-sensitivity perturbs
+    them): a method of the table that says so (`Method.of_inputs`); a model's own explanation
+    reads its parameters and tokens, not the vectors."""
+    return method in METHODS and METHODS[method].of_inputs
 
 
 def cascade(trained, seed: int) -> list[tuple[str, object]]:
@@ -65,7 +70,7 @@ def evidence_positions(trained, rows, explainer_words, true_names) -> np.ndarray
     other data."""
     from jcaps.data import synthetic
 
-    if trained.config.data.get("source") != "synthetic" or "tokens" not in trained.family.inputs:
+    if trained.config.data.get("source") != "synthetic" or trained.family.kind != "text":
         return None
     per_position = []
     for r, name in enumerate(rows.target_name):
@@ -125,7 +130,7 @@ def check_workdir(
         }
         for m in methods
     }
-    is_text = "tokens" in trained.family.inputs
+    is_text = trained.family.kind == "text"
     for batch in trained.dataset.eval_batches(split, batch_size, limit=limit):
         rows = explainer.rows(batch)
         if rows is None:
@@ -143,14 +148,14 @@ def check_workdir(
         for method in methods:
             # A method of the input vectors scores them unshifted with a zero shift (the vectors
             # + 0 are the vectors): the perturbed calls below then reuse that call's compilation.
-            unshifted = {} if method in _NOT_OF_VECTORS else {"shift": np.zeros_like(shifts[0] if shifts else vectors)}
+            unshifted = {} if not _of_inputs(method) else {"shift": np.zeros_like(shifts[0] if shifts else vectors)}
             base = explainer.rows_scores(rows, method, **unshifted)
             record = collected[method]
             for label, params in stages:
                 record["spearman"][label].append(
                     spearman(base, explainer.rows_scores(rows, method, params=params, **unshifted), rows.mask)
                 )
-            if method not in _NOT_OF_VECTORS:
+            if _of_inputs(method):
                 perturbed = [explainer.rows_scores(rows, method, shift=shift) for shift in shifts]
                 record["sensitivity"].append(max_sensitivity(base, perturbed, rows.mask))
             for key, values in complexity(base, rows.mask).items():

@@ -109,7 +109,7 @@ def run_settings(
         "methods": list(methods),
         "limit": limit,
         "faithfulness": with_faithfulness,
-        "options": dataclasses.asdict(options),
+        "options": options.settings(),
         "batch_size": batch_size,
         "seed": seed,
         "parameters": {"which": trained.parameters, "step": int(trained.selected_step)},
@@ -143,7 +143,7 @@ def _check_settings(out: str, settings: dict) -> dict | None:
 
 def _records(trained, split: str, batch: dict, explained, methods, with_faithfulness: bool) -> Iterator[dict]:
     """The attributions.jsonl record of each real example of an explained batch."""
-    is_text = "tokens" in trained.family.inputs
+    is_text = trained.family.kind == "text"
     inputs = batch["tokens"] if is_text else batch["series"]
     for b in np.flatnonzero(np.asarray(batch["weight"]) > 0):
         index = int(batch["index"][b])
@@ -165,8 +165,10 @@ def _records(trained, split: str, batch: dict, explained, methods, with_faithful
                     method: np.round(explained.scores[method][r][real], SCORE_DECIMALS).tolist() for method in methods
                 },
             }
-            if explained.completeness_error is not None:
-                entry["completeness_error"] = round(float(explained.completeness_error[r]), 6)
+            if explained.completeness_error:
+                entry["completeness_error"] = {
+                    method: round(float(errors[r]), 6) for method, errors in explained.completeness_error.items()
+                }
             if with_faithfulness:
                 entry["faithfulness"] = {
                     method: {metric: round(float(values[metric][r]), 6) for metric in METRICS}
@@ -265,6 +267,13 @@ def _merged_lines(parts: list[_Part]) -> Iterator[str]:
         yield line
 
 
+def _completeness_errors(entry: dict) -> dict[str, float]:
+    """{method: completeness error} of an explained prediction's line (a line written before the
+    errors were kept by method holds integrated gradients' alone, a number)."""
+    errors = entry.get("completeness_error", {})
+    return errors if isinstance(errors, dict) else {"integrated_gradients": errors}
+
+
 def _summarise(
     trained,
     out: str,
@@ -276,11 +285,11 @@ def _summarise(
     report_examples: int,
     timings: dict,
     rows_timed: int,
-) -> tuple[dict, dict, list]:
-    """(faithfulness summary, the report's examples by explained output, completeness errors),
+) -> tuple[dict, dict, dict]:
+    """(faithfulness summary, the report's examples by explained output, {method: completeness errors}),
     read from OUT/attributions.jsonl line by line."""
     values: dict[str, dict[str, list[float]]] = {method: {metric: [] for metric in METRICS} for method in methods}
-    errors: list[float] = []
+    errors: dict[str, list[float]] = {}
     shown: dict[str, list] = {}
     rows = 0
     with open(os.path.join(out, ATTRIBUTIONS), encoding="utf-8") as f:
@@ -288,8 +297,8 @@ def _summarise(
             record = json.loads(line)
             for entry in record["explanations"]:
                 rows += 1
-                if "completeness_error" in entry:
-                    errors.append(entry["completeness_error"])
+                for method, error in _completeness_errors(entry).items():
+                    errors.setdefault(method, []).append(error)
                 for method, metrics in entry.get("faithfulness", {}).items():
                     for metric in METRICS:
                         values[method][metric].append(metrics[metric])
@@ -313,11 +322,12 @@ def _summarise(
                 "rows": rows,
                 "removal": removal(explanation_of(trained.config.model.name), options)[0],
             }
-        if errors and "integrated_gradients" in summary:
-            summary["integrated_gradients"]["completeness_error"] = {
-                "median": float(np.median(errors)),
-                "p95": float(np.percentile(errors, 95)),
-            }
+        for method, of_method in errors.items():
+            if method in summary:
+                summary[method]["completeness_error"] = {
+                    "median": float(np.median(of_method)),
+                    "p95": float(np.percentile(of_method, 95)),
+                }
     return summary, shown, errors
 
 
@@ -436,14 +446,14 @@ def _finish(
         path = os.path.join(out, "faithfulness.json")
         with writing("the faithfulness summary", path), replacing(path) as f:
             strict_json.dump(summary, f, indent=1)
-    is_text = "tokens" in trained.family.inputs
+    is_text = trained.family.kind == "text"
     write_explanation_report(
         os.path.join(out, "report.html"),
         title=f"{trained.config.model.name} on {split}: explanations",
         methods=methods,
         groups=shown,
         faithfulness=summary,
-        completeness=float(np.median(errors)) if errors else None,
+        completeness={method: float(np.median(of_method)) for method, of_method in errors.items()},
         joiner="" if is_text and trained.config.data.tokenizer.endswith("chars") else " ",
         extra_html=extra_html,
         note=native_note(trained.config.model, methods=methods),

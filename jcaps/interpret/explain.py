@@ -35,14 +35,15 @@ attributions.jsonl, one JSON object per example: `index`, `text` (text models), 
 example's words, characters or time steps, one per position), `label` (true class or labels),
 `prediction` (predicted classes or labels, in order) and `explanations`: one entry per
 explained prediction, `{"target", "probability", "scores": {method: [one score per token]}}`,
-with `completeness_error` when integrated gradients ran and `faithfulness` ({method: {metric:
-value}}) when it was measured. The lines are in the order of the examples.
+with `completeness_error` ({method: |sum of its scores - (f(x) - f(x'))|}) for the methods whose
+scores sum to that difference (`Method.completeness`: integrated gradients) and `faithfulness`
+({method: {metric: value}}) when it was measured. The lines are in the order of the examples.
 
 faithfulness.json, with `--faithfulness`: one key per method, random included:
 `{"comprehensiveness", "sufficiency", "deletion_auc", "insertion_auc": mean over the explained
 predictions, "ci95": {metric: [low, high]} (bootstrap over them), "seconds_per_100": wall time of
-the method per 100 explained predictions, "rows": how many}`; integrated gradients adds
-`completeness_error` (median and 95th percentile) and every entry the removal used.
+the method per 100 explained predictions, "rows": how many}`; a method of `Method.completeness` adds its
+`completeness_error` (median and 95th percentile), and every entry the removal used.
 """
 
 from __future__ import annotations
@@ -62,17 +63,10 @@ from jax.sharding import Mesh
 from jcaps.attribution import _kernels as attribution
 from jcaps.attribution._faithfulness import METRICS, faithfulness
 from jcaps.attribution.methods import METHODS
-from jcaps.attribution.names import check_names
 from jcaps.data.vocab import NUM_SPECIAL
 from jcaps.interpret import capsules as capsule_interpretation
 from jcaps.interpret.explanations import TOKEN_REMOVALS, Explanation, apply_rows, explanation_of
-from jcaps.interpret.options import (
-    NATIVE_METHODS,
-    NATIVE_NOTES,
-    REMOVALS,
-    SAMPLING_METHODS,
-    Options,
-)
+from jcaps.interpret.options import NATIVE_METHODS, NATIVE_NOTES, REMOVALS, Options, check_names
 from jcaps.train.families import ModelFamily
 from jcaps.train.mesh import batch_sharded, replicated
 from jcaps.train.workdir import refuse_non_finite
@@ -117,9 +111,9 @@ def native_note(model_config, *, methods: Sequence[str]) -> str:
 
 def model_methods(model_config) -> tuple[str, ...]:
     """The methods run when none are named, in report order (random last): those of `METHODS`
-    but the sampling methods, and the model's own explanation."""
+    but the sampling methods (`Method.sampling`), and the model's own explanation."""
     native = native_method(model_config)
-    quick = tuple(name for name in METHODS if name not in SAMPLING_METHODS + ("random",))
+    quick = tuple(name for name, method in METHODS.items() if not method.sampling and name != "random")
     return quick + ((native,) if native else ()) + ("random",)
 
 
@@ -127,7 +121,7 @@ def offered_methods(model_config) -> tuple[str, ...]:
     """Every method the model offers: `model_methods` and the sampling methods (KernelSHAP,
     permutation sampling, LIME), which cost hundreds of forward passes an example and so run
     only when named."""
-    sampling = tuple(name for name in METHODS if name in SAMPLING_METHODS)
+    sampling = tuple(name for name, method in METHODS.items() if method.sampling and name != "random")
     return model_methods(model_config)[:-1] + sampling + ("random",)
 
 
@@ -239,7 +233,8 @@ def example_keys(seed_key: jax.Array, method: str, indices: np.ndarray, targets:
 
 @functools.partial(jax.jit, static_argnames=("explained_model", "method", "options"))
 def _scores(explained_model: _ExplainedModel, method: str, params, x, side, targets, key, options: Options, shift=None):
-    """[R, P] scores of one method (0 at padding) and, for integrated gradients, [R] errors.
+    """[R, P] scores of one method (0 at padding) and, for a method of `Method.completeness`, [R]
+    completeness errors.
     `shift` [R, P, D]: explain the input vectors plus it (the model's own explanation does not
     take one)."""
     mask = explained_model.mask(x, side)
@@ -258,13 +253,13 @@ def _scores(explained_model: _ExplainedModel, method: str, params, x, side, targ
     if "prefix_radius" in entry.options and method_options.get("affine_prefix") is not None:
         method_options["prefix_radius"] = explained_model.prefix_radius()
     scores = entry.function(f, vectors, targets, mask=mask, args=args, key=key, **method_options)
-    if method != "integrated_gradients":
+    if not entry.completeness:
         return scores, None
 
     def both_ends(stacked):  # [2 R, P, D]: the vectors and the baseline
         return f(stacked, *(jnp.concatenate([a, a]) for a in args))
 
-    # The baseline integrated gradients took: zeros at the real positions, the vectors at padding.
+    # The baseline the method took: zeros at the real positions, the vectors at padding.
     baseline = jnp.where(mask[..., None], 0.0, vectors)
     return scores, attribution.completeness_error(both_ends, vectors, targets, scores, baseline=baseline)
 
@@ -323,7 +318,7 @@ class ExplainedBatch:
       probability: [R] its probability.
       mask: [R, P] True at real positions.
       scores: {method: [R, P]}.
-      completeness_error: [R] of integrated gradients (None when it did not run).
+      completeness_error: {method: [R]}, of the methods of `Method.completeness` that ran.
       faithfulness: {method: {metric: [R]}} (empty unless asked for).
       predictions: [B] for each batch row, its predicted classes or labels (names, in order).
       seconds: {method: wall seconds of its scores for the batch (compiling included the first
@@ -336,7 +331,7 @@ class ExplainedBatch:
     probability: np.ndarray
     mask: np.ndarray
     scores: dict
-    completeness_error: np.ndarray | None
+    completeness_error: dict
     faithfulness: dict
     predictions: list
     seconds: dict
@@ -438,7 +433,7 @@ class Explainer:
         if count == 0:  # nothing predicted (a multi-label model may predict no label)
             return self._nothing(x, side, methods, with_faithfulness, predictions)
         take, row_x, row_side, targets = self._row_inputs(batch, x, side, rows, sides)
-        scores, completeness, faithful, seconds = {}, None, {}, {}
+        scores, completeness, faithful, seconds = {}, {}, {}, {}
         for method in methods:
             if keyed_by_example:
                 key = example_keys(self._seed_key, method, np.asarray(batch["index"])[take], targets)
@@ -451,7 +446,7 @@ class Explainer:
             scores[method] = np.asarray(values)[:count]
             seconds[method] = time.perf_counter() - start
             if error is not None:
-                completeness = np.asarray(error)[:count]
+                completeness[method] = np.asarray(error)[:count]
             if with_faithfulness:
                 metrics = _faithfulness(
                     self.explained_model, self.params, row_x, row_side, targets, values, self.options
@@ -554,7 +549,9 @@ class Explainer:
             probability=empty,
             mask=np.zeros((0, positions), bool),
             scores={method: np.zeros((0, positions), np.float32) for method in methods},
-            completeness_error=empty if "integrated_gradients" in methods else None,
+            completeness_error={
+                method: empty for method in methods if method in METHODS and METHODS[method].completeness
+            },
             faithfulness={method: {metric: empty for metric in METRICS + ("probability",)} for method in methods}
             if with_faithfulness
             else {},
@@ -567,7 +564,7 @@ def position_words(trained, split: str, index: int, x_row: np.ndarray) -> list[s
     """The word (character, time step) at each flattened position of an example; None at
     padding. Words come from the tokenizer, so unknown words keep their spelling."""
     dataset = trained.dataset
-    if "series" in trained.family.inputs:
+    if trained.family.kind == "series":
         return [f"t{t}" for t in range(x_row.shape[0])]
     words = dataset.tokenize(dataset.text(split, index))
     if dataset.nested:

@@ -20,7 +20,7 @@ import numpy as np
 
 from jcaps.data import vocab
 from jcaps.models.outputs import ModelOutput
-from jcaps.train.families import sigmoid_probabilities
+from jcaps.train.families import get_family, sigmoid_probabilities
 
 
 def apply_rows(model, params, x, side, **kwargs):
@@ -217,8 +217,8 @@ class Explanation:
     attention: Callable | None = None
     # why a model without its own explanation has none (the report says so)
     no_native_reason: str = ""
-    # ((field, copies), ...): the `Options` copies-a-call fields (`ig_chunk`, `occlusion_chunk`,
-    # `sampling_chunk`) this model runs fastest at, where they differ from `DEFAULT_COPIES_PER_CALL`
+    # ((method, copies), ...): how many copies of the rows one call of the model scores for a method
+    # of `METHODS`, where it runs faster at other than the method's `Method.copies_per_call`
     # (pairs, not a dict: an `Explanation` is hashed, a static argument of the jitted methods)
     copies_per_call: tuple[tuple[str, int], ...] = ()
 
@@ -227,23 +227,32 @@ ICAPSNET_EXPLANATION = Explanation(
     native="capsules", affine_prefix=region_convolution_prefix, prefix_radius=region_convolution_radius
 )
 
+# How a model of each kind (`ModelFamily.kind`) is explained where it has no entry of its own.
+TEXT_EXPLANATION = Explanation()
+SERIES_EXPLANATION = Explanation(
+    vectors=series_values, apply_to_vectors=apply_to_series_values, positions=series_positions, removals=SERIES_REMOVALS
+)
+KIND_EXPLANATIONS = {"text": TEXT_EXPLANATION, "series": SERIES_EXPLANATION}
+
+# The models explained otherwise than their kind's `KIND_EXPLANATIONS` entry.
 EXPLANATIONS: dict[str, Explanation] = {
     "fasttext": Explanation(no_native_reason="it averages its words"),
     "icapsnet_short": ICAPSNET_EXPLANATION,
     "icapsnet_long": ICAPSNET_EXPLANATION,
     "cccapsnet": Explanation(
         no_native_reason="its capsules route pooled BiGRU features, not positions",
-        # A recurrence at batch 32 waits on each step's small product: more rows a call run
-        # faster, in cache (AG News config, batch 32, length 64, one CPU: integrated gradients'
-        # 50 points 2.27 s one at a time, 1.78 s five, 2.08 s ten; occlusion 1.10 s at 4, 0.96 s
-        # at 8, 1.01 s at 16; LIME's 256 coalitions 3.78 s at 8, 3.56 s at 32).
-        copies_per_call=(("ig_chunk", 5), ("occlusion_chunk", 8), ("sampling_chunk", 32)),
+        # A recurrence at batch 32 waits on each step's small product: more rows a call run faster,
+        # in cache (benchmarks/copies_per_call.py).
+        copies_per_call=(
+            ("integrated_gradients", 5),
+            ("occlusion", 8),
+            ("kernel_shap", 32),
+            ("shapley_sampling", 32),
+            ("lime", 32),
+        ),
     ),
-    "input_cell_lstm": Explanation(
-        vectors=series_values,
-        apply_to_vectors=apply_to_series_values,
-        positions=series_positions,
-        removals=SERIES_REMOVALS,
+    "input_cell_lstm": dataclasses.replace(
+        SERIES_EXPLANATION,
         native="attention",
         has_native=attends_over_steps,
         attention=step_attention,
@@ -260,10 +269,8 @@ EXPLANATIONS: dict[str, Explanation] = {
 
 
 def explanation_of(model_name: str) -> Explanation:
-    """The `Explanation` of the model `model_name` (`config.model.name`)."""
-    if model_name not in EXPLANATIONS:
-        raise ValueError(
-            f"model {model_name!r} has no entry in jcaps.interpret.explanations.EXPLANATIONS; explained models: "
-            f"{', '.join(sorted(EXPLANATIONS))}"
-        )
-    return EXPLANATIONS[model_name]
+    """The `Explanation` of the model `model_name` (`config.model.name`): its entry in
+    `EXPLANATIONS`, else that of its kind."""
+    if model_name in EXPLANATIONS:
+        return EXPLANATIONS[model_name]
+    return KIND_EXPLANATIONS[get_family(model_name).kind]

@@ -1,7 +1,7 @@
 """What `python -m jcaps.interpret` offers, importable without JAX: the models' own explanations,
-the removals and the method settings (`Options`) with their defaults, so that the command's flags
-(and their `--help`) are defined before JAX is loaded (the method names are
-`jcaps.attribution.names`').
+the removals, and the settings of a run (`Options`), whose method settings are the flags the table
+of methods declares (`jcaps.attribution.METHODS`, `Method.flags`; the table loads no JAX), so that
+the command's flags and their `--help` are defined before JAX is loaded.
 
 `jcaps.interpret.explain` checks the token removals of `jcaps.interpret.explanations` against
 `REMOVALS` when imported: a removal added there and not here stops the import, naming it.
@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from typing import Any
+
+from jcaps.attribution.methods import COPIES_PER_CALL, METHODS, Method
 
 # The models' own explanations (`Explanation.native`), and what the report says each is.
 NATIVE_NOTES = {
@@ -21,61 +24,100 @@ NATIVE_METHODS = tuple(NATIVE_NOTES)
 # What `Options.removal` may name: how a removed token is replaced (the names of
 # `jcaps.interpret.explanations.TOKEN_REMOVALS`; a series step becomes zeros).
 REMOVALS = ("pad", "unk")
-# The methods of `METHODS` that cost hundreds of forward passes an example: run only when named.
-SAMPLING_METHODS = ("kernel_shap", "shapley_sampling", "lime")
-# The `Options` fields that set a method's option: field -> (method, its option in `METHODS`).
-METHOD_OPTIONS = {
-    "ig_steps": ("integrated_gradients", "n_steps"),
-    "smoothgrad_samples": ("smoothgrad", "n_samples"),
-    "shap_samples": ("kernel_shap", "n_samples"),
-    "shapley_permutations": ("shapley_sampling", "n_permutations"),
-    "lime_samples": ("lime", "n_samples"),
-}
-# The `Options` fields that say how many copies of the rows one call of the model scores, and the
-# methods whose `max_rows` they set (that many times the rows).
-COPIES_PER_CALL = {
-    "ig_chunk": ("integrated_gradients",),
-    "occlusion_chunk": ("occlusion",),
-    "sampling_chunk": SAMPLING_METHODS,
-}
-# Their values where neither the settings nor the model (`Explanation.copies_per_call`) give one:
-# about the fastest on a CPU for the convolutional and averaging models. Integrated gradients one
-# point at a time: larger stacks fall out of cache (iCapsNets Short, batch 32: 50 steps cost about
-# 27 forward passes one at a time, about 110 ten at a time). Occlusion 4 positions (128 rows at
-# batch 32; iCapsNets Short, 64 positions: 137 ms at 4, 160 ms at 8). 8 coalitions (256 rows;
-# LIME on iCapsNets Short: 1.20 s at 8, 1.58 s at 64). On an accelerator, more.
-DEFAULT_COPIES_PER_CALL = {"ig_chunk": 1, "occlusion_chunk": 4, "sampling_chunk": 8}
 
 
 @dataclasses.dataclass(frozen=True)
-class Options:
-    """Settings of the attribution methods and of the faithfulness removal."""
+class MethodFlag:
+    """A flag of the table's methods, with the methods it sets."""
 
-    ig_steps: int = 50
-    # The copies of the rows one call of the model scores (`COPIES_PER_CALL`; memory ~ copies *
-    # rows): integrated gradients' points, occlusion's positions, the sampling methods'
-    # coalitions. None: the model's own (`Explanation.copies_per_call`), else
-    # `DEFAULT_COPIES_PER_CALL`.
-    ig_chunk: int | None = None
-    occlusion_chunk: int | None = None
-    smoothgrad_samples: int = 25
-    # The sampling methods' budgets, in forward rows an example: KernelSHAP and LIME score one
-    # coalition a row, permutation sampling T + 1 an order.
-    shap_samples: int = 256
-    shapley_permutations: int = 8
-    lime_samples: int = 256
-    sampling_chunk: int | None = None
-    removal: str = "pad"  # text: replace removed tokens with PAD or UNK (series: zeros)
-    k1: int = 3  # capsules: capsules and positions of the local interpretation
-    k2: int = 2
+    methods: tuple[str, ...]
+    option: str  # their keyword option, or `COPIES_PER_CALL`
+    default: Any  # the option's default (that of the first method); None for copies a call
+    help: str
+
+
+def method_flags(methods: Mapping[str, Method] | None = None) -> dict[str, MethodFlag]:
+    """Every flag the methods of `methods` (default: `METHODS` as it stands, entries added at run
+    time included) declare, in table order; a flag declared by several methods must set the same
+    option with the same help in each."""
+    found: dict[str, MethodFlag] = {}
+    for name, method in (METHODS if methods is None else methods).items():
+        for flag, declared in method.flags.items():
+            default = None if declared.option == COPIES_PER_CALL else method.options[declared.option]
+            if flag not in found:
+                found[flag] = MethodFlag((name,), declared.option, default, declared.help)
+                continue
+            earlier = found[flag]
+            if (earlier.option, earlier.help, earlier.default) != (declared.option, declared.help, default):
+                raise ValueError(
+                    f"flag {flag!r}: {name} declares it otherwise than {', '.join(earlier.methods)} (one flag, one meaning)"
+                )
+            found[flag] = dataclasses.replace(earlier, methods=earlier.methods + (name,))
+    return found
+
+
+def check_names(what: str, names: tuple[str, ...], listed: tuple[str, ...], where: str) -> None:
+    """Raises ImportError when `names` (those of the table `what`) are not those `listed` in the
+    module `where`, in order."""
+    if tuple(names) != listed:
+        raise ImportError(
+            f"{what} has {', '.join(names)} but {where} lists {', '.join(listed)}: "
+            "list them there too (the command line reads them without importing JAX)"
+        )
+
+
+@dataclasses.dataclass(frozen=True, init=False)
+class Options:
+    """Settings of a run: the methods' settings, by the flags of the table's methods (`ig_steps`,
+    `shap_samples`, `ig_chunk`, ...; `method_flags`), the faithfulness removal and iCapsNets'
+    local interpretation.
+
+        Options(ig_steps=64, shap_samples=128, removal="unk")
+
+    A flag left out is its option's default (that of the method's function), and a copies-a-call
+    flag left out (`COPIES_PER_CALL`, memory ~ copies x rows) the model's own
+    (`Explanation.copies_per_call`), else the method's `Method.copies_per_call`. A flag read as an
+    attribute gives its value (`options.ig_steps`)."""
+
+    method_settings: tuple[tuple[str, Any], ...]  # (flag, value) of the flags given, sorted
+    removal: str  # text: replace removed tokens with PAD or UNK (series: zeros)
+    k1: int  # capsules: capsules and positions of the local interpretation
+    k2: int
+
+    def __init__(self, *, removal: str = "pad", k1: int = 3, k2: int = 2, **method_settings: Any):
+        known = method_flags()
+        unknown = sorted(set(method_settings) - set(known))
+        if unknown:
+            raise TypeError(f"Options: no method has a setting {unknown[0]!r}; theirs: {', '.join(known)}")
+        given = tuple(sorted((flag, value) for flag, value in method_settings.items() if value is not None))
+        object.__setattr__(self, "method_settings", given)
+        object.__setattr__(self, "removal", removal)
+        object.__setattr__(self, "k1", k1)
+        object.__setattr__(self, "k2", k2)
+
+    def __getattr__(self, name: str) -> Any:
+        flags = method_flags()
+        if name not in flags:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return dict(self.method_settings).get(name, flags[name].default)
+
+    def settings(self) -> dict[str, Any]:
+        """Every setting by name, defaults filled in (what a run's results depend on)."""
+        values = {flag: getattr(self, flag) for flag in method_flags()}
+        return {**values, "removal": self.removal, "k1": self.k1, "k2": self.k2}
 
     def of_method(self, method: str, rows: int, model_copies: Mapping[str, int] | None = None) -> dict:
         """The keyword options of `METHODS[method]` that these settings give, on batches of
-        `rows` rows of a model whose own copies a call are `model_copies` (a method that no
-        setting names runs with its defaults)."""
-        options = {option: getattr(self, field) for field, (name, option) in METHOD_OPTIONS.items() if name == method}
-        for field, names in COPIES_PER_CALL.items():
-            if method in names:
-                copies = getattr(self, field) or (model_copies or {}).get(field) or DEFAULT_COPIES_PER_CALL[field]
-                options["max_rows"] = copies * rows
+        `rows` rows of a model whose own copies a call are `model_copies` ({method: copies})."""
+        entry = METHODS[method]
+        given = dict(self.method_settings)
+        options = {}
+        copies = (model_copies or {}).get(method) or entry.copies_per_call
+        for flag, declared in entry.flags.items():
+            if declared.option == COPIES_PER_CALL:
+                copies = given.get(flag) or copies
+            elif flag in given:
+                options[declared.option] = given[flag]
+        if copies is not None:
+            options["max_rows"] = copies * rows
         return options

@@ -88,7 +88,7 @@ def saliency_report(
 ) -> dict:
     """Figures and `saliency.json` of a trained series model (`load_trained(..., with_data=True)`)
     for the first `limit` examples of `split`, in `out`; returns the summary."""
-    if "series" not in trained.family.inputs:
+    if trained.family.kind != "series":
         raise UserError(f"a {trained.config.model.name} model reads text: saliency maps are for series models")
     os.makedirs(out, exist_ok=True)
     names = trained.dataset.labels.names

@@ -306,10 +306,8 @@ def bidirectional_gru(
 
 # From this many sequences a step, a bidirectional GRU's forward pass projects each step's input
 # inside the loop instead of all steps before it: the [T, B, 6H] input gates are never written
-# out, and a [B, D] x [D, 3H] product a step stays in cache. XLA:CPU, T = 64, H = 128, D = 64
-# (D = 256): 1024 rows 0.325 s -> 0.198 s (0.424 -> 0.301), 256 rows 0.089 -> 0.047 (0.106 ->
-# 0.084), 128 rows 0.045 -> 0.033 (0.061 -> 0.060), 64 rows 0.015 -> 0.016, 32 rows 0.008 ->
-# 0.010: below it, the one large product is as fast or faster.
+# out, and a [B, D] x [D, 3H] product a step stays in cache; below it, the one large product is as
+# fast or faster (XLA:CPU; benchmarks/gru_input_projection.py).
 IN_LOOP_PROJECTION_ROWS = 128
 
 

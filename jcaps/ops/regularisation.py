@@ -3,8 +3,8 @@
     keep ~ Bernoulli(p),   dropout(x) = x * keep / p,   so E[dropout(x)] = x
 
 `jax.random.bernoulli` draws one 32-bit number per element; on CPU, generating those numbers
-costs several times the multiply they gate (a [64, 200, 1024] mask: 0.20 s, against 0.05 s for
-the same mask from 8-bit draws; `benchmarks/dropout_mask.py`). Here each 32-bit draw
+costs several times the multiply they gate, and several times the same mask drawn from 8-bit
+numbers (`benchmarks/dropout_mask.py`). Here each 32-bit draw
 is cut into four 8-bit (or two 16-bit) numbers u, and an element is kept when u >= t with
 t = round(rate * 2^bits): 8 bits when rate * 256 is a whole number (0.5, 0.25, 0.125, ... are then
 exact), 16 bits otherwise (the rate used is t / 65536, within 2^-17 of the one asked for). The

@@ -15,15 +15,17 @@ from __future__ import annotations
 import dataclasses
 import importlib
 from collections.abc import Callable, Iterator, MutableMapping
+from typing import Literal
 
 import jax
 import jax.numpy as jnp
 
+from jcaps.choices import check_choice
 from jcaps.data import vocab
 from jcaps.errors import ConfigError
 from jcaps.models.outputs import ModelOutput
 from jcaps.ops import losses
-from jcaps.train.config import new_name
+from jcaps.train.config_history import new_name
 
 
 def softmax_cross_entropy(outputs: ModelOutput, batch, model_config):
@@ -95,6 +97,12 @@ def decoded_labels(apply_fn, params, batch, model_config):
     return apply_fn({"params": params}, batch["tokens"], method="predict").labels
 
 
+# What a model reads: a text's token ids, or a series of feature vectors and its mask.
+ModelKind = Literal["text", "series"]
+# The batch arrays a model of each kind is called with first, positionally.
+KIND_INPUTS: dict[str, tuple[str, ...]] = {"text": ("tokens",), "series": ("series", "mask")}
+
+
 @dataclasses.dataclass(frozen=True)
 class ModelFamily:
     """How to build a model from its config and how to read its outputs."""
@@ -107,10 +115,21 @@ class ModelFamily:
     probabilities: Callable | None
     # model_config keys read by the family's functions (loss, predict_labels), not by the module
     loss_keys: tuple[str, ...] = ()
-    # the batch arrays the module is called with, positionally: token ids, or series and mask
-    inputs: tuple[str, ...] = ("tokens",)
     # multi-label models: (apply_fn, params, batch, model_config) -> [B, J] predicted sets as 0/1
     predict_labels: Callable | None = None
+    # what the model reads: its data, its commands' inputs (text or series) and its explanations
+    # follow from it
+    kind: ModelKind = "text"
+    # batch arrays the module is called with after those of its kind (SGM: the label sequence)
+    extra_inputs: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        check_choice("kind", self.kind, ModelKind)
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """The batch arrays the module is called with, positionally."""
+        return KIND_INPUTS[self.kind] + self.extra_inputs
 
 
 def imported_family(module: str, *args, **kwargs) -> Callable[[], ModelFamily]:
@@ -179,7 +198,7 @@ MODELS = ModelTable(
             "jcaps.models.input_cell_lstm.InputCellLSTM",
             softmax_cross_entropy,
             softmax_probabilities,
-            inputs=("series", "mask"),
+            kind="series",
         ),
         "dilated_fcn": imported_family(
             "jcaps.models.dilated_fcn.DilatedFCN",
@@ -197,7 +216,7 @@ MODELS = ModelTable(
             "jcaps.models.sgm.SGM",
             label_sequence_loss,
             None,
-            inputs=("tokens", "label_sequence"),
+            extra_inputs=("label_sequence",),
             predict_labels=decoded_labels,
         ),
     }

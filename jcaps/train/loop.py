@@ -39,7 +39,7 @@ from jcaps.data.batching import ExampleDataset
 from jcaps.errors import ConfigError, UserError, writing
 from jcaps.files import refuse_linked_folder, replacing
 from jcaps.train import config as config_lib
-from jcaps.train import final_params
+from jcaps.train import config_history, final_params
 from jcaps.train import mesh as mesh_lib
 from jcaps.train import metrics as metrics_lib
 from jcaps.train.checkpoints import Checkpoints, DamagedCheckpoint, checkpoint_directory, keep_if_best
@@ -118,7 +118,7 @@ def check_workdir(config, workdir: str) -> None:
     )
     if os.path.isfile(path) and has_checkpoints:
         with open(path, encoding="utf-8") as f:
-            saved = config_lib.upgraded(json.load(f), source=path)
+            saved = config_history.upgraded(json.load(f), source=path)
         differing = config_lib.incompatible_keys(saved, config)
         if differing:
             old, new = config_lib.flatten(saved), config_lib.flatten(json.loads(config.to_json()))
@@ -260,11 +260,14 @@ def _write_run_config(run: _Run) -> None:
             f.write(config_lib.to_json(run.config))
 
 
-def _compile(run: _Run) -> _Compiled:
+def _compile(run: _Run, compiler_options) -> _Compiled:
     mesh = mesh_lib.data_mesh()
     mesh_lib.check_batch_size(run.batch_size, mesh)
     mesh_lib.check_batch_size(run.eval_batch_size, mesh, "train.eval_batch_size")
-    train_fn, eval_fn = compile_steps(run.config, get_family(run.config.model.name), run.dataset.num_classes, mesh)
+    family = get_family(run.config.model.name)
+    train_fn, eval_fn = compile_steps(
+        run.config, family, run.dataset.num_classes, mesh, compiler_options=compiler_options
+    )
     return _Compiled(mesh, train_fn, eval_fn)
 
 
@@ -395,13 +398,16 @@ class _Signals:
             signal.signal(signum, handler)
 
 
-def train_and_evaluate(config, workdir: str, reevaluate: bool = False) -> dict:
+def train_and_evaluate(
+    config, workdir: str, reevaluate: bool = False, *, compiler_options: dict[str, Any] | None = None
+) -> dict:
     """Trains `config` in `workdir` (resuming if it holds checkpoints); returns the final metrics.
 
     A workdir whose latest checkpoint is at the last step and whose `metrics.jsonl` has the final
     metrics is finished: it returns those metrics without writing anything, unless `reevaluate`,
     which evaluates the final model again and replaces the final lines. One run at a time in a
-    workdir (`exclusive_workdir`)."""
+    workdir (`exclusive_workdir`). `compiler_options` are XLA's, for the train and eval steps
+    (`compile_steps`): they change how fast the steps compile and run, not what they compute."""
     started = time.perf_counter()
     workdir = os.path.abspath(workdir)
     is_main = jax.process_index() == 0
@@ -411,7 +417,7 @@ def train_and_evaluate(config, workdir: str, reevaluate: bool = False) -> dict:
     try:
         with exclusive_workdir(workdir, is_main), _Signals() as signals:
             try:
-                return _train_and_evaluate(config, workdir, reevaluate, started, signals)
+                return _train_and_evaluate(config, workdir, reevaluate, started, signals, compiler_options)
             except TrainingInterrupted as stopped:
                 stopped.wall_seconds = time.perf_counter() - started
                 raise
@@ -431,7 +437,9 @@ def _remove_if_only_the_lock(workdir: str) -> None:
             os.rmdir(workdir)
 
 
-def _train_and_evaluate(config, workdir: str, reevaluate: bool, started: float, signals: _Signals) -> dict:
+def _train_and_evaluate(
+    config, workdir: str, reevaluate: bool, started: float, signals: _Signals, compiler_options
+) -> dict:
     _prepare_process(config)
     is_main = jax.process_index() == 0
     log = functools.partial(print, flush=True) if is_main else (lambda *a, **k: None)
@@ -443,7 +451,7 @@ def _train_and_evaluate(config, workdir: str, reevaluate: bool, started: float, 
         if finished is not None:
             return _already_finished(run, finished)
         _write_run_config(run)
-        compiled = _compile(run)
+        compiled = _compile(run, compiler_options)
         position = _start_or_resume(run, compiled.mesh, class_weight_power, reevaluate)
         _log_start(run, position, compiled.mesh)
         return _train_then_evaluate(run, compiled, position, started)

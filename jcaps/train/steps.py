@@ -8,6 +8,7 @@ the host at the end of an evaluation, so padded examples never count.
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -71,19 +72,22 @@ def eval_step(state: TrainState, batch: dict, *, family, model_config, num_class
     return sums
 
 
-def compile_steps(config, family, num_classes: int, mesh):
+def compile_steps(config, family, num_classes: int, mesh, *, compiler_options: dict[str, Any] | None = None):
     """`train_step` and `eval_step` for `config`'s model, jitted with their shardings (state
-    replicated, batch split over the mesh); the train step donates the state it updates."""
+    replicated, batch split over the mesh) and XLA's `compiler_options` (None: its defaults); the
+    train step donates the state it updates."""
     replicated, sharded = mesh_lib.replicated(mesh), mesh_lib.batch_sharded(mesh)
     train = jax.jit(
         functools.partial(train_step, family=family, model_config=config.model),
         in_shardings=(replicated, sharded),
         out_shardings=(replicated, replicated),
         donate_argnums=0,
+        compiler_options=compiler_options,
     )
     evaluate = jax.jit(
         functools.partial(eval_step, family=family, model_config=config.model, num_classes=num_classes),
         in_shardings=(replicated, sharded),
         out_shardings=replicated,
+        compiler_options=compiler_options,
     )
     return train, evaluate

@@ -273,7 +273,7 @@ def _open_dataset(config, family: ModelFamily, directory: str, with_data: bool) 
 
         quiet_libraries()  # no TFDS progress bars
         return datasets.load_dataset(config.data, config.train.seed, directory)
-    if family.inputs[0] == "tokens":
+    if family.kind == "text":
         # Text: the saved vocabulary and labels encode new text exactly as in training.
         vocab = Vocabulary.load(os.path.join(directory, VOCAB_FILE))
         labels = LabelMap.load(os.path.join(directory, LABELS_FILE))

@@ -149,7 +149,7 @@ def _number(value, spec: str) -> str:
     return "–" if value is None else format(value, spec)
 
 
-def _faithfulness_table(faithfulness: Mapping, completeness: float | None) -> str:
+def _faithfulness_table(faithfulness: Mapping, completeness: Mapping[str, float]) -> str:
     if not faithfulness:
         return "<p>Faithfulness was not measured (run with <code>--faithfulness</code>).</p>"
     # Beside each method, its comprehensiveness minus the random ranking's, with the random
@@ -177,11 +177,10 @@ def _faithfulness_table(faithfulness: Mapping, completeness: float | None) -> st
             f'<td class="number">{_number(values.get("seconds_per_100"), ".3f")}</td>'
             f'<td class="number">{_number(values.get("rows"), "d")}</td></tr>'
         )
-    completeness_html = (
-        f"<p>Integrated gradients' median completeness error |Σ attributions − (f(x) − f(x′))| / "
-        f"|f(x) − f(x′)|: {completeness:.4f}.</p>"
-        if completeness is not None
-        else ""
+    completeness_html = "".join(
+        f"<p>{_escape(method.replace('_', ' '))}: median completeness error |Σ attributions − (f(x) − f(x′))| / "
+        f"|f(x) − f(x′)| {error:.4f}.</p>"
+        for method, error in completeness.items()
     )
     return (
         '<table class="faithfulness"><tr><th>method</th>'
@@ -221,7 +220,7 @@ def write_explanation_report(
     methods: Sequence[str],
     groups: Mapping[str, Sequence[Mapping]],
     faithfulness: Mapping,
-    completeness: float | None = None,
+    completeness: Mapping[str, float] | None = None,
     joiner: str = " ",
     extra_html: str = "",
     note: str = "",
@@ -236,7 +235,7 @@ def write_explanation_report(
       groups: explained class or label name -> entries, each with tokens, scores {method: one
         score per token}, probability, index, label, prediction and target.
       faithfulness: `faithfulness.json`'s content (tabulated on top; {} says it was not run).
-      completeness: integrated gradients' median completeness error, or None.
+      completeness: {method: its median completeness error}, for the methods that report one.
       joiner: what stands between tokens ("" for characters).
       extra_html: a model's own section (e.g. iCapsNets' global interpretation), placed after
         the table.
@@ -267,7 +266,7 @@ def write_explanation_report(
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{_escape(title)}</title><style>{_STYLE}{_EXPLANATION_STYLE}{selector_css}</style></head><body>"
         f"<h1>{_escape(title)}</h1>{note_html}"
-        f"<h2>Faithfulness</h2>{_faithfulness_table(faithfulness, completeness)}"
+        f"<h2>Faithfulness</h2>{_faithfulness_table(faithfulness, completeness or {})}"
         f"{extra_html}<h2>Examples, grouped by the prediction explained</h2>"
         "<p>Orange: the token raises the explained output; blue: it lowers it; stronger = larger |score| "
         "within the example.</p>"

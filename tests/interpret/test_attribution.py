@@ -1,4 +1,6 @@
-"""Per-token attributions against hand-computable models: linear, one-token and masked."""
+"""Per-token attributions against hand-computable models: linear, one-token and masked. The
+gradient methods run through `jcaps.attribution.methods`; occlusion, completeness and random
+scores through their kernels."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import numpy as np
 import pytest
 
 from jcaps.attribution import _kernels as attribution
+from jcaps.attribution import methods
 
 B, T, D, C = 3, 6, 4, 2
 RNG = np.random.default_rng(0)
@@ -31,30 +34,39 @@ def reads_token_two(e):
     return jnp.stack([jnp.tanh(e[:, 2] @ WEIGHTS[2, :, 0]), jnp.sin(e[:, 2] @ WEIGHTS[2, :, 1])], axis=-1) + 0.5
 
 
-def gradient_methods(score_fn, target):
+ZEROS = jnp.zeros_like(EMBEDDINGS)
+
+
+def occlusion(f, target, **options):
+    """The occlusion kernel with a zero baseline, every occluded copy in one call."""
+    return attribution.occlusion(f, EMBEDDINGS, target, MASK, baseline=ZEROS, max_rows=T * B, linear_map=None,
+                                 prefix_radius=None, **options)
+
+
+def gradient_methods(f, target):
     return {
-        "gradient": attribution.gradient(score_fn, EMBEDDINGS, target, MASK),
-        "gradient_x_input": attribution.gradient_x_input(score_fn, EMBEDDINGS, target, MASK),
-        "integrated_gradients": attribution.integrated_gradients(score_fn, EMBEDDINGS, target, MASK, n_steps=16,
-                                                                 chunk_size=5),
-        "smoothgrad": attribution.smoothgrad(score_fn, EMBEDDINGS, target, jax.random.key(0), MASK, n_samples=8,
-                                             stddev=0.15, output="logit"),
-        "occlusion": attribution.occlusion(score_fn, EMBEDDINGS, target, MASK),
+        "gradient": methods.gradient(f, EMBEDDINGS, target, mask=MASK),
+        "gradient_x_input": methods.gradient_x_input(f, EMBEDDINGS, target, mask=MASK),
+        "integrated_gradients": methods.integrated_gradients(f, EMBEDDINGS, target, mask=MASK, n_steps=16,
+                                                             max_rows=5 * B),
+        "smoothgrad": methods.smoothgrad(f, EMBEDDINGS, target, mask=MASK, key=jax.random.key(0), n_samples=8,
+                                         stddev=0.15),
+        "occlusion": occlusion(f, target),
     }
 
 
 def test_integrated_gradients_of_a_linear_model_is_gradient_times_input():
     target = jnp.asarray([0, 1, 1])
-    ig = attribution.integrated_gradients(linear, EMBEDDINGS, target, MASK, n_steps=7, chunk_size=3)
-    gxi = attribution.gradient_x_input(linear, EMBEDDINGS, target, MASK)
+    ig = methods.integrated_gradients(linear, EMBEDDINGS, target, mask=MASK, n_steps=7, max_rows=3 * B)
+    gxi = methods.gradient_x_input(linear, EMBEDDINGS, target, mask=MASK)
     expected = np.einsum("btd,btd->bt", np.asarray(EMBEDDINGS), np.asarray(WEIGHTS)[None, :, :, 0].repeat(B, 0))
     expected[1:] = np.einsum("btd,td->bt", np.asarray(EMBEDDINGS[1:]), np.asarray(WEIGHTS[:, :, 1]))
     expected = np.where(np.asarray(MASK), expected, 0)
     np.testing.assert_allclose(ig, gxi, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(gxi, expected, rtol=1e-5, atol=1e-6)
     # Occlusion of a linear model with a zero baseline removes exactly the token's share.
-    np.testing.assert_allclose(attribution.occlusion(linear, EMBEDDINGS, target, MASK), expected, rtol=1e-5, atol=1e-6)
-    error = attribution.completeness_error(linear, EMBEDDINGS, target, ig)
+    np.testing.assert_allclose(occlusion(linear, target), expected, rtol=1e-5, atol=1e-6)
+    error = attribution.completeness_error(linear, EMBEDDINGS, target, ig, baseline=ZEROS)
     assert error.shape == (B,) and float(jnp.max(error)) < 1e-5
 
 
@@ -64,7 +76,8 @@ def test_completeness_error_of_a_nonlinear_model_shrinks_with_more_steps():
 
     errors = [
         float(jnp.max(attribution.completeness_error(
-            cubic, EMBEDDINGS, 0, attribution.integrated_gradients(cubic, EMBEDDINGS, 0, MASK, n_steps=n)
+            cubic, EMBEDDINGS, 0, methods.integrated_gradients(cubic, EMBEDDINGS, 0, mask=MASK, n_steps=n),
+            baseline=ZEROS,
         )))
         for n in (2, 64)
     ]
@@ -76,7 +89,7 @@ def test_occlusion_equals_an_explicit_loop_over_positions():
         return jnp.tanh(linear(e)) * jnp.sum(e * tiled_mask(e)[..., None], axis=(1, 2))[:, None]
 
     target = jnp.asarray([1, 0, 1])
-    scores = attribution.occlusion(nonlinear, EMBEDDINGS, target, MASK)
+    scores = occlusion(nonlinear, target)
     full = np.asarray(nonlinear(EMBEDDINGS))[np.arange(B), target]
     for t in range(T):
         occluded = EMBEDDINGS.at[:, t].set(0.0)
@@ -104,8 +117,8 @@ def test_padding_never_receives_attribution():
 
 
 def test_attributions_work_under_jit():
-    jitted = jax.jit(lambda e: attribution.integrated_gradients(linear, e, 0, MASK, n_steps=4))
-    np.testing.assert_allclose(jitted(EMBEDDINGS), attribution.gradient_x_input(linear, EMBEDDINGS, 0, MASK),
+    jitted = jax.jit(lambda e: methods.integrated_gradients(linear, e, 0, mask=MASK, n_steps=4))
+    np.testing.assert_allclose(jitted(EMBEDDINGS), methods.gradient_x_input(linear, EMBEDDINGS, 0, mask=MASK),
                                rtol=1e-5, atol=1e-6)
 
 
@@ -120,7 +133,10 @@ def test_integrating_through_an_affine_first_layer_gives_the_same_attributions()
         return jnp.sum(jnp.tanh(z) ** 2 * tiled_mask(z)[..., None], axis=1) @ head
 
     target = jnp.asarray([0, 1, 0])
-    direct = attribution.integrated_gradients(lambda e: after(affine(e)), EMBEDDINGS, target, MASK, n_steps=8)
-    through = attribution.integrated_gradients(after, EMBEDDINGS, target, MASK, n_steps=8, linear_map=affine)
+    def f(e):
+        return after(affine(e))
+
+    direct = methods.integrated_gradients(f, EMBEDDINGS, target, mask=MASK, n_steps=8)
+    through = methods.integrated_gradients(f, EMBEDDINGS, target, mask=MASK, n_steps=8, affine_prefix=(affine, after))
     np.testing.assert_allclose(through, direct, rtol=1e-4, atol=1e-5)
     assert float(jnp.max(jnp.abs(direct))) > 0.1

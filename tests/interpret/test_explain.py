@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -81,7 +82,8 @@ def test_every_method_of_every_model_with_faithfulness(workdirs, tmp_path, model
             assert set(entry["scores"]) == set(methods)
             for scores in entry["scores"].values():
                 assert len(scores) == len(record["tokens"])  # one score per real token, none for padding
-            errors.append(entry["completeness_error"])
+            assert set(entry["completeness_error"]) == {"integrated_gradients"}  # the one with the trait
+            errors.append(entry["completeness_error"]["integrated_gradients"])
     median = float(np.median(errors))
     if model_name in COMPLETENESS_EXCEPTIONS:
         assert median <= COMPLETENESS_EXCEPTIONS[model_name][0], COMPLETENESS_EXCEPTIONS[model_name][1]
@@ -248,20 +250,28 @@ def test_region_convolution_prefix_reproduces_the_model(activation):
     np.testing.assert_allclose(after(tokens, linear(tokens, embeddings)).scores, direct, rtol=1e-5, atol=1e-6)
 
 
-def _toy(f, x, target, *, mask=None, args=(), key=None, baseline=None, max_rows=512):
-    """A method of the table's signature: each position's summed input values."""
+def _toy(f, x, target, *, mask=None, args=(), key=None, baseline=None, max_rows=512, scale: float = 1.0):
+    """A method of the table's signature with one option: each position's summed input values
+    times `scale`."""
     import jax.numpy as jnp
 
     del f, target, args, key, baseline, max_rows
-    return jnp.where(mask, x.sum(axis=-1), 0.0)
+    return jnp.where(mask, scale * x.sum(axis=-1), 0.0)
 
 
-# Registers `_toy` as "toy" in METHODS and runs `python -m jcaps.interpret` with the arguments.
+def _toy_method():
+    from jcaps.attribution.methods import Flag, Method
+
+    return Method(function=_toy, flags={"toy_scale": Flag("scale", "Toy: the factor of the summed values.")})
+
+
+# Registers `_toy` as "toy" in METHODS, its option `scale` as --toy_scale, and runs
+# `python -m jcaps.interpret` with the arguments: no other file knows of it.
 TOY_COMMAND = """
 import runpy, sys
-from jcaps.interpret import METHODS, Method
-from tests.interpret.test_explain import _toy
-METHODS["toy"] = Method(_toy, {"max_rows": 512}, needs_key=False)
+from jcaps.interpret import METHODS
+from tests.interpret.test_explain import _toy_method
+METHODS["toy"] = _toy_method()
 sys.argv[0] = "jcaps.interpret"
 runpy.run_module("jcaps.interpret", run_name="__main__", alter_sys=True)
 """
@@ -269,28 +279,43 @@ runpy.run_module("jcaps.interpret", run_name="__main__", alter_sys=True)
 
 @pytest.mark.slow
 def test_a_method_added_to_the_table_is_offered_and_runs(workdirs, tmp_path, monkeypatch):
-    """One entry in `interpret.METHODS` and nothing else: the explainer offers and runs it, and
-    `python -m jcaps.interpret --methods toy` writes its scores."""
-    from jcaps.interpret import METHODS, Method
+    """One entry in `interpret.METHODS` and nothing else: the explainer offers and runs it, the
+    command lists it under --methods and its option's flag in --help, and
+    `python -m jcaps.interpret --methods toy --toy_scale 2` writes its scores, in the report too."""
+    from jcaps.interpret import METHODS
 
-    monkeypatch.setitem(METHODS, "toy", Method(_toy, {"max_rows": 512}, needs_key=False))
+    monkeypatch.setitem(METHODS, "toy", _toy_method())
     trained = load_trained(workdirs("fasttext"), with_data=True)
     assert "toy" in explain.offered_methods(trained.config.model)
-    explainer = explain.Explainer(trained)
+    explainer = explain.Explainer(trained, explain.Options(toy_scale=3.0))
     batch = next(iter(trained.dataset.eval_batches("test", 4, limit=4)))
     explained = explainer.explain(batch, ("toy",))
     rows = explainer.rows(batch)
     vectors = explainer.vectors(rows)[: len(rows.example)]
-    np.testing.assert_allclose(explained.scores["toy"], np.where(rows.mask, vectors.sum(axis=-1), 0),
+    np.testing.assert_allclose(explained.scores["toy"], np.where(rows.mask, 3.0 * vectors.sum(axis=-1), 0),
                                rtol=1e-5, atol=1e-6)
 
-    workdir = workdirs("fasttext")
     env = command_env()
-    result = subprocess.run([sys.executable, "-c", TOY_COMMAND, "--workdir", workdir, own_data_cache(workdir),
-                             "--out", str(tmp_path), "--limit", "2", "--methods", "toy,random"],
-                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
-    assert "with toy, random" in result.stdout
-    records = [json.loads(line) for line in (tmp_path / "attributions.jsonl").read_text().splitlines()]
-    assert all(len(entry["scores"]["toy"]) == len(record["tokens"])
-               for record in records for entry in record["explanations"])
+    listing = subprocess.run([sys.executable, "-c", TOY_COMMAND, "--help"], cwd=ROOT, env=env, capture_output=True,
+                             text=True, timeout=300)
+    assert listing.returncode == 0, listing.stderr
+    assert "--toy_scale: Toy: the factor of the summed values." in listing.stdout
+    assert re.search(r"among [\w, ]*\btoy\b", listing.stdout)
+
+    workdir = workdirs("fasttext")
+    outputs = {}
+    for scale in ("1", "2"):
+        out = tmp_path / scale
+        result = subprocess.run([sys.executable, "-c", TOY_COMMAND, "--workdir", workdir, own_data_cache(workdir),
+                                 "--out", str(out), "--limit", "2", "--methods", "toy,random", "--toy_scale", scale],
+                                cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stderr
+        assert "with toy, random" in result.stdout
+        records = [json.loads(line) for line in (out / "attributions.jsonl").read_text().splitlines()]
+        outputs[scale] = [entry["scores"]["toy"] for record in records for entry in record["explanations"]]
+        assert all(len(entry["scores"]["toy"]) == len(record["tokens"])
+                   for record in records for entry in record["explanations"])
+        assert 'id="method-toy"' in (out / "report.html").read_text(encoding="utf-8")
+        assert json.loads((out / "run.json").read_text())["settings"]["options"]["toy_scale"] == float(scale)
+    for once, twice in zip(outputs["1"], outputs["2"]):
+        np.testing.assert_allclose(twice, 2 * np.asarray(once), rtol=1e-4, atol=1e-5)

@@ -92,7 +92,7 @@ def test_a_model_that_reads_one_token_id_is_explained_by_that_token():
     """p(class 0) = sigmoid(10 (e_7 . w) - 5) over the positions holding token id 7: about 0.993
     with the token, 0.007 without. Every gradient method ranks it first, and removing it (every k
     removes at least one token) takes almost the whole probability away."""
-    from jcaps.attribution import _kernels as attribution
+    from jcaps.attribution import methods
 
     table = jnp.asarray(np.random.default_rng(1).normal(size=(20, 4)), jnp.float32)
     w = jnp.ones(4, jnp.float32)
@@ -105,16 +105,13 @@ def test_a_model_that_reads_one_token_id_is_explained_by_that_token():
         z = 10 * jnp.einsum("btd,d->b", reads, w) - 5
         return jnp.stack([z, -z], axis=-1) / 2  # softmax of (z/2, -z/2) = (sigmoid(z), 1 - sigmoid(z))
 
-    def score_fn(e):
-        return logits(e, jnp.tile(tokens, (e.shape[0] // 2, 1)))
-
     def probabilities(ids):
         return jax.nn.softmax(logits(table[ids], ids), axis=-1)
 
     embeddings = table[tokens]
     for method in ("gradient", "gradient_x_input", "integrated_gradients", "occlusion"):
         options = {"n_steps": 50} if method == "integrated_gradients" else {}
-        scores = getattr(attribution, method)(score_fn, embeddings, 0, mask, **options)
+        scores = getattr(methods, method)(logits, embeddings, 0, mask=mask, args=(tokens,), **options)
         np.testing.assert_array_equal(np.argmax(np.abs(scores), axis=1), [2, 0], err_msg=method)
         result = faithfulness(probabilities, tokens, 0, scores, mask=mask, probabilities=None)
         np.testing.assert_allclose(result["probability"], 0.9933, atol=1e-3)

@@ -66,7 +66,7 @@ def test_report_is_self_contained_escaped_and_has_a_method_selector(tmp_path):
         tmp_path / "report.html", title="fasttext <test>", methods=("gradient", "random"),
         groups={CLASS_NAMES[0]: [entry, long_entry]},
         faithfulness={"gradient": _faithfulness_entry(0.4), "random": _faithfulness_entry(0.1)},
-        completeness=0.003, extra_html=capsule_global_html(acc.to_json(CLASS_NAMES), heatmap),
+        completeness={"integrated_gradients": 0.003}, extra_html=capsule_global_html(acc.to_json(CLASS_NAMES), heatmap),
     )
     page = pathlib.Path(path).read_text(encoding="utf-8")
     encoded = re.search(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page).group(1)

@@ -7,15 +7,14 @@ import numpy as np
 import pytest
 
 from jcaps.attribution import _kernels as sal
-from jcaps.attribution import checks
+from jcaps.attribution import checks, methods
 
-# Every test runs the attributions jitted, as callers do: score_fn and the options are static.
-# Eager dispatch of their scans would also be several times slower.
-saliency = jax.jit(sal.saliency, static_argnums=0, static_argnames=("output",))
+# Every test runs the kernels jitted, as callers do: f and the options are static. Eager dispatch
+# of their scans would also be several times slower.
 integrated_gradients = jax.jit(
-    sal.integrated_gradients, static_argnums=0, static_argnames=("n_steps", "chunk_size", "output")
+    sal.integrated_gradients, static_argnums=0, static_argnames=("n_steps", "max_rows", "linear_map")
 )
-smoothgrad = jax.jit(sal.smoothgrad, static_argnums=0, static_argnames=("n_samples", "output"))
+smoothgrad = jax.jit(sal.smoothgrad, static_argnums=0, static_argnames=("n_samples",))
 
 # B = 3 examples of T x N = 2 x 4 inputs, C = 3 classes.
 BATCH, STEPS, FEATURES, CLASSES = 3, 2, 4, 3
@@ -28,6 +27,9 @@ BASELINE = 0.3 * jax.random.normal(_keys[1], (BATCH, STEPS, FEATURES))
 W = jax.random.normal(_keys[2], (STEPS * FEATURES, CLASSES))
 W1 = jax.random.normal(_keys[3], (STEPS * FEATURES, HIDDEN)) / 2
 W2 = jax.random.normal(_keys[4], (HIDDEN, CLASSES))
+ZEROS = jnp.zeros_like(X)
+# Every interpolation point of the integrated gradients below in one call of f.
+ALL_STEPS = 200 * BATCH
 
 
 def linear_scores(x):
@@ -43,41 +45,28 @@ def _target_columns(targets):
     return W[:, targets].T.reshape(X.shape)
 
 
+def _position_norms(values):
+    """[B, T, N] -> [B, T]: the L2 norm of each position's N values, as NumPy computes it."""
+    return np.linalg.norm(np.asarray(values, np.float64), axis=-1)
+
+
 # ---------------------------------------------------------------------------------------------
-# Saliency
+# Gradient (`methods.gradient`: the norm of each position's gradient)
 # ---------------------------------------------------------------------------------------------
 
 
-def test_saliency_of_linear_logit_is_abs_weight_column():
-    out = saliency(linear_scores, X, TARGETS, output="logit")
-    chex.assert_shape(out, X.shape)
-    np.testing.assert_allclose(out, jnp.abs(_target_columns(TARGETS)), rtol=1e-6)
-
-
-def test_saliency_of_linear_probability_by_hand():
-    probabilities = np.asarray(jax.nn.softmax(linear_scores(X), axis=-1))  # [B, C]
-    weights = np.asarray(W)
-    expected = np.stack(
-        [
-            np.abs(probabilities[b, c] * (weights[:, c] - weights @ probabilities[b]))
-            for b, c in enumerate(np.asarray(TARGETS))
-        ]
-    ).reshape(X.shape)
-    out = saliency(linear_scores, X, TARGETS)
-    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-7)
+def test_gradient_of_linear_logit_is_the_norm_of_the_weight_column():
+    out = methods.gradient(linear_scores, X, TARGETS)
+    chex.assert_shape(out, X.shape[:2])
+    np.testing.assert_allclose(out, _position_norms(_target_columns(TARGETS)), rtol=1e-6)
 
 
 def test_one_backward_pass_equals_per_example_gradients():
     def per_example(x, c):
-        return jax.grad(lambda xi: jax.nn.softmax(tanh_mlp_scores(xi[None]), axis=-1)[0, c])(x)
+        return jax.grad(lambda xi: tanh_mlp_scores(xi[None])[0, c])(x)
 
-    expected = jnp.abs(jax.jit(jax.vmap(per_example))(X, TARGETS))
-    np.testing.assert_allclose(saliency(tanh_mlp_scores, X, TARGETS), expected, rtol=1e-5, atol=1e-7)
-
-
-def test_unknown_output_is_rejected():
-    with pytest.raises(ValueError, match="output"):
-        saliency(linear_scores, X, 0, output="softmax")
+    expected = _position_norms(jax.jit(jax.vmap(per_example))(X, TARGETS))
+    np.testing.assert_allclose(methods.gradient(tanh_mlp_scores, X, TARGETS), expected, rtol=1e-5, atol=1e-7)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -86,33 +75,33 @@ def test_unknown_output_is_rejected():
 
 
 def test_integrated_gradients_of_linear_model_is_exact():
-    out = integrated_gradients(linear_scores, X, TARGETS, baseline=BASELINE, n_steps=4)
+    out = integrated_gradients(linear_scores, X, TARGETS, baseline=BASELINE, n_steps=4, max_rows=ALL_STEPS,
+                               linear_map=None)
     chex.assert_shape(out, X.shape)
     np.testing.assert_allclose(out, (X - BASELINE) * _target_columns(TARGETS), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("output", ["logit", "probability"])
-def test_integrated_gradients_completeness(output):
-    out = integrated_gradients(tanh_mlp_scores, X, TARGETS, baseline=BASELINE, n_steps=200, output=output)
+def test_integrated_gradients_completeness():
+    out = integrated_gradients(tanh_mlp_scores, X, TARGETS, baseline=BASELINE, n_steps=200, max_rows=ALL_STEPS,
+                               linear_map=None)
 
     def selected(x):
-        logits = tanh_mlp_scores(x)
-        values = jax.nn.softmax(logits, axis=-1) if output == "probability" else logits
-        return jnp.take_along_axis(values, TARGETS[:, None], axis=1)[:, 0]
+        return jnp.take_along_axis(tanh_mlp_scores(x), TARGETS[:, None], axis=1)[:, 0]
 
     np.testing.assert_allclose(out.sum(axis=(1, 2)), selected(X) - selected(BASELINE), atol=2e-4)
 
 
-@pytest.mark.parametrize("chunk_size", [7, 10, 50, 64])
-def test_integrated_gradients_chunking_matches_unchunked(chunk_size):
-    unchunked = integrated_gradients(tanh_mlp_scores, X, TARGETS, n_steps=50)
-    chunked = integrated_gradients(tanh_mlp_scores, X, TARGETS, n_steps=50, chunk_size=chunk_size)
+@pytest.mark.parametrize("steps_a_call", [7, 10, 50, 64])
+def test_integrated_gradients_chunking_matches_unchunked(steps_a_call):
+    options = {"baseline": ZEROS, "n_steps": 50, "linear_map": None}
+    unchunked = integrated_gradients(tanh_mlp_scores, X, TARGETS, max_rows=ALL_STEPS, **options)
+    chunked = integrated_gradients(tanh_mlp_scores, X, TARGETS, max_rows=steps_a_call * BATCH, **options)
     np.testing.assert_allclose(chunked, unchunked, rtol=1e-6, atol=1e-6)
 
 
 def test_integrated_gradients_default_baseline_is_zero():
-    default = integrated_gradients(tanh_mlp_scores, X, 1, n_steps=8)
-    zero = integrated_gradients(tanh_mlp_scores, X, 1, baseline=jnp.zeros_like(X), n_steps=8)
+    default = methods.integrated_gradients(tanh_mlp_scores, X, 1, n_steps=8)
+    zero = methods.integrated_gradients(tanh_mlp_scores, X, 1, baseline=jnp.zeros_like(X), n_steps=8)
     np.testing.assert_allclose(default, zero, rtol=1e-6)
 
 
@@ -131,13 +120,13 @@ def test_smoothgrad_shape_and_determinism():
 
 
 def test_smoothgrad_of_linear_logit_ignores_noise():
-    out = smoothgrad(linear_scores, X, TARGETS, jax.random.key(3), n_samples=5, stddev=0.5, output="logit")
+    out = smoothgrad(linear_scores, X, TARGETS, jax.random.key(3), n_samples=5, stddev=0.5)
     np.testing.assert_allclose(out, jnp.abs(_target_columns(TARGETS)), rtol=1e-6)
 
 
-def test_smoothgrad_without_noise_is_saliency():
-    out = smoothgrad(tanh_mlp_scores, X, TARGETS, jax.random.key(4), n_samples=4, stddev=0.0)
-    np.testing.assert_allclose(out, saliency(tanh_mlp_scores, X, TARGETS), rtol=1e-6, atol=1e-8)
+def test_smoothgrad_without_noise_is_the_gradient():
+    out = methods.smoothgrad(tanh_mlp_scores, X, TARGETS, key=jax.random.key(4), n_samples=4, stddev=0.0)
+    np.testing.assert_allclose(out, methods.gradient(tanh_mlp_scores, X, TARGETS), rtol=1e-6, atol=1e-8)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -148,13 +137,14 @@ def test_smoothgrad_without_noise_is_saliency():
 @pytest.mark.parametrize("target", [1, TARGETS], ids=["int", "array"])
 def test_jitted_attributions_take_int_or_per_example_targets(target):
     gradient = _target_columns(jnp.broadcast_to(target, (BATCH,)))
-    out = saliency(linear_scores, X, target, output="logit")
-    chex.assert_shape(out, X.shape)
-    np.testing.assert_allclose(out, jnp.abs(gradient), rtol=1e-6)
-    out = integrated_gradients(linear_scores, X, target, baseline=BASELINE, n_steps=9, chunk_size=4)
+    out = jax.jit(lambda x, t: methods.gradient(linear_scores, x, t))(X, target)
+    chex.assert_shape(out, X.shape[:2])
+    np.testing.assert_allclose(out, _position_norms(gradient), rtol=1e-6)
+    out = integrated_gradients(linear_scores, X, target, baseline=BASELINE, n_steps=9, max_rows=4 * BATCH,
+                               linear_map=None)
     chex.assert_shape(out, X.shape)
     np.testing.assert_allclose(out, (X - BASELINE) * gradient, rtol=1e-5, atol=1e-6)
-    out = smoothgrad(linear_scores, X, target, jax.random.key(5), n_samples=3, stddev=0.15, output="logit")
+    out = smoothgrad(linear_scores, X, target, jax.random.key(5), n_samples=3, stddev=0.15)
     chex.assert_shape(out, X.shape)
     np.testing.assert_allclose(out, jnp.abs(gradient), rtol=1e-6)
 

@@ -27,9 +27,9 @@ from jcaps.train.config import (
     load,
     series_config,
     to_json,
-    upgraded,
     validate,
 )
+from jcaps.train.config_history import upgraded
 from jcaps.train.config_blocks import parse_argument
 from jcaps.train.families import MODELS
 

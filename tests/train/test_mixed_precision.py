@@ -32,7 +32,7 @@ from jcaps.train.families import MODELS, build_model, get_family
 from jcaps.train.state import create_train_state, dummy_inputs
 from jcaps.train.steps import model_inputs
 from jcaps.train.workdir import load_trained
-from tests.command_env import compiled_at_o2
+from tests.command_env import training_compiler_options
 from tests.smoke_configs import SMOKE_CONFIGS
 
 # Same parameters, one batch: relative L2 errors of the bfloat16 model's scores and loss to the
@@ -111,8 +111,8 @@ def test_bfloat16_training_keeps_float32_state_and_tracks_float32(name, tmp_path
     assert json.loads((float32_workdir / "config.json").read_text(encoding="utf-8"))["train"]["dtype"] == "float32"
     config = config_file(*SMOKE_CONFIGS[name], cache_dir)
     config.train.dtype = "bfloat16"
-    with compiled_at_o2(SMOKE_CONFIGS[name][0]):
-        low = loop.train_and_evaluate(config, str(tmp_path / "bfloat16"))["test"]
+    low = loop.train_and_evaluate(config, str(tmp_path / "bfloat16"),
+                                  compiler_options=training_compiler_options(SMOKE_CONFIGS[name][0]))["test"]
     high = float32_final["test"]
     metric = "accuracy" if "accuracy" in high else "micro_f1"
     tolerance = SEED_SPREAD.get(name, TRAINED_TOLERANCE)
