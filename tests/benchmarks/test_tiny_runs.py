@@ -195,3 +195,27 @@ def test_max_rows_memory(tmp_path):
         assert row["total_mib"] == pytest.approx(row["argument_mib"] + row["output_mib"] + row["temp_mib"], abs=0.2)
         assert row["rows_per_call"] * row["calls"] >= 16 and row["temp_mib"] >= 0
     assert_positive(results, "default_run_seconds", "parameters_mib")
+
+
+def test_copies_per_call(tmp_path):
+    results = tiny_results("benchmarks.copies_per_call", tmp_path, "--models", "fasttext", "--methods",
+                           "integrated_gradients,lime", "--copies", "1,2")
+    assert set(results) == {"_run", "fasttext"} and set(results["fasttext"]) == {"integrated_gradients", "lime"}
+    for row in results["fasttext"].values():
+        assert set(row["seconds"]) == {"1", "2"} and row["fastest"] in (1, 2)
+        assert_positive(row["seconds"], "1", "2")
+    assert results["fasttext"]["lime"]["shipped"] == 8  # the method's, fastText having none of its own
+
+
+def test_gru_input_projection(tmp_path):
+    results = tiny_results("benchmarks.gru_input_projection", tmp_path)
+    assert set(results["4"]) == {"4", "8"} and results["in_loop_from_rows"] >= 1
+    for row in results["4"].values():
+        assert_positive(row, "before_loop_s", "in_loop_s")
+
+
+def test_suite_xla_settings(tmp_path):
+    results = tiny_results("benchmarks.suite_xla_settings", tmp_path)
+    assert set(results["files"]) == {"suite", "fusion_emitters", "default_level"}
+    assert results["files"]["suite"] > 0  # the others are null where the installed XLA lacks a flag
+    assert_positive(results["training"]["fasttext_ag_news.py"], "suite", "o2")
