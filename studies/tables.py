@@ -419,6 +419,16 @@ def max_rows_memory(results: dict) -> str:
             f"ran in {results['default_run_seconds']:.0f} s on this machine.")
 
 
+@table("integration_rules", "studies/integration_rules/results/results.json")
+def integration_rules(results: dict) -> str:
+    body = [[steps] + [f"{row[rule]['median']:.2e} / {row[rule]['p95']:.2e}" for rule in ("midpoint", "gausslegendre")]
+            for steps, row in results["by_steps"].items()]
+    return (rows(["steps", "midpoint: median / p95", "Gauss-Legendre: median / p95"], body)
+            + f"\n\nIntegrated gradients' relative completeness error |Σ scores − (f(x) − f(x′))| / |f(x) − f(x′)| on "
+            f"the first {results['examples']} test texts of `configs/{results['config']}` (test accuracy "
+            f"{results['test_accuracy']:.3f}), zero baseline; all-zero scores would have error 1.")
+
+
 @table("saliency_boxes_quick", "studies/saliency_boxes/results/quick/results.json")
 def saliency_boxes_quick(results: dict) -> str:
     boxes = [box for box in results if not box.startswith("_") and isinstance(results[box], dict)]

@@ -74,6 +74,7 @@ from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 Model = Callable[[jax.Array], jax.Array]
 LinearMap = Callable[[jax.Array], jax.Array]
@@ -133,14 +134,17 @@ def integrated_gradients(
     *,
     baseline: jax.Array,
     n_steps: int,
+    rule: str,
     max_rows: int,
     linear_map: LinearMap | None,
 ) -> jax.Array:
-    """Integrated gradients (Sundararajan et al. 2017) by the midpoint Riemann rule.
+    """Integrated gradients (Sundararajan et al. 2017) by a K-point quadrature of the path.
 
-        IG(x) = (x - x') * (1/K) sum_{k<K} g(x' + a_k (x - x')),   a_k = (k + 1/2) / K,
+        IG(x) = (x - x') * sum_{k<K} w_k g(x' + a_k (x - x')),
 
-    with g = d f_c / d x and K = `n_steps` (`_mean_path_gradient`).
+    with g = d f_c / d x and K = `n_steps` (`_mean_path_gradient`): the midpoint Riemann rule,
+    a_k = (k + 1/2) / K and w_k = 1 / K, or Gauss-Legendre's nodes and weights on [0, 1]
+    (`quadrature`).
 
     A model whose first layer is affine, f(x) = g(L(x)), can pass L as `linear_map` and g as
     `f`: the straight path from x' to x maps to the straight path from L(x') to L(x), so the mean
@@ -155,6 +159,7 @@ def integrated_gradients(
       targets: the outputs c, one int or [R] ints.
       baseline: x', broadcastable to x.
       n_steps: K, the number of interpolation points.
+      rule: "midpoint" or "gausslegendre".
       max_rows: the most rows one call of f scores: min(K, max(1, max_rows // R)) steps a call.
       linear_map: L, an affine map of x (rows independent), or None.
 
@@ -164,20 +169,31 @@ def integrated_gradients(
     baseline = _baseline(x, baseline)
     steps_a_call = min(n_steps, _copies(max_rows, x))
     if linear_map is None:
-        mean_gradient = _mean_path_gradient(f, x, targets, baseline, n_steps, steps_a_call)
+        mean_gradient = _mean_path_gradient(f, x, targets, baseline, n_steps, rule, steps_a_call)
     else:
-        mean_in_z = _mean_path_gradient(f, linear_map(x), targets, linear_map(baseline), n_steps, steps_a_call)
+        mean_in_z = _mean_path_gradient(f, linear_map(x), targets, linear_map(baseline), n_steps, rule, steps_a_call)
         _, transpose = jax.vjp(linear_map, x)
         mean_gradient = transpose(mean_in_z)[0]
     return (x - baseline) * mean_gradient
 
 
+def quadrature(n_steps: int, rule: str) -> tuple[np.ndarray, np.ndarray, float]:
+    """(a [K], w [K], d): the points of the path from 0 to 1 and their weights, the weighted sum
+    to be divided by d. Midpoint: a_k = (k + 1/2) / K, w_k = 1, d = K (the sum, then one division,
+    as the midpoint rule has always been computed here). Gauss-Legendre: its K nodes and weights
+    mapped from [-1, 1] to [0, 1], d = 1; exact for polynomials of degree 2K - 1 along the path."""
+    if rule == "gausslegendre":
+        nodes, weights = np.polynomial.legendre.leggauss(n_steps)
+        return (nodes + 1) / 2, weights / 2, 1.0
+    return (np.arange(n_steps) + 0.5) / n_steps, np.ones(n_steps), float(n_steps)
+
+
 def _mean_path_gradient(
-    f: Model, x: jax.Array, targets: int | jax.Array, baseline: jax.Array, n_steps: int, steps_a_call: int
+    f: Model, x: jax.Array, targets: int | jax.Array, baseline: jax.Array, n_steps: int, rule: str, steps_a_call: int
 ) -> jax.Array:
-    """(1/K) sum_{k<K} g(x' + a_k (x - x')), the mean gradient along the straight path that
-    `integrated_gradients` multiplies by x - x', in the fewest calls of at most `steps_a_call`
-    steps each. [R, ...] signed mean gradients, shaped like x."""
+    """sum_{k<K} w_k g(x' + a_k (x - x')), the mean gradient along the straight path that
+    `integrated_gradients` multiplies by x - x' (`quadrature`), in the fewest calls of at most
+    `steps_a_call` steps each. [R, ...] signed mean gradients, shaped like x."""
     baseline = _baseline(x, baseline)
     difference = x - baseline
     targets = _targets(targets, x)
@@ -186,21 +202,29 @@ def _mean_path_gradient(
     steps_per_chunk = -(-n_steps // n_chunks)
     step_index = jnp.arange(n_chunks * steps_per_chunk).reshape(n_chunks, steps_per_chunk)
     is_step = step_index < n_steps
+    points, weights, divisor = quadrature(n_steps, rule)
     # Padded steps reuse the last real alpha, not an arbitrary one: their gradient is then finite
     # whenever the real ones are, and masking them out cannot turn an inf into a NaN.
-    alphas = ((jnp.minimum(step_index, n_steps - 1).astype(jnp.float32) + 0.5) / n_steps).astype(x.dtype)
+    last = jnp.minimum(step_index, n_steps - 1)
+    if rule == "gausslegendre":
+        alphas = jnp.asarray(points, jnp.float32)[last].astype(x.dtype)
+    else:  # computed as it always was, so that the midpoint scores stay bit for bit the same
+        alphas = ((last.astype(jnp.float32) + 0.5) / n_steps).astype(x.dtype)
+    step_weights = jnp.where(is_step, jnp.asarray(weights, jnp.float32)[last], 0.0).astype(x.dtype)
     point_shape = (steps_per_chunk,) + (1,) * x.ndim
     chunk_targets = jnp.tile(targets, steps_per_chunk)
 
-    def add_chunk(gradient_sum: jax.Array, chunk: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, None]:
-        chunk_alphas, chunk_is_step = chunk
+    def add_chunk(gradient_sum: jax.Array, chunk) -> tuple[jax.Array, None]:
+        chunk_alphas, chunk_is_step, chunk_weights = chunk
         points = baseline[None] + chunk_alphas.reshape(point_shape) * difference[None]  # [S, R, ...]
         gradients = input_gradients(f, points.reshape((-1,) + x.shape[1:]), chunk_targets)
         gradients = jnp.where(chunk_is_step.reshape(point_shape), gradients.reshape(points.shape), 0)
+        if rule == "gausslegendre":
+            gradients = gradients * chunk_weights.reshape(point_shape)
         return gradient_sum + jnp.sum(gradients, axis=0), None
 
-    gradient_sum, _ = jax.lax.scan(add_chunk, jnp.zeros_like(x), (alphas, is_step))
-    return gradient_sum / n_steps
+    gradient_sum, _ = jax.lax.scan(add_chunk, jnp.zeros_like(x), (alphas, is_step, step_weights))
+    return gradient_sum / divisor if rule == "midpoint" else gradient_sum
 
 
 def completeness_error(
@@ -251,6 +275,71 @@ def smoothgrad(
     sample_keys = jax.vmap(lambda k: jax.random.split(k, n_samples))(row_keys(key, x.shape[0]))  # [R, M]
     gradient_sum, _ = jax.lax.scan(add_sample, jnp.zeros_like(x), jnp.swapaxes(sample_keys, 0, 1))
     return gradient_sum / n_samples
+
+
+def expected_gradients(
+    f: Model,
+    x: jax.Array,
+    targets: int | jax.Array,
+    key: jax.Array,
+    *,
+    references: jax.Array,
+    mask: jax.Array,
+    n_samples: int,
+    max_rows: int,
+) -> jax.Array:
+    """Expected gradients (Erion et al. 2021; GradientSHAP, Lundberg & Lee 2017): integrated
+    gradients averaged over baselines drawn from a distribution, one path point a sample.
+
+        EG(x) = (1/M) sum_{m<M} (x - x'_m) * g(x'_m + a_m (x - x'_m)),
+
+    x'_m a row of `references` drawn uniformly (its positions outside the row's mask replaced by
+    x's: they are not players), a_m ~ U(0, 1), g = d f_c / d x, M = `n_samples`. A row's sum
+    estimates E[f_c(x) - f_c(x')] over the references, without bias.
+
+    Args:
+      f: [R, ...] -> [R, C] scores, rows independent; called on [S * R, ...] stacks.
+      x: [R, T, ...] float inputs.
+      targets: the outputs c, one int or [R] ints.
+      key: a PRNG key, or [R] keys, one a row (`row_keys`).
+      references: [N, T, ...] the baselines drawn from.
+      mask: [R, T] bool, True at real positions.
+      n_samples: M.
+      max_rows: the most rows one call of f scores: max(1, max_rows // R) samples a call.
+
+    Returns:
+      [R, T, ...] signed attributions shaped like x.
+    """
+    targets = _targets(targets, x)
+    rows = x.shape[0]
+    copies = min(n_samples, _copies(max_rows, x))
+    calls = -(-n_samples // copies)
+
+    def draws(row_key: jax.Array) -> tuple[jax.Array, jax.Array]:
+        pick, point = jax.random.split(row_key)
+        return (
+            jax.random.randint(pick, (calls * copies,), 0, references.shape[0]),
+            jax.random.uniform(point, (calls * copies,), x.dtype),
+        )
+
+    picks, alphas = jax.vmap(draws)(row_keys(key, rows))  # [R, S'] each
+    real = mask.reshape(mask.shape + (1,) * (x.ndim - 2))
+    is_sample = (jnp.arange(calls * copies) < n_samples).reshape(calls, copies)
+    point_shape = (copies, rows) + (1,) * (x.ndim - 1)
+
+    def add_call(total: jax.Array, call) -> tuple[jax.Array, None]:
+        call_picks, call_alphas, call_is_sample = call  # [copies, R] each, [copies]
+        chosen = jnp.where(real[None], references[call_picks], x[None])  # [copies, R, T, ...]
+        points = chosen + call_alphas.reshape(point_shape) * (x[None] - chosen)
+        gradients = input_gradients(f, points.reshape((-1,) + x.shape[1:]), jnp.tile(targets, copies))
+        terms = (x[None] - chosen) * gradients.reshape(points.shape)
+        return total + jnp.sum(jnp.where(call_is_sample.reshape((copies,) + (1,) * x.ndim), terms, 0), axis=0), None
+
+    def by_call(values: jax.Array) -> jax.Array:  # [R, calls * copies] -> [calls, copies, R]
+        return jnp.moveaxis(values.reshape(rows, calls, copies), 0, -1)
+
+    total, _ = jax.lax.scan(add_call, jnp.zeros_like(x), (by_call(picks), by_call(alphas), is_sample))
+    return total / n_samples
 
 
 def occlusion(

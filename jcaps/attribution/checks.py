@@ -90,14 +90,27 @@ def complexity(scores: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
     return {"entropy": entropy, "sparseness": gini}
 
 
+def ranks_nothing(values) -> bool:
+    """Whether one example's scores at its real positions (at least two) are all the same, to
+    1e-6 of the largest."""
+    values = np.asarray(values, np.float64)
+    scale = max(float(np.abs(values).max(initial=0.0)), 1e-12)
+    return len(values) >= 2 and float(np.ptp(values)) <= 1e-6 * scale
+
+
 def degenerate(scores: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """[R] True where the scores are the same at every real position (at least two of them)."""
-    out = np.zeros(len(scores), bool)
-    for r in range(len(scores)):
-        values = scores[r][mask[r]]
-        scale = max(float(np.abs(values).max(initial=0.0)), 1e-12)
-        out[r] = len(values) >= 2 and float(np.ptp(values)) <= 1e-6 * scale
-    return out
+    return np.array([ranks_nothing(scores[r][mask[r]]) for r in range(len(scores))], bool)
+
+
+def degenerate_shares(rows_by_method: Mapping[str, Sequence[Sequence[float]]]) -> dict[str, float]:
+    """{method: the share of its rows (one example's scores at its real positions each) that rank
+    nothing (`ranks_nothing`)}, among the rows of at least two positions (0 when there are none)."""
+    shares = {}
+    for method, rows in rows_by_method.items():
+        counted = [ranks_nothing(row) for row in rows if len(row) >= 2]
+        shares[method] = float(np.mean(counted)) if counted else 0.0
+    return shares
 
 
 def localisation(scores: np.ndarray, mask: np.ndarray, evidence: np.ndarray) -> dict[str, np.ndarray]:

@@ -15,9 +15,13 @@ bool marks the real positions (None: all real).
 
 Every method returns one score a position, 0 at padding: [B, T], or [B, K, T] for [B, K]
 targets (one batched call, not K). Before any work, one line names the argument at fault: a
-target outside [0, C) (C read from f's output shape; a target traced under `jax.jit` cannot be
-read and is not checked), an output of f that is not [B, C], an empty batch or length. The
-contract, for any model:
+target outside [0, C) (C read from f's output shape), an output of f that is not [B, C], an
+empty batch or length, one unbatched example ([T, ...] with a mask [T]). A target traced under
+`jax.jit` cannot be read: one outside [0, C) gives NaN scores, never plausible numbers. Where
+f(x), or f at the baseline for a method that uses one (all but gradient, gradient_x_input,
+smoothgrad and random), is not finite for an example, its scores are NaN, and a call outside
+`jax.jit` warns once with the count. The baseline x' is zeros unless `baseline` is given ([B,
+T, ...] or broadcastable to x). The contract, for any model:
   * Positions outside the mask are not players: they keep their input values in every
     evaluation, so a model whose padding reaches its output still satisfies what follows.
   * integrated_gradients: the scores sum to f(x) - f(x') (x' = the baseline at the real positions,
@@ -27,7 +31,15 @@ contract, for any model:
   * gradient: ||d f / d x_t||; gradient_x_input: sum over x_t's values of x_t * d f / d x_t;
     smoothgrad: ||mean over noisy copies of |d f / d x_t| ||; lime: the coefficients of a local
     linear surrogate; random: uniform random scores (the baseline ranking).
-f's raw outputs are explained (logits, capsule lengths: what f returns).
+f's raw outputs are explained (logits, capsule lengths: what f returns). Options count what
+their names say: `n_steps` points of the path, `n_samples` noisy copies (SmoothGrad) or
+coalitions (KernelSHAP, LIME) an example, `n_permutations` orders an example, `stddev` a
+fraction of each example's value range, `kernel_width` a cosine distance (0 to 1), `alpha` a
+ridge penalty, `max_rows` rows a call of f.
+
+Beside the table: `expected_gradients` (integrated gradients over a distribution of baselines,
+which the caller gives) and `noise_tunnel`, which wraps any method of the table in noisy copies
+of its input (SmoothGrad, SmoothGrad², VarGrad).
 
 `max_rows` bounds the rows one call of f sees: integrated gradients' interpolation steps,
 occlusion's occluded copies and the sampling methods' coalitions are sent through f as many at a
@@ -50,20 +62,24 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import warnings
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from jcaps.attribution._deferred import DeferredModule
+from jcaps.choices import check_choice
 
 if TYPE_CHECKING:
     import jax
     import jax.numpy as jnp
+    import numpy as np
 
     from jcaps.attribution import _arguments as arguments
     from jcaps.attribution import _kernels as attribution
 else:  # imported by the first method called: the table alone loads no JAX
     jax = DeferredModule("jax")
     jnp = DeferredModule("jax.numpy")
+    np = DeferredModule("numpy")
     arguments = DeferredModule("jcaps.attribution._arguments")
     attribution = DeferredModule("jcaps.attribution._kernels")
 
@@ -72,6 +88,9 @@ else:  # imported by the first method called: the table alone loads no JAX
 # (benchmarks/max_rows_memory.py).
 DEFAULT_MAX_ROWS = 256
 
+
+# How integrated gradients integrates along its path (`integrated_gradients`' `rule`).
+IntegrationRule = Literal["midpoint", "gausslegendre"]
 
 # What a method's flag may set besides its keyword options: the copies of the rows one call of f
 # scores (the command passes `max_rows` = copies x rows).
@@ -100,10 +119,12 @@ class Method:
         random's are not.
       sampling: it costs hundreds of forward passes an example: the explainer runs it only when
         it is named.
+      gradient_only: its scores read the gradient at x alone (its norm), so a model that gives
+        every position the same gradient (one that averages its inputs) scores them all the same.
       copies_per_call: how many copies of the rows one call of f scores in the explainer's runs
         where neither its settings nor the model give a number (`max_rows` = copies x rows;
-        chosen with `benchmarks/copies_per_call.py` on a CPU); None: the method takes no more rows a call
-        than the batch.
+        `benchmarks/copies_per_call.py` times the alternatives on a CPU); None: the method takes
+        no more rows a call than the batch.
       flags: its command-line flags, {flag: `Flag`}; a flag several methods declare sets each.
     """
 
@@ -112,6 +133,7 @@ class Method:
     completeness: bool = False
     of_inputs: bool = True
     sampling: bool = False
+    gradient_only: bool = False
     copies_per_call: int | None = None
     flags: Mapping[str, Flag] = dataclasses.field(default_factory=dict)
 
@@ -142,6 +164,7 @@ class _Game:
     baseline: jax.Array  # [R, T, ...]: the baseline at real positions, x at the others
     batch: int  # B
     num_targets: int | None  # K, or None for [B] targets
+    classes: int  # C, the outputs of f
 
     def stacked(self, function: Callable[..., jax.Array]) -> Callable[[jax.Array], jax.Array]:
         """function(x, *args) as a function of k copies of the R rows stacked [k * R, ...]: the
@@ -170,8 +193,27 @@ class _Game:
 
         return self.stacked(after), linear_map
 
-    def unflatten(self, scores: jax.Array) -> jax.Array:
-        """[K * B, T] -> [B, K, T] (or [B, T] for [B] targets)."""
+    def finished(self, scores: jax.Array, method: str, *, at_baseline: bool) -> jax.Array:
+        """The [R, T] scores of `method` as returned: NaN for a row whose target is outside
+        [0, C) (a traced target, unchecked) or whose f(x), or f at the baseline where the method
+        uses one (`at_baseline`), is not finite; [K * B, T] -> [B, K, T] (or [B, T] for [B]
+        targets). An eager call warns once when some rows are not finite."""
+        rows = self.x.shape[0]
+        inputs = jnp.concatenate([self.x, self.baseline]) if at_baseline else self.x
+        outputs = self.stacked_f(inputs)  # [R or 2R, C]
+        copies = inputs.shape[0] // rows
+        in_range = (self.targets >= 0) & (self.targets < self.classes)
+        selected = jnp.take_along_axis(outputs, _tile(jnp.clip(self.targets, 0, self.classes - 1), copies)[:, None], 1)
+        finite = jnp.all(jnp.isfinite(selected[:, 0]).reshape(copies, rows), axis=0)
+        scores = jnp.where((in_range & finite)[:, None], scores, jnp.nan)
+        if not isinstance(finite, jax.core.Tracer) and not bool(jnp.all(finite)):
+            examples = int(np.sum(~np.asarray(finite).reshape(-1, self.batch).all(axis=0)))
+            where = "f(x) or f at the baseline" if at_baseline else "f(x)"
+            warnings.warn(
+                f"{method}: {where} is not finite for {examples} of {self.batch} examples: their scores are NaN",
+                RuntimeWarning,
+                stacklevel=3,
+            )
         if self.num_targets is None:
             return scores
         return jnp.swapaxes(scores.reshape((self.num_targets, self.batch) + scores.shape[1:]), 0, 1)
@@ -181,21 +223,41 @@ def _tile(array: jax.Array, k: int) -> jax.Array:
     return jnp.tile(array, (k,) + (1,) * (array.ndim - 1))
 
 
-def _game(f, x, target, mask, args, baseline) -> _Game:
+def _game(f, x, target, mask, args, baseline, *, takes_ids: bool = False) -> _Game:
     """Checks the arguments (one-line errors naming the argument and the shape expected) and
-    flattens them into one batch of K * B rows."""
+    flattens them into one batch of K * B rows. A method that `takes_ids` (it only swaps inputs
+    for the baseline's) explains integer x too (token ids), against an integer baseline."""
     arguments.checked_model(f)
     x = jnp.asarray(x)
-    if x.ndim < 2 or not jnp.issubdtype(x.dtype, jnp.floating) or 0 in x.shape[:2]:
+    integer = jnp.issubdtype(x.dtype, jnp.integer)
+    if x.ndim < 2 or not (jnp.issubdtype(x.dtype, jnp.floating) or (takes_ids and integer)) or 0 in x.shape[:2]:
+        expected = "float or int inputs" if takes_ids else "float inputs"
+        hint = (
+            "; a gradient method differentiates f in x: explain a model of token ids at its embedding layer "
+            "(jcaps.attribution.at_layer)"
+            if integer and not takes_ids
+            else ""
+        )
         raise ValueError(
-            f"x: expected float inputs [B, T, ...] (T positions), at least one example of one position, got "
-            f"{x.dtype} of shape {x.shape}"
+            f"x: expected {expected} [B, T, ...] (T positions), at least one example of one position, got "
+            f"{x.dtype} of shape {x.shape}{hint}"
+        )
+    if integer and baseline is not None and not jnp.issubdtype(jnp.asarray(baseline).dtype, jnp.integer):
+        raise ValueError(
+            f"baseline: x holds ids ({x.dtype}), so the baseline is an id (a PAD, UNK or mask id), not "
+            f"{jnp.asarray(baseline).dtype} values"
         )
     batch, length = x.shape[:2]
+    if x.ndim == 2 and mask is not None and jnp.ndim(mask) == 1 and jnp.shape(mask)[0] == batch:
+        raise ValueError(
+            f"x: got one example ({x.dtype} of shape {x.shape} with a mask of shape {jnp.shape(mask)}): the methods "
+            "take a batch, x [B, T, ...] and mask [B, T]; pass x[None] and mask[None]"
+        )
     target = arguments.checked_target(target, batch)
     mask = arguments.checked_mask(mask, batch, length)
     args = arguments.checked_args(args, batch)
-    arguments.checked_target_range(target, arguments.checked_classes(f, x, args, batch))
+    classes = arguments.checked_classes(f, x, args, batch)
+    arguments.checked_target_range(target, classes)
     baseline = arguments.checked_baseline(baseline, x)
     real = mask.reshape(mask.shape + (1,) * (x.ndim - 2))
     baseline = jnp.where(real, baseline, x)  # positions outside the mask are not players
@@ -207,11 +269,13 @@ def _game(f, x, target, mask, args, baseline) -> _Game:
         targets = target.T.reshape(-1).astype(jnp.int32)
     else:
         targets = jnp.broadcast_to(target.astype(jnp.int32), (batch,))
-    return _Game(f, args, x, targets, mask, baseline, batch, num_targets)
+    return _Game(f, args, x, targets, mask, baseline, batch, num_targets, classes)
 
 
-def _checked_prefix_radius(prefix_radius, affine_prefix) -> int | None:
-    """`prefix_radius`: None, or an int >= 0 given with an `affine_prefix`."""
+def _checked_prefix_radius(prefix_radius, affine_prefix, game: _Game) -> int | None:
+    """`prefix_radius`: None, or an int >= 0 given with an `affine_prefix` (which needs float x)."""
+    if affine_prefix is not None and not jnp.issubdtype(game.x.dtype, jnp.floating):
+        raise ValueError(f"affine_prefix: L is affine in float inputs, and x holds ids ({game.x.dtype})")
     if prefix_radius is None:
         return None
     if affine_prefix is None:
@@ -246,11 +310,17 @@ def integrated_gradients(
     key=None,
     baseline=None,
     n_steps: int = 50,
+    rule: IntegrationRule = "midpoint",
     affine_prefix: tuple[Callable, Callable] | None = None,
     max_rows: int = DEFAULT_MAX_ROWS,
 ) -> jax.Array:
-    """Integrated gradients (Sundararajan et al. 2017), midpoint rule with `n_steps` points,
+    """Integrated gradients (Sundararajan et al. 2017) from the baseline x' (default zeros) to x,
     summed over each position's values (module docstring).
+
+    `n_steps` points of the path, integrated by `rule`: "midpoint" (the Riemann midpoint rule,
+    equal weights) or "gausslegendre" (Gauss-Legendre's nodes and weights, Captum's default,
+    which Captum names `method`): for a smooth model the same `n_steps` give a smaller
+    completeness error (`docs/explaining.md` has a table).
 
     `affine_prefix` (L, g), for a model whose first layer is affine in x (a convolution of the
     inputs): f(x, *args) = g(L(x, *args), *args). The straight path from x' to x maps to the
@@ -259,6 +329,7 @@ def integrated_gradients(
     del key
     game = _game(f, x, target, mask, args, baseline)
     steps = arguments.checked_count("n_steps", n_steps)
+    check_choice("rule", rule, IntegrationRule)
     max_rows = arguments.checked_count("max_rows", max_rows)
     stacked_f, linear_map = game.split_at(affine_prefix)
     attributions = attribution.integrated_gradients(
@@ -267,10 +338,11 @@ def integrated_gradients(
         game.targets,
         baseline=game.baseline,
         n_steps=steps,
+        rule=rule,
         max_rows=max_rows,
         linear_map=linear_map,
     )
-    return game.unflatten(_position_scores(attributions, game.mask, "sum"))
+    return game.finished(_position_scores(attributions, game.mask, "sum"), "integrated_gradients", at_baseline=True)
 
 
 def gradient(
@@ -281,7 +353,7 @@ def gradient(
     arguments.checked_count("max_rows", max_rows)
     game = _game(f, x, target, mask, args, None)
     grads = attribution.input_gradients(game.stacked_f, game.x, game.targets)
-    return game.unflatten(_position_scores(grads, game.mask, "norm"))
+    return game.finished(_position_scores(grads, game.mask, "norm"), "gradient", at_baseline=False)
 
 
 def gradient_x_input(
@@ -292,7 +364,7 @@ def gradient_x_input(
     arguments.checked_count("max_rows", max_rows)
     game = _game(f, x, target, mask, args, None)
     grads = attribution.input_gradients(game.stacked_f, game.x, game.targets)
-    return game.unflatten(_position_scores(game.x * grads, game.mask, "sum"))
+    return game.finished(_position_scores(game.x * grads, game.mask, "sum"), "gradient_x_input", at_baseline=False)
 
 
 def smoothgrad(
@@ -320,7 +392,7 @@ def smoothgrad(
         n_samples=arguments.checked_count("n_samples", n_samples),
         stddev=stddev,
     )
-    return game.unflatten(_position_scores(maps, game.mask, "norm"))
+    return game.finished(_position_scores(maps, game.mask, "norm"), "smoothgrad", at_baseline=False)
 
 
 def occlusion(
@@ -345,8 +417,8 @@ def occlusion(
     occluded inputs of g come from s calls of L instead of T (`attribution.occlusion`): the same
     scores. Without the radius the prefix saves nothing, and f is scored as usual."""
     del key
-    game = _game(f, x, target, mask, args, baseline)
-    radius = _checked_prefix_radius(prefix_radius, affine_prefix)
+    game = _game(f, x, target, mask, args, baseline, takes_ids=True)
+    radius = _checked_prefix_radius(prefix_radius, affine_prefix, game)
     max_rows = arguments.checked_count("max_rows", max_rows)
     stacked_f, linear_map = game.split_at(affine_prefix if radius is not None else None)
     scores = attribution.occlusion(
@@ -359,7 +431,7 @@ def occlusion(
         linear_map=linear_map,
         prefix_radius=radius,
     )
-    return game.unflatten(scores)
+    return game.finished(scores, "occlusion", at_baseline=True)
 
 
 def _sampling_estimate(
@@ -367,26 +439,25 @@ def _sampling_estimate(
 ):
     """A sampling method of `attribution` (`estimate`) on the game of these arguments; with
     `affine_prefix` (L, g) the coalitions are scored behind L (`attribution.coalition_values`)."""
-    game = _game(f, x, target, mask, args, baseline)
-    radius = _checked_prefix_radius(prefix_radius, affine_prefix)
+    game = _game(f, x, target, mask, args, baseline, takes_ids=True)
+    radius = _checked_prefix_radius(prefix_radius, affine_prefix, game)
     budget = {option: arguments.checked_count(option, value) for option, value in budget.items()}
     key = _require_key(name, key, game)
     max_rows = arguments.checked_count("max_rows", max_rows)
     stacked_f, linear_map = game.split_at(affine_prefix)
-    return game.unflatten(
-        estimate(
-            stacked_f,
-            game.x,
-            game.targets,
-            game.mask,
-            key,
-            baseline=game.baseline,
-            max_rows=max_rows,
-            linear_map=linear_map,
-            prefix_radius=radius,
-            **budget,
-        )
+    scores = estimate(
+        stacked_f,
+        game.x,
+        game.targets,
+        game.mask,
+        key,
+        baseline=game.baseline,
+        max_rows=max_rows,
+        linear_map=linear_map,
+        prefix_radius=radius,
+        **budget,
     )
+    return game.finished(scores, name, at_baseline=True)
 
 
 def kernel_shap(
@@ -506,8 +577,144 @@ def random(f, x, target, *, mask=None, args=(), key=None, baseline=None, max_row
     compared with."""
     del baseline
     arguments.checked_count("max_rows", max_rows)
+    game = _game(f, x, target, mask, args, None, takes_ids=True)
+    return game.finished(
+        attribution.random_scores(_require_key("random", key, game), game.mask), "random", at_baseline=False
+    )
+
+
+def expected_gradients(
+    f,
+    x,
+    target,
+    *,
+    mask=None,
+    args=(),
+    key=None,
+    baseline=None,
+    n_samples: int = 64,
+    max_rows: int = DEFAULT_MAX_ROWS,
+) -> jax.Array:
+    """Expected gradients (Erion et al. 2021), GradientSHAP (Lundberg & Lee 2017; Captum's
+    `GradientShap` without its input noise): integrated gradients over a distribution of
+    baselines, `n_samples` (baseline, path point) draws an example, summed over each position's
+    values. An example's scores sum to f(x) - E[f(x')] over the baselines, up to the sampling
+    error (which falls as 1 / sqrt(n_samples)).
+
+    `baseline` (required): the distribution, [N, T, ...], N inputs of x's trailing shape drawn
+    uniformly (reference data: other texts' vectors, zeros among them if wanted), used at each
+    example's real positions only. It is not in `METHODS`, whose methods take one baseline an
+    example (zeros by default) and give each example scores that do not depend on its batch: the
+    distribution is the caller's choice. NaN scores mark an example whose f(x) is not finite."""
     game = _game(f, x, target, mask, args, None)
-    return game.unflatten(attribution.random_scores(_require_key("random", key, game), game.mask))
+    samples = arguments.checked_count("n_samples", n_samples)
+    max_rows = arguments.checked_count("max_rows", max_rows)
+    x = jnp.asarray(x)
+    if baseline is None:
+        raise ValueError(
+            "baseline: expected_gradients draws its baselines from a distribution: pass baseline=[N, T, ...] "
+            "(reference inputs of x's trailing shape)"
+        )
+    references = jnp.asarray(baseline)
+    if references.ndim != x.ndim or references.shape[1:] != x.shape[1:] or references.shape[0] == 0:
+        raise ValueError(
+            f"baseline: expected the baselines to draw from, [N, T, ...] with [T, ...] = {tuple(x.shape[1:])} "
+            f"(x's), got shape {tuple(references.shape)}"
+        )
+    attributions = attribution.expected_gradients(
+        game.stacked_f,
+        game.x,
+        game.targets,
+        _require_key("expected_gradients", key, game),
+        references=references.astype(game.x.dtype),
+        mask=game.mask,
+        n_samples=samples,
+        max_rows=max_rows,
+    )
+    return game.finished(_position_scores(attributions, game.mask, "sum"), "expected_gradients", at_baseline=False)
+
+
+# How `noise_tunnel` combines a method's scores over noisy copies of the input.
+NoiseTunnelKind = Literal["smoothgrad", "smoothgrad_sq", "vargrad"]
+
+
+def noise_tunnel(
+    method: str | Callable[..., jax.Array],
+    *,
+    kind: NoiseTunnelKind = "smoothgrad",
+    n_samples: int = 10,
+    stddev: float = 0.15,
+) -> Callable[..., jax.Array]:
+    """A method of the table's signature that runs `method` (a function of `METHODS`, or its
+    name) on `n_samples` noisy copies of x and combines its scores (Captum's `NoiseTunnel`):
+    their mean ("smoothgrad", Smilkov et al. 2017), the mean of their squares ("smoothgrad_sq")
+    or their variance ("vargrad", Adebayo et al. 2018).
+
+    The noise is N(0, (stddev * (max(x) - min(x)))^2) at each real position, the range that of
+    each example's own values (as SmoothGrad's `stddev`), and padding is left as it is. The
+    copies run one after another (`lax.map`): memory is that of one call of `method`. The
+    returned function needs a `key` (it draws the noise); the method's own options pass through
+    it (`noise_tunnel("integrated_gradients")(f, x, target, key=key, n_steps=32)`)."""
+    function = METHODS[method].function if isinstance(method, str) else method
+    check_choice("kind", kind, NoiseTunnelKind)
+    copies = arguments.checked_count("n_samples", n_samples)
+    if isinstance(stddev, bool) or not isinstance(stddev, (int, float)) or not stddev >= 0:
+        raise ValueError(f"stddev: expected a Python number >= 0, got {stddev!r}")
+
+    def tunnel(f, x, target, *, mask=None, args=(), key=None, baseline=None, **options) -> jax.Array:
+        game = _game(f, x, target, mask, args, baseline)  # checks the arguments once, before any work
+        x = jnp.asarray(x)
+        if key is None:
+            raise ValueError("key: a noise tunnel draws random numbers: pass a PRNG key (jax.random.key(0))")
+        real = game.mask[: game.batch]  # the mask of the B examples (the first block of rows)
+        real = real.reshape(real.shape + (1,) * (x.ndim - 2))
+        flat = x.reshape(x.shape[0], -1)
+        scale = (stddev * (jnp.max(flat, axis=1) - jnp.min(flat, axis=1))).reshape((-1,) + (1,) * (x.ndim - 1))
+        # Each example's noise and its method's draws come from its own key, as for every method.
+        example_keys = attribution.row_keys(key, game.batch)
+
+        def one_copy(copy: jax.Array) -> jax.Array:
+            keys = jax.vmap(lambda k: jax.random.split(jax.random.fold_in(k, copy)))(example_keys)  # [B, 2]
+            noise = jax.vmap(lambda k: jax.random.normal(k, x.shape[1:], x.dtype))(keys[:, 0])
+            noisy = jnp.where(real, x + scale * noise, x)
+            return function(f, noisy, target, mask=mask, args=args, key=keys[:, 1], baseline=baseline, **options)
+
+        scores = jax.lax.map(one_copy, jnp.arange(copies))  # [M, B, (K,) T]
+        if kind == "smoothgrad":
+            return jnp.mean(scores, axis=0)
+        if kind == "smoothgrad_sq":
+            return jnp.mean(jnp.square(scores), axis=0)
+        return jnp.var(scores, axis=0)
+
+    return tunnel
+
+
+def at_layer(
+    method: str | Callable[..., jax.Array], embed: Callable[..., jax.Array], after: Callable[..., jax.Array]
+) -> Callable[..., jax.Array]:
+    """`method` (a function of `METHODS`, or its name) explaining a model of token ids (or of any
+    input it cannot differentiate) at a layer: f(ids, *args) = after(embed(ids, *args), ids, *args).
+
+        explain = at_layer("integrated_gradients", embed, after)
+        scores = explain(ids, target, mask=ids > 0, n_steps=64)  # [B, T]
+
+    The returned function takes the ids, `explain(ids, target, *, mask=None, args=(), key=None,
+    baseline=None, **options)`, and runs the method on the layer's output h = embed(ids, *args)
+    [B, T, ...] with `after` as the model and the ids (then args) as its side inputs: one score
+    a position, summed over h's trailing axes. Completeness holds at the layer (integrated
+    gradients' scores sum to after(h) - after(h')), the baseline h' being zeros unless given
+    (the layer's output for PAD ids, say). `jcaps.interpret.layers` splits a linen or NNX module
+    at a named submodule into (embed, after). The perturbation methods also take the ids
+    themselves, with a baseline id."""
+    function = METHODS[method].function if isinstance(method, str) else method
+
+    def explain(ids, target, *, mask=None, args=(), key=None, baseline=None, **options) -> jax.Array:
+        args = tuple(args)
+        return function(
+            after, embed(ids, *args), target, mask=mask, args=(ids, *args), key=key, baseline=baseline, **options
+        )
+
+    return explain
 
 
 def _options(function: Callable) -> dict[str, Any]:
@@ -530,7 +737,7 @@ def _sampling_chunk() -> Flag:
 # The one table of methods: the command line, the workdir explainer, the checks and the reports
 # read it; its order is theirs.
 METHODS: dict[str, Method] = {
-    "gradient": Method(function=gradient),
+    "gradient": Method(function=gradient, gradient_only=True),
     "gradient_x_input": Method(function=gradient_x_input),
     "integrated_gradients": Method(
         function=integrated_gradients,
@@ -550,6 +757,7 @@ METHODS: dict[str, Method] = {
     "smoothgrad": Method(
         function=smoothgrad,
         needs_key=True,
+        gradient_only=True,
         flags={"smoothgrad_samples": Flag("n_samples", "SmoothGrad: noisy copies averaged.")},
     ),
     "occlusion": Method(

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from jcaps.attribution._faithfulness import summarise
-from jcaps.attribution.checks import html_table
+from jcaps.attribution.checks import degenerate_shares, html_table
 from jcaps.viz.html import write_explanation_report
 
 
@@ -26,7 +26,8 @@ def write_html(
     title: str = "Explanations",
     joiner: str = " ",
 ) -> str:
-    """Writes the explanation report of B examples: one self-contained HTML file.
+    """Writes the explanation report of B examples: one self-contained HTML file. A method that
+    gives every token of an example the same score is flagged as degenerate.
 
     Args:
       path: where to write it.
@@ -74,12 +75,16 @@ def write_html(
             }
         )
     table = {method: summarise(values) for method, values in (faithfulness or {}).items()}
+    shown = {
+        method: [scores[b, : len(row)].tolist() for b, row in enumerate(tokens)] for method, scores in arrays.items()
+    }
     return write_explanation_report(
         path,
         title=title,
         methods=methods,
         groups=groups,
         faithfulness=table,
+        degenerate=degenerate_shares(shown),
         joiner=joiner,
         extra_html=html_table(dict(checks)) if checks else "",
     )

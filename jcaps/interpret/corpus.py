@@ -41,6 +41,7 @@ from jax.sharding import Mesh
 
 from jcaps import strict_json
 from jcaps.attribution._faithfulness import METRICS, summarise
+from jcaps.attribution.checks import ranks_nothing
 from jcaps.data.batching import Shard
 from jcaps.errors import UserError, writing
 from jcaps.files import no_follow, replacing
@@ -285,11 +286,13 @@ def _summarise(
     report_examples: int,
     timings: dict,
     rows_timed: int,
-) -> tuple[dict, dict, dict]:
-    """(faithfulness summary, the report's examples by explained output, {method: completeness errors}),
-    read from OUT/attributions.jsonl line by line."""
+) -> tuple[dict, dict, dict, dict]:
+    """(faithfulness summary, the report's examples by explained output, {method: completeness errors},
+    {method: share of its explained predictions that rank nothing}), read from
+    OUT/attributions.jsonl line by line."""
     values: dict[str, dict[str, list[float]]] = {method: {metric: [] for metric in METRICS} for method in methods}
     errors: dict[str, list[float]] = {}
+    degenerate = {method: [0, 0] for method in methods}  # rows that rank nothing, rows of 2+ tokens
     shown: dict[str, list] = {}
     rows = 0
     with open(os.path.join(out, ATTRIBUTIONS), encoding="utf-8") as f:
@@ -299,6 +302,11 @@ def _summarise(
                 rows += 1
                 for method, error in _completeness_errors(entry).items():
                     errors.setdefault(method, []).append(error)
+                for method, scores in entry["scores"].items():
+                    if len(scores) >= 2:
+                        tally = degenerate.setdefault(method, [0, 0])
+                        tally[0] += ranks_nothing(scores)
+                        tally[1] += 1
                 for method, metrics in entry.get("faithfulness", {}).items():
                     for metric in METRICS:
                         values[method][metric].append(metrics[metric])
@@ -328,7 +336,7 @@ def _summarise(
                     "median": float(np.median(of_method)),
                     "p95": float(np.percentile(of_method, 95)),
                 }
-    return summary, shown, errors
+    return summary, shown, errors, {method: count / max(counted, 1) for method, (count, counted) in degenerate.items()}
 
 
 def finished_run(out: str, settings: dict) -> dict | None:
@@ -431,7 +439,7 @@ def _finish(
     for state in states:
         for method, spent in state[steady + "seconds"].items():
             timings[method] = timings.get(method, 0.0) + spent
-    summary, shown, errors = _summarise(
+    summary, shown, errors, degenerate = _summarise(
         trained,
         out,
         methods,
@@ -454,6 +462,7 @@ def _finish(
         groups=shown,
         faithfulness=summary,
         completeness={method: float(np.median(of_method)) for method, of_method in errors.items()},
+        degenerate=degenerate,
         joiner="" if is_text and trained.config.data.tokenizer.endswith("chars") else " ",
         extra_html=extra_html,
         note=native_note(trained.config.model, methods=methods),

@@ -111,18 +111,26 @@ def native_note(model_config, *, methods: Sequence[str]) -> str:
 
 def model_methods(model_config) -> tuple[str, ...]:
     """The methods run when none are named, in report order (random last): those of `METHODS`
-    but the sampling methods (`Method.sampling`), and the model's own explanation."""
+    but the sampling methods (`Method.sampling`) and, for a model whose positions share one
+    gradient (`Explanation.shared_gradient`), those of the gradient alone (which would rank
+    nothing), and the model's own explanation."""
     native = native_method(model_config)
-    quick = tuple(name for name, method in METHODS.items() if not method.sampling and name != "random")
+    shared_gradient = explanation_of(model_config.name).shared_gradient
+    quick = tuple(
+        name
+        for name, method in METHODS.items()
+        if not method.sampling and name != "random" and not (shared_gradient and method.gradient_only)
+    )
     return quick + ((native,) if native else ()) + ("random",)
 
 
 def offered_methods(model_config) -> tuple[str, ...]:
-    """Every method the model offers: `model_methods` and the sampling methods (KernelSHAP,
-    permutation sampling, LIME), which cost hundreds of forward passes an example and so run
-    only when named."""
-    sampling = tuple(name for name, method in METHODS.items() if method.sampling and name != "random")
-    return model_methods(model_config)[:-1] + sampling + ("random",)
+    """Every method the model offers: `model_methods`, then those that run only when named (the
+    sampling methods, which cost hundreds of forward passes an example; the methods of the
+    gradient alone on a model whose positions share one gradient), random last."""
+    default = model_methods(model_config)
+    named_only = tuple(name for name in METHODS if name not in default)
+    return default[:-1] + named_only + ("random",)
 
 
 def removal(explanation: Explanation, options: Options) -> tuple[str, float]:

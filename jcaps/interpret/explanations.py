@@ -217,6 +217,9 @@ class Explanation:
     attention: Callable | None = None
     # why a model without its own explanation has none (the report says so)
     no_native_reason: str = ""
+    # every position gets the same gradient (the output reads the mean of the vectors): the
+    # methods of the gradient alone (`Method.gradient_only`) rank nothing and run only when named
+    shared_gradient: bool = False
     # ((method, copies), ...): how many copies of the rows one call of the model scores for a method
     # of `METHODS`, where it runs faster at other than the method's `Method.copies_per_call`
     # (pairs, not a dict: an `Explanation` is hashed, a static argument of the jitted methods)
@@ -236,7 +239,7 @@ KIND_EXPLANATIONS = {"text": TEXT_EXPLANATION, "series": SERIES_EXPLANATION}
 
 # The models explained otherwise than their kind's `KIND_EXPLANATIONS` entry.
 EXPLANATIONS: dict[str, Explanation] = {
-    "fasttext": Explanation(no_native_reason="it averages its words"),
+    "fasttext": Explanation(no_native_reason="it averages its words", shared_gradient=True),
     "icapsnet_short": ICAPSNET_EXPLANATION,
     "icapsnet_long": ICAPSNET_EXPLANATION,
     "cccapsnet": Explanation(

@@ -221,6 +221,7 @@ def write_explanation_report(
     groups: Mapping[str, Sequence[Mapping]],
     faithfulness: Mapping,
     completeness: Mapping[str, float] | None = None,
+    degenerate: Mapping[str, float] | None = None,
     joiner: str = " ",
     extra_html: str = "",
     note: str = "",
@@ -236,6 +237,8 @@ def write_explanation_report(
         score per token}, probability, index, label, prediction and target.
       faithfulness: `faithfulness.json`'s content (tabulated on top; {} says it was not run).
       completeness: {method: its median completeness error}, for the methods that report one.
+      degenerate: {method: the share of its explained predictions whose real tokens all got the
+        same score}: a method above 0 is flagged beside its name and above the examples.
       joiner: what stands between tokens ("" for characters).
       extra_html: a model's own section (e.g. iCapsNets' global interpretation), placed after
         the table.
@@ -255,7 +258,16 @@ def write_explanation_report(
     radios = "".join(
         f'<input type="radio" name="method" id="{_method_id(m)}"{" checked" if m == opened else ""}>' for m in methods
     )
-    labels = "".join(f'<label for="{_method_id(m)}">{_escape(m)}</label>' for m in methods)
+    degenerate = {m: share for m, share in (degenerate or {}).items() if share > 0}
+    labels = "".join(
+        f'<label for="{_method_id(m)}">{_escape(m)}{" (degenerate)" if m in degenerate else ""}</label>'
+        for m in methods
+    )
+    flags = "".join(
+        f'<p class="note degenerate">{_escape(m)} is degenerate: it gives every token of an example the same score '
+        f"in {share:.0%} of the explained predictions, a ranking of nothing.</p>"
+        for m, share in degenerate.items()
+    )
     sections = "".join(
         f"<h3>explained: {_escape(name)} ({len(entries)} shown)</h3>"
         + "".join(_explained_example_html(entry, methods, joiner) for entry in entries)
@@ -270,6 +282,7 @@ def write_explanation_report(
         f"{extra_html}<h2>Examples, grouped by the prediction explained</h2>"
         "<p>Orange: the token raises the explained output; blue: it lowers it; stronger = larger |score| "
         "within the example.</p>"
+        f"{flags}"
         f'{radios}<nav class="methods">method: {labels}</nav><main>{sections}</main></body></html>\n'
     )
     replace_file(path, document)

@@ -227,7 +227,7 @@ def test_bad_arguments_get_one_line_naming_them():
         (lambda: interpret.kernel_shap(f, VECTORS, TARGET, args=tokens, key=jax.random.split(jax.random.key(0), 2)),
          r"^key: expected one PRNG key or 6 of them"),
         (lambda: interpret.occlusion(f, VECTORS, TARGET, args=tokens, baseline=jnp.zeros((2, 2))), r"^baseline:"),
-        (lambda: interpret.occlusion(f, jnp.asarray(TOKENS), TARGET, args=tokens), r"^x: expected float inputs"),
+        (lambda: interpret.integrated_gradients(f, jnp.asarray(TOKENS), TARGET, args=tokens), r"^x: expected float inputs"),
         (lambda: jax.jit(functools.partial(interpret.integrated_gradients, f))(VECTORS, TARGET, args=tokens,
                                                                                n_steps=jnp.int32(8)),
          r"^n_steps: a Python int"),

@@ -170,8 +170,13 @@ def test_native_methods_follow_the_model():
         return explain.model_methods(ConfigDict(fields))
 
     assert "capsules" in methods(name="icapsnet_short") and "attention" not in methods(name="icapsnet_short")
-    assert methods(name="fasttext") == ("gradient", "gradient_x_input", "integrated_gradients", "smoothgrad",
-                                        "occlusion", "random")
+    # fastText averages its word vectors: gradient norms rank nothing, so they run only when named.
+    assert methods(name="fasttext") == ("gradient_x_input", "integrated_gradients", "occlusion", "random")
+    assert explain.offered_methods(ConfigDict({"name": "fasttext"})) == (
+        "gradient_x_input", "integrated_gradients", "occlusion", "gradient", "smoothgrad", "kernel_shap",
+        "shapley_sampling", "lime", "random")
+    assert methods(name="cccapsnet") == ("gradient", "gradient_x_input", "integrated_gradients", "smoothgrad",
+                                         "occlusion", "random")
     assert explain.offered_methods(ConfigDict({"name": "sgm"}))[-5:] == (
         "attention", "kernel_shap", "shapley_sampling", "lime", "random")
     assert "attention" in methods(name="dilated_fcn", attention="dot", attention_axis="channels")
@@ -204,8 +209,30 @@ def test_bad_flags_are_one_line_errors(workdirs, flags, message):
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert message in result.stderr
     if "capsules" in flags:  # the error lists the model's own methods
-        assert ("its methods: gradient, gradient_x_input, integrated_gradients, smoothgrad, occlusion, kernel_shap, "
+        assert ("its methods: gradient_x_input, integrated_gradients, occlusion, gradient, smoothgrad, kernel_shap, "
                 "shapley_sampling, lime, random") in result.stderr
+
+
+@pytest.mark.slow
+def test_the_fasttext_report_shows_no_degenerate_method_unflagged(workdirs, tmp_path):
+    """Its default methods rank something; gradient, named, gives every word the same score (fastText
+    averages its words) and the report says so beside it and above the examples."""
+    workdir = workdirs("fasttext")
+    for methods, out in ((None, tmp_path / "default"), ("gradient,integrated_gradients,random", tmp_path / "named")):
+        extra = ["--methods", methods] if methods else []
+        result = run("--workdir", workdir, own_data_cache(workdir), "--out", str(out), "--limit", "8", *extra)
+        assert result.returncode == 0, result.stderr
+        records = [json.loads(line) for line in (out / "attributions.jsonl").read_text().splitlines()]
+        ran = list(records[0]["explanations"][0]["scores"])
+        page = (out / "report.html").read_text(encoding="utf-8")
+        for method in ran:
+            rows = [entry["scores"][method] for record in records for entry in record["explanations"]
+                    if len(entry["scores"][method]) >= 2]
+            ranks_nothing = [np.ptp(row) <= 1e-6 * max(np.max(np.abs(row)), 1e-12) for row in rows]
+            flagged = f"{method} is degenerate" in page and f"{method} (degenerate)" in page
+            assert flagged == any(ranks_nothing), (method, flagged, ranks_nothing)
+        assert ("gradient" in ran) == bool(methods) and "smoothgrad" not in ran
+    assert "gradient is degenerate: it gives every token of an example the same score in 100%" in page
 
 
 # The models the command runs on elsewhere, and where; a model of the table not named here runs

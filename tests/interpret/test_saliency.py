@@ -12,7 +12,7 @@ from jcaps.attribution import checks, methods
 # Every test runs the kernels jitted, as callers do: f and the options are static. Eager dispatch
 # of their scans would also be several times slower.
 integrated_gradients = jax.jit(
-    sal.integrated_gradients, static_argnums=0, static_argnames=("n_steps", "max_rows", "linear_map")
+    sal.integrated_gradients, static_argnums=0, static_argnames=("n_steps", "rule", "max_rows", "linear_map")
 )
 smoothgrad = jax.jit(sal.smoothgrad, static_argnums=0, static_argnames=("n_samples",))
 
@@ -75,14 +75,14 @@ def test_one_backward_pass_equals_per_example_gradients():
 
 
 def test_integrated_gradients_of_linear_model_is_exact():
-    out = integrated_gradients(linear_scores, X, TARGETS, baseline=BASELINE, n_steps=4, max_rows=ALL_STEPS,
+    out = integrated_gradients(linear_scores, X, TARGETS, baseline=BASELINE, n_steps=4, rule="midpoint", max_rows=ALL_STEPS,
                                linear_map=None)
     chex.assert_shape(out, X.shape)
     np.testing.assert_allclose(out, (X - BASELINE) * _target_columns(TARGETS), rtol=1e-5, atol=1e-6)
 
 
 def test_integrated_gradients_completeness():
-    out = integrated_gradients(tanh_mlp_scores, X, TARGETS, baseline=BASELINE, n_steps=200, max_rows=ALL_STEPS,
+    out = integrated_gradients(tanh_mlp_scores, X, TARGETS, baseline=BASELINE, n_steps=200, rule="midpoint", max_rows=ALL_STEPS,
                                linear_map=None)
 
     def selected(x):
@@ -93,7 +93,7 @@ def test_integrated_gradients_completeness():
 
 @pytest.mark.parametrize("steps_a_call", [7, 10, 50, 64])
 def test_integrated_gradients_chunking_matches_unchunked(steps_a_call):
-    options = {"baseline": ZEROS, "n_steps": 50, "linear_map": None}
+    options = {"baseline": ZEROS, "n_steps": 50, "rule": "midpoint", "linear_map": None}
     unchunked = integrated_gradients(tanh_mlp_scores, X, TARGETS, max_rows=ALL_STEPS, **options)
     chunked = integrated_gradients(tanh_mlp_scores, X, TARGETS, max_rows=steps_a_call * BATCH, **options)
     np.testing.assert_allclose(chunked, unchunked, rtol=1e-6, atol=1e-6)
@@ -140,7 +140,7 @@ def test_jitted_attributions_take_int_or_per_example_targets(target):
     out = jax.jit(lambda x, t: methods.gradient(linear_scores, x, t))(X, target)
     chex.assert_shape(out, X.shape[:2])
     np.testing.assert_allclose(out, _position_norms(gradient), rtol=1e-6)
-    out = integrated_gradients(linear_scores, X, target, baseline=BASELINE, n_steps=9, max_rows=4 * BATCH,
+    out = integrated_gradients(linear_scores, X, target, baseline=BASELINE, n_steps=9, rule="midpoint", max_rows=4 * BATCH,
                                linear_map=None)
     chex.assert_shape(out, X.shape)
     np.testing.assert_allclose(out, (X - BASELINE) * gradient, rtol=1e-5, atol=1e-6)
