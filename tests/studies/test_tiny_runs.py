@@ -123,3 +123,32 @@ def test_the_linear_baseline_is_weighted_as_the_configs_and_chosen_on_validation
     for fit in (baseline["bar"], baseline["unweighted"]):
         assert tuple(fit["ngram_range"]) in BASELINE_GRID["ngram_range"] and fit["C"] in BASELINE_GRID["C"]
         assert set(fit["validation"]) == {"accuracy", "macro_f1"} and fit["test"]["accuracy"] > 0.6
+
+
+def test_tuning(tmp_path):
+    """A search trains its trials (the first two at --tiny), chooses on validation, then reports
+    the shipped config and the choice over the seeds (seed 0 alone at --tiny)."""
+    out = tmp_path / "tuning"
+    run_tiny("studies.tuning.tuning", "--search", "fasttext_ag_news", "--workdirs", str(out), "--cache_dir",
+             str(tmp_path / "cache"))
+    with open(out / "fasttext_ag_news" / "results.json", encoding="utf-8") as f:
+        results = json.load(f)
+    assert_run_metadata(results["_run"])
+    assert set(results["trials"]) == {"shipped", "epochs_10"} and results["pending"] == []
+    scores = {trial: row["validation"]["accuracy"] for trial, row in results["trials"].items()}
+    assert results["chosen"] == max(scores, key=scores.get)
+    assert set(results["seeds"]) == {"shipped", results["chosen"]}
+    for row in results["seeds"].values():
+        assert row["seeds"] == [0] and row["min"] <= row["mean"] <= row["max"] and 0 <= row["mean"] <= 1
+    assert results["budget"]["trials"]["epochs_10"] == ["--config.train.num_epochs=10",
+                                                        "--config.train.eval_every_steps=158"]
+
+
+def test_integration_rules(tmp_path):
+    results = tiny_results("studies.integration_rules.integration_rules", tmp_path)
+    assert results["config"] == "cccapsnet_ag_news.py:smoke" and results["examples"] == 8
+    assert set(results["by_steps"]) == {"2", "4"}
+    for row in results["by_steps"].values():
+        assert set(row) == {"midpoint", "gausslegendre"}
+        for errors in row.values():
+            assert 0 <= errors["median"] <= errors["p95"] <= errors["max"]
