@@ -348,7 +348,8 @@ def integrated_gradients(
 def gradient(
     f, x, target, *, mask=None, args=(), key=None, baseline=None, max_rows: int = DEFAULT_MAX_ROWS
 ) -> jax.Array:
-    """||d f / d x_t||_2 of each position."""
+    """||d f / d x_t||_2 of each position (no baseline; `max_rows` is not used: one backward
+    pass a batch)."""
     del key, baseline
     arguments.checked_count("max_rows", max_rows)
     game = _game(f, x, target, mask, args, None)
@@ -359,7 +360,8 @@ def gradient(
 def gradient_x_input(
     f, x, target, *, mask=None, args=(), key=None, baseline=None, max_rows: int = DEFAULT_MAX_ROWS
 ) -> jax.Array:
-    """sum over each position's values of x * d f / d x (Shrikumar et al. 2016)."""
+    """sum over each position's values of x * d f / d x (Shrikumar et al. 2016); no baseline
+    (the implicit one is zeros)."""
     del key, baseline
     arguments.checked_count("max_rows", max_rows)
     game = _game(f, x, target, mask, args, None)
@@ -380,7 +382,9 @@ def smoothgrad(
     stddev: float = 0.15,
     max_rows: int = DEFAULT_MAX_ROWS,
 ) -> jax.Array:
-    """SmoothGrad (Smilkov et al. 2017) of the raw output, the L2 norm of each position's values."""
+    """SmoothGrad (Smilkov et al. 2017) of the raw output, the L2 norm of each position's values:
+    `n_samples` noisy copies of x, the noise's standard deviation `stddev` times each example's
+    value range (max - min of its values); no baseline."""
     del baseline
     arguments.checked_count("max_rows", max_rows)
     game = _game(f, x, target, mask, args, None)
@@ -408,7 +412,9 @@ def occlusion(
     prefix_radius: int | None = None,
     max_rows: int = DEFAULT_MAX_ROWS,
 ) -> jax.Array:
-    """f(x) - f(x with position t at the baseline), for every real position t.
+    """f(x) - f(x with position t at the baseline), for every real position t; the baseline is
+    zeros unless given (for token ids, an id: PAD's, UNK's or a mask id). `max_rows` rows a call:
+    that many occluded copies over the batch's rows at once.
 
     `affine_prefix` (L, g) with `prefix_radius` r, for a model whose first layer is affine in x
     and local (a convolution of width 2r + 1, 'same' padding): L(x, *args) is [B, T, ...], its
@@ -475,7 +481,8 @@ def kernel_shap(
     max_rows: int = DEFAULT_MAX_ROWS,
 ) -> jax.Array:
     """Shapley values by KernelSHAP (`attribution.shapley_kernel_design`), `n_samples`
-    coalitions an example; they sum to f(x) - f(x').
+    coalitions an example (one row of f each); they sum to f(x) - f(x'), x' the baseline (zeros
+    unless given; for token ids, an id).
 
     `affine_prefix` (L, g), f(x, *args) = g(L(x, *args), *args) with L affine in x: each
     coalition's input to g is L(x') plus the changes its positions make to L, computed once for
@@ -513,7 +520,8 @@ def shapley_sampling(
     prefix_radius: int | None = None,
     max_rows: int = DEFAULT_MAX_ROWS,
 ) -> jax.Array:
-    """Shapley values from `n_permutations` antithetic orders; they sum to f(x) - f(x').
+    """Shapley values from `n_permutations` antithetic orders an example (T + 1 rows of f each);
+    they sum to f(x) - f(x'), x' the baseline (zeros unless given; for token ids, an id).
     `affine_prefix` and `prefix_radius` as `kernel_shap`'s."""
     return _sampling_estimate(
         attribution.shapley_sampling,
@@ -550,8 +558,9 @@ def lime(
 ) -> jax.Array:
     """LIME's local linear surrogate over `n_samples` coalitions (Ribeiro et al. 2016): a ridge
     regression of penalty `alpha` weighted by the text kernel of width `kernel_width` (a cosine
-    distance, 0 to 1; LIME's 25 over its distance of 100 d). `affine_prefix` and
-    `prefix_radius` as `kernel_shap`'s."""
+    distance, 0 to 1; LIME's 25 over its distance of 100 d); an absent position takes the
+    baseline (zeros unless given; for token ids, an id). `affine_prefix` and `prefix_radius` as
+    `kernel_shap`'s."""
     for name, value in (("kernel_width", kernel_width), ("alpha", alpha)):
         if isinstance(value, jax.core.Tracer) or not isinstance(value, (int, float)) or not value > 0:
             raise ValueError(f"{name}: expected a Python number > 0, got {value!r}")
@@ -574,7 +583,7 @@ def lime(
 
 def random(f, x, target, *, mask=None, args=(), key=None, baseline=None, max_rows: int = DEFAULT_MAX_ROWS) -> jax.Array:
     """Uniform random scores at the real positions: the ranking every faithfulness score is
-    compared with."""
+    compared with (no baseline; f is called once, to check its output)."""
     del baseline
     arguments.checked_count("max_rows", max_rows)
     game = _game(f, x, target, mask, args, None, takes_ids=True)
