@@ -18,7 +18,6 @@ DIR/results.json ({"by_steps": {"<K>": {"midpoint": {...}, "gausslegendre": {...
 from __future__ import annotations
 
 import argparse
-import json
 import os
 
 import jax.numpy as jnp
@@ -28,6 +27,7 @@ from jcaps import attribution
 from jcaps.interpret.explain import Explainer
 from jcaps.train.workdir import load_trained
 from recording.provenance import run_metadata
+from recording.results import write_results
 from studies import ROOT
 from studies.training_runs import final_test_metrics, train_pending
 
@@ -78,10 +78,7 @@ def main() -> None:
                 "median": float(np.median(errors)), "p95": float(np.percentile(errors, 95)),
                 "max": float(np.max(errors))}
         print(n_steps, results["by_steps"][str(n_steps)], flush=True)
-    results["_run"] = metadata
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
-        json.dump(results, f, indent=1)
+    write_results(args.out, {**results, "_run": metadata})
     print(f"wrote {args.out}/results.json")
 
 

@@ -17,20 +17,11 @@ from flax import nnx
 
 from jcaps import attribution
 from jcaps.interpret.layers import linen_split, nnx_split
+from tests.interpret.test_any_model import VOCAB, C, T, planted_task
 
-C, T, VOCAB, D, PAD = 3, 9, 40, 8, 0
+D, PAD = 8, 0
 GRADIENT_METHODS = tuple(n for n, m in attribution.METHODS.items() if m.of_inputs and n not in
                          ("occlusion", "kernel_shap", "shapley_sampling", "lime"))
-
-
-def planted_task(size: int, seed: int):
-    """Texts of filler tokens with one keyword of their class (ids 1..3) at a random position."""
-    draw = np.random.default_rng(seed)
-    labels = draw.integers(0, C, size=size)
-    tokens = draw.integers(C + 1, VOCAB, size=(size, T)).astype(np.int32)
-    where = draw.integers(0, T, size=size)
-    tokens[np.arange(size), where] = labels + 1
-    return tokens, labels.astype(np.int32), where
 
 
 class LinenClassifier(nn.Module):
