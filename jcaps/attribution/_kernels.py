@@ -202,15 +202,15 @@ def _mean_path_gradient(
     steps_per_chunk = -(-n_steps // n_chunks)
     step_index = jnp.arange(n_chunks * steps_per_chunk).reshape(n_chunks, steps_per_chunk)
     is_step = step_index < n_steps
-    points, weights, divisor = quadrature(n_steps, rule)
+    nodes, weights, divisor = quadrature(n_steps, rule)
     # Padded steps reuse the last real alpha, not an arbitrary one: their gradient is then finite
     # whenever the real ones are, and masking them out cannot turn an inf into a NaN.
     last = jnp.minimum(step_index, n_steps - 1)
     if rule == "gausslegendre":
-        alphas = jnp.asarray(points, jnp.float32)[last].astype(x.dtype)
+        alphas = jnp.asarray(nodes, jnp.float32)[last].astype(x.dtype)
     else:  # computed as it always was, so that the midpoint scores stay bit for bit the same
         alphas = ((last.astype(jnp.float32) + 0.5) / n_steps).astype(x.dtype)
-    step_weights = jnp.where(is_step, jnp.asarray(weights, jnp.float32)[last], 0.0).astype(x.dtype)
+    step_weights = jnp.asarray(weights, jnp.float32)[last].astype(x.dtype)  # 1 for the midpoint rule: exact
     point_shape = (steps_per_chunk,) + (1,) * x.ndim
     chunk_targets = jnp.tile(targets, steps_per_chunk)
 
@@ -219,12 +219,10 @@ def _mean_path_gradient(
         points = baseline[None] + chunk_alphas.reshape(point_shape) * difference[None]  # [S, R, ...]
         gradients = input_gradients(f, points.reshape((-1,) + x.shape[1:]), chunk_targets)
         gradients = jnp.where(chunk_is_step.reshape(point_shape), gradients.reshape(points.shape), 0)
-        if rule == "gausslegendre":
-            gradients = gradients * chunk_weights.reshape(point_shape)
-        return gradient_sum + jnp.sum(gradients, axis=0), None
+        return gradient_sum + jnp.sum(gradients * chunk_weights.reshape(point_shape), axis=0), None
 
     gradient_sum, _ = jax.lax.scan(add_chunk, jnp.zeros_like(x), (alphas, is_step, step_weights))
-    return gradient_sum / divisor if rule == "midpoint" else gradient_sum
+    return gradient_sum / divisor
 
 
 def completeness_error(

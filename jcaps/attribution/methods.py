@@ -146,9 +146,9 @@ class Method:
                     f"{self.function.__name__} ({', '.join(options)})"
                 )
 
-    @property
+    @functools.cached_property
     def options(self) -> dict[str, Any]:
-        """The method's keyword options and their defaults, from its signature."""
+        """The method's keyword options and their defaults, from its signature (read once)."""
         return _options(self.function)
 
 

@@ -103,7 +103,8 @@ class Options:
 
     def settings(self) -> dict[str, Any]:
         """Every setting by name, defaults filled in (what a run's results depend on)."""
-        values = {flag: getattr(self, flag) for flag in method_flags()}
+        given = dict(self.method_settings)
+        values = {flag: given.get(flag, declared.default) for flag, declared in method_flags().items()}
         return {**values, "removal": self.removal, "k1": self.k1, "k2": self.k2}
 
     def of_method(self, method: str, rows: int, model_copies: Mapping[str, int] | None = None) -> dict:
