@@ -7,6 +7,14 @@ on accelerators (`batches_ahead`).
 
 Evaluation passes gather and put each batch as they take it (a pass's host work is a few
 milliseconds: benchmarks/input_pipeline.py).
+
+The host runs at most `DISPATCHED_AHEAD` steps (or evaluation batches) ahead of the devices
+(`DispatchWindow`): enough to keep them busy while it prepares the next, and a bound that XLA's
+CPU client needs. Its launches run on a pool of one thread per device, and a launch that waits
+for one of a device's 32 slots for queued computations holds a thread while the other half of a
+collective waits for one: a process of several CPU devices that queued more than 32 computations
+on a device stalled in a collective's rendezvous until XLA aborted it (an evaluation pass queues
+a step and an addition per batch).
 """
 
 from __future__ import annotations
@@ -14,18 +22,36 @@ from __future__ import annotations
 import collections
 from typing import Any
 
+import jax
+
 from jcaps.train import mesh as mesh_lib
 
 # Batches put on accelerators ahead of the one a step takes: their transfers run while the
 # steps before run.
 AHEAD = 2
+# Steps (or evaluation batches) the host dispatches before it waits for the oldest one's outputs.
+DISPATCHED_AHEAD = 2
 
 
 def batches_ahead(mesh) -> int:
     """How many training batches to put on the devices of `mesh` ahead: `AHEAD` on accelerators;
-    none on CPU devices, which are host memory (nothing to transfer), and whose XLA client
-    aborted a process now and then with batches put ahead (jaxlib 0.10.2, loaded machines)."""
+    none on CPU devices, which are host memory (nothing to transfer)."""
     return 0 if mesh.devices.flat[0].platform == "cpu" else AHEAD
+
+
+class DispatchWindow:
+    """Keeps the host at most `ahead` dispatched steps ahead of the devices: `dispatched(outputs)`
+    records a step's outputs (any pytree of arrays) and waits until those of the step `ahead`
+    before it are computed."""
+
+    def __init__(self, ahead: int = DISPATCHED_AHEAD):
+        self._ahead = ahead
+        self._pending: collections.deque = collections.deque()
+
+    def dispatched(self, outputs: Any) -> None:
+        self._pending.append(outputs)
+        if len(self._pending) > self._ahead:
+            jax.block_until_ready(self._pending.popleft())
 
 
 class DevicePrefetch:

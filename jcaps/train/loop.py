@@ -45,7 +45,7 @@ from jcaps.train import metrics as metrics_lib
 from jcaps.train.checkpoints import Checkpoints, DamagedCheckpoint, checkpoint_directory, keep_if_best
 from jcaps.train.evaluation import evaluate_split
 from jcaps.train.families import MODELS, get_family
-from jcaps.train.feeding import DevicePrefetch, batches_ahead
+from jcaps.train.feeding import DevicePrefetch, DispatchWindow, batches_ahead
 from jcaps.train.metrics import MetricWriter
 from jcaps.train.progress import (
     CompileClock,
@@ -500,10 +500,12 @@ def _train(run: _Run, compiled: _Compiled, position: _Position, writer, profiler
     has_validation = len(run.dataset.splits["validation"].source) > 0
     first_step, loop_started, first_step_seconds, evaluated = position.step, time.perf_counter(), None, False
     compile_clock, compiled_by_first_step = CompileClock(), 0.0
+    dispatch = DispatchWindow()
     with run.signals.deferred() as stop:
         while position.step < run.num_steps:
             profiler.before_step(position.step - first_step)
             metrics = _train_step(compiled, position)
+            dispatch.dispatched(metrics)
             profiler.after_step(metrics)
             if first_step_seconds is None:
                 # Rates count from here: the first step's time is mostly compiling.

@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import optax
 from flax.training import train_state
+from jax.sharding import PartitionSpec
 
 from jcaps.train import mesh as mesh_lib
 from jcaps.train.families import model_inputs
@@ -53,9 +54,13 @@ def train_step(state: TrainState, batch: dict, *, family, model_config):
     return state.apply_gradients(grads=grads), metrics
 
 
-def eval_step(state: TrainState, batch: dict, *, family, model_config, num_classes: int):
+def eval_step(state: TrainState, batch: dict, *, family, model_config, num_classes: int, mesh):
     """Sums over the batch: `loss_sum`, `count`, and the confusion matrix [true, predicted]
-    (single-label) or the counts of `multilabel_sums` (multi-label)."""
+    (single-label) or the counts of `multilabel_sums` (multi-label).
+
+    A multi-label model's label sets are predicted on each device's rows of the batch (over
+    `mesh`'s 'data' axis) on their own: a decoder's `while_loop` then stops when its own rows are
+    done, instead of testing the whole batch: a cross-device reduction at every decoded token."""
     outputs = state.apply_fn({"params": state.params}, *model_inputs(batch, family), train=False)
     per_example = family.loss(outputs, batch, model_config).astype(jnp.float32)
     weight = batch["weight"]
@@ -67,7 +72,18 @@ def eval_step(state: TrainState, batch: dict, *, family, model_config, num_class
         )
         sums["confusion"] = jnp.einsum("bij,b->ij", pairs, weight)
     else:
-        predicted = family.predict_labels(state.apply_fn, state.params, batch, model_config)
+        predict = functools.partial(family.predict_labels, state.apply_fn, model_config=model_config)
+        # check_vma=False: the models are written for whole arrays (their loops start from fresh
+        # zeros, which shard_map's type check would have them mark as varying per device);
+        # nothing in them communicates across devices.
+        per_device = jax.shard_map(
+            predict,
+            mesh=mesh,
+            in_specs=(PartitionSpec(), PartitionSpec("data")),
+            out_specs=PartitionSpec("data"),
+            check_vma=False,
+        )
+        predicted = per_device(state.params, batch)
         sums.update(multilabel_sums(predicted, batch["labels"], weight))
     return sums
 
@@ -85,7 +101,7 @@ def compile_steps(config, family, num_classes: int, mesh, *, compiler_options: d
         compiler_options=compiler_options,
     )
     evaluate = jax.jit(
-        functools.partial(eval_step, family=family, model_config=config.model, num_classes=num_classes),
+        functools.partial(eval_step, family=family, model_config=config.model, num_classes=num_classes, mesh=mesh),
         in_shardings=(replicated, sharded),
         out_shardings=replicated,
         compiler_options=compiler_options,

@@ -8,7 +8,7 @@ import jax
 import numpy as np
 
 from jcaps.train import mesh as mesh_lib
-from jcaps.train.feeding import AHEAD, DevicePrefetch, batches_ahead
+from jcaps.train.feeding import AHEAD, DevicePrefetch, DispatchWindow, batches_ahead
 
 
 class CountingBatches:
@@ -59,3 +59,23 @@ def test_batches_go_ahead_on_accelerators_only():
 
     gpus = types.SimpleNamespace(devices=np.array([types.SimpleNamespace(platform="gpu")] * 2, object))
     assert batches_ahead(gpus) == AHEAD > 0
+
+
+class Outputs:
+    """A step's outputs as `jax.block_until_ready` sees a leaf: it calls its `block_until_ready`."""
+
+    def __init__(self, step: int, waited: list):
+        self.step, self.waited = step, waited
+
+    def block_until_ready(self):
+        self.waited.append(self.step)
+        return self
+
+
+def test_the_host_waits_for_the_step_dispatched_ahead_steps_before():
+    waited: list[int] = []
+    window = DispatchWindow(ahead=2)
+    for step in range(5):
+        window.dispatched({"loss": Outputs(step, waited)})
+        # After step s is dispatched, every step up to s - 2 has been waited for, and no later one.
+        assert waited == list(range(max(step - 1, 0)))
