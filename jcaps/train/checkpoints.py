@@ -14,6 +14,16 @@ wrote (but orbax's commit markers, which hold no data), written atomically, and 
 verifies it first (`verify_checksums`). A step without it, saved before jcaps wrote checksums or
 killed between orbax's commit and the checksum write, is restored as orbax committed it.
 
+Saves do not stop training: `save` and `save_best` copy the arrays into host memory of their own
+(so that a train step donating the state's buffers cannot touch what is being written) and
+return; one thread then writes them with orbax, waits for the commit and writes the checksums
+while the next steps run (in a run of one process: with several, orbax's barriers are XLA
+collectives, which must keep the main thread's order, so the save is written before `save`
+returns). Only that thread calls orbax's save, on NumPy arrays, so no XLA work
+runs beside the training's own. The next save, any read, and `wait()` (which training calls
+before its final evaluation and before it stops on a signal) wait for it first, and raise its
+`SaveFailed` there.
+
 Faults, and what each costs:
 - a damaged step (`DamagedCheckpoint`: a file missing, truncated or changed, or one orbax
   cannot read): resuming moves it aside (`checkpoints/60.damaged`, with a warning line) and
@@ -27,6 +37,7 @@ Faults, and what each costs:
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import hashlib
 import json
@@ -36,6 +47,7 @@ import sys
 from typing import Any
 
 import jax
+import numpy as np
 import orbax.checkpoint as ocp
 
 from jcaps.errors import RERUN_HINT, UserError, WriteFailed, failure_reason, free_space
@@ -171,17 +183,28 @@ def _quiet_abandoned_orbax_work() -> None:
     sys.unraisablehook = hook
 
 
+class _OrbaxErrorsUnlogged:
+    """orbax logs a failed write at ERROR from each of its threads before raising it; the caller
+    reports the failure in one line, so the log records are held back from when a save starts
+    (here) until it is finished (`restore`, on the thread that finishes it)."""
+
+    def __init__(self):
+        self._logger = logging.getLogger("absl")
+        self._level = self._logger.level
+        self._logger.setLevel(logging.CRITICAL)
+
+    def restore(self) -> None:
+        self._logger.setLevel(self._level)
+
+
 @contextlib.contextmanager
 def _orbax_errors_unlogged():
-    """orbax logs a failed write at ERROR from each of its threads before raising it; the caller
-    reports the failure in one line, so the log records are held back while it saves."""
-    logger = logging.getLogger("absl")
-    level = logger.level
-    logger.setLevel(logging.CRITICAL)
+    """`_OrbaxErrorsUnlogged` for the length of a block."""
+    quiet = _OrbaxErrorsUnlogged()
     try:
         yield
     finally:
-        logger.setLevel(level)
+        quiet.restore()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -201,22 +224,38 @@ class Checkpoints:
         self._best = None
         self._read_only = read_only
         self._save_failed = False
+        # The save in flight: written, committed and summed on this thread (`_write`).
+        self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="jcaps-checkpoint")
+        self._in_flight: concurrent.futures.Future | None = None
         self._is_primary = jax.process_index() == 0
         self._verified: set[str] = set()  # step directories verified by this process
         _quiet_abandoned_orbax_work()
         self._manager = ocp.CheckpointManager(
             self.directory,
             item_names=("state", "data"),
-            options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=not read_only, read_only=read_only),
+            options=ocp.CheckpointManagerOptions(
+                max_to_keep=keep,
+                create=not read_only,
+                read_only=read_only,
+                enable_async_checkpointing=False,  # saves run on `self._writer`, not orbax's threads
+            ),
         )
 
     def latest_step(self) -> int | None:
+        self.wait()
         return self._manager.latest_step()
 
+    def wait(self) -> None:
+        """Waits for the save in flight to be committed and summed; raises its `SaveFailed`."""
+        if self._in_flight is not None:
+            in_flight, self._in_flight = self._in_flight, None
+            in_flight.result()
+
     def save(self, step: int, state, data_state: dict | None) -> None:
-        """Saves `step`, waits for it to be committed and writes its checksums; raises
-        `SaveFailed` (the step is not committed) when the files cannot be written."""
-        items = {"state": ocp.args.StandardSave(savable(state))}
+        """Starts saving `step` (module docstring): once `wait()` returns it is committed and
+        summed; a failure to write it is raised there as `SaveFailed` (the step is not
+        committed)."""
+        items = {"state": ocp.args.StandardSave(on_host(savable(state)))}
         if data_state is not None:
             items["data"] = ocp.args.JsonSave(data_state)
         self._save(self._manager, self.directory, step, ocp.args.Composite(**items))
@@ -224,6 +263,7 @@ class Checkpoints:
     def restore(self, state, step: int | None = None, with_data: bool = True):
         """Restores into the structure (and shardings) of `state`; returns (state, data_state).
         Raises `DamagedCheckpoint` when the step does not read back as saved."""
+        self.wait()
         step = self._manager.latest_step() if step is None else step
         target = jax.tree.map(ocp.utils.to_shape_dtype_struct, savable(state))
         items = {"state": ocp.args.StandardRestore(target)}
@@ -250,6 +290,7 @@ class Checkpoints:
         """The parameters of `step` (default latest) alone, restored into the structure and
         shardings of `params`: loading a model for inference reads no optimiser state, so it
         needs none built."""
+        self.wait()
         step = self._manager.latest_step() if step is None else step
         target = {"params": jax.tree.map(ocp.utils.to_shape_dtype_struct, params)}
         restore_args = ocp.checkpoint_utils.construct_restore_args(target)
@@ -271,11 +312,17 @@ class Checkpoints:
 
     def read_state(self, step: int | None = None) -> dict:
         """The saved state of `step` (default latest) as stored, without a target structure."""
+        self.wait()
         step = self._manager.latest_step() if step is None else step
         args = ocp.args.Composite(state=ocp.args.StandardRestore())
         return self._read(self._manager, self.directory, step, args)["state"]
 
     def close(self) -> None:
+        """Waits for the save in flight (its failure was or will be reported by the error that
+        ends the run, if any: this is called on the way out), then closes orbax's managers."""
+        with contextlib.suppress(SaveFailed):
+            self.wait()
+        self._writer.shutdown()
         for manager in (self._manager, self._best):
             try:
                 if manager is not None:
@@ -297,6 +344,7 @@ class Checkpoints:
                     max_to_keep=1,
                     create=not self._read_only,
                     read_only=self._read_only,
+                    enable_async_checkpointing=False,
                     # Both managers may save the same step (the last one): in a multi-process
                     # run their barriers must not share names.
                     multiprocessing_options=ocp.options.MultiprocessingOptions(barrier_sync_key_prefix="best"),
@@ -308,6 +356,7 @@ class Checkpoints:
         """{"step", "metric", "value"} of the best validation evaluation saved, or None. Raises
         `DamagedCheckpoint` when the best step (parameters or record) does not read back as
         saved."""
+        self.wait()
         if not os.path.isdir(self.best_directory):
             return None
         step = self._best_manager.latest_step()
@@ -318,12 +367,13 @@ class Checkpoints:
 
     def save_best(self, step: int, params, metric: str, value: float) -> None:
         record = {"step": int(step), "metric": metric, "value": float(value)}
-        args = ocp.args.Composite(params=ocp.args.StandardSave(params), record=ocp.args.JsonSave(record))
+        args = ocp.args.Composite(params=ocp.args.StandardSave(on_host(params)), record=ocp.args.JsonSave(record))
         self._save(self._best_manager, self.best_directory, step, args)
 
     def restore_best_params(self, params, step: int | None = None):
         """The best parameters (of `step`, that of a `best_record` read before; default the
         latest), restored into the structure and shardings of `params`."""
+        self.wait()
         step = self._best_manager.latest_step() if step is None else step
         target = jax.tree.map(ocp.utils.to_shape_dtype_struct, params)
         args = ocp.args.Composite(params=ocp.args.StandardRestore(target))
@@ -331,15 +381,26 @@ class Checkpoints:
 
     def discard_best(self) -> str:
         """Moves the (damaged) best step aside; returns where it went."""
+        self.wait()
         return self._move_aside(self._best_manager, self.best_directory, self._best_manager.latest_step())
 
     # Shared by both managers.
 
     def _save(self, manager: ocp.CheckpointManager, directory: str, step: int, args) -> None:
+        """Writes `step` on `self._writer` (after the save in flight is finished); in a run of
+        several processes, here: orbax's save ends in a barrier made of XLA collectives, which on
+        another thread would interleave with the training step's own (the processes then abort
+        in a collective mismatch)."""
+        self.wait()
+        quiet = _OrbaxErrorsUnlogged()  # from here until the save is finished, on the writer
+        if jax.process_count() > 1:
+            self._write(manager, directory, step, args, quiet)
+            return
+        self._in_flight = self._writer.submit(self._write, manager, directory, step, args, quiet)
+
+    def _write(self, manager: ocp.CheckpointManager, directory: str, step: int, args, quiet) -> None:
         try:
-            with _orbax_errors_unlogged():
-                manager.save(step, args=args, force=True)
-                manager.wait_until_finished()
+            manager.save(step, args=args, force=True)
             if self._is_primary:
                 write_checksums(os.path.join(directory, str(step)))
         except (OSError, ValueError) as error:
@@ -351,6 +412,8 @@ class Checkpoints:
                 f"{step} in {directory}: {failure_reason(error)} ({free_space(directory)} free there)",
                 hint=RERUN_HINT,
             ) from error
+        finally:
+            quiet.restore()
 
     def _read(self, manager: ocp.CheckpointManager, directory: str, step: int, args):
         """`manager.restore(step, args)` after verifying the step's checksums. An orbax error on
@@ -369,6 +432,7 @@ class Checkpoints:
             raise DamagedCheckpoint(step_directory, f"orbax cannot read it ({first_line})") from error
 
     def _newest_intact(self, read, verb: str, warn, move_aside: bool) -> tuple[int, Any]:
+        self.wait()
         damaged = []
         for step in sorted(self._manager.all_steps(), reverse=True):
             try:
@@ -418,6 +482,13 @@ def keep_if_best(checkpoints: Checkpoints, best: dict | None, step: int, params,
         checkpoints.save_best(step, params, train_config.select_metric, value)
         return {"step": step, "metric": train_config.select_metric, "value": value}
     return best
+
+
+def on_host(tree):
+    """Copies of the arrays of `tree` in host memory of their own (NumPy), not views of device
+    buffers. The state is replicated (`jcaps.train.steps`), so this process's first replica of
+    an array is all of it."""
+    return jax.tree.map(lambda x: np.array(x.addressable_data(0) if isinstance(x, jax.Array) else x), tree)
 
 
 def savable(state) -> dict:

@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 
 from jcaps.train import mesh as mesh_lib
-from jcaps.train.feeding import DispatchWindow
+from jcaps.train.feeding import DispatchWindow, gathered_ahead
 from jcaps.train.metrics import evaluation_metrics
 
 
@@ -19,9 +19,10 @@ def _add(totals: dict, sums: dict) -> dict:
 def evaluate_split(eval_fn, state, dataset, split: str, batch_size: int, mesh) -> dict:
     """Metrics of `state` on one split of `dataset` (an `ExampleDataset`), with `eval_fn` the
     compiled eval step (`compile_steps`): sums accumulated on the device, divided on the host;
-    the host stays a few batches ahead of the devices (`DispatchWindow`)."""
+    the next batch is gathered while one is evaluated, and the host stays a few batches ahead of
+    the devices (`DispatchWindow`)."""
     totals, window = None, DispatchWindow()
-    for local in dataset.eval_batches(split, batch_size, shard=mesh_lib.process_shard()):
+    for local in gathered_ahead(dataset.eval_batches(split, batch_size, shard=mesh_lib.process_shard())):
         sums = eval_fn(state, mesh_lib.global_batch(local, mesh))
         totals = sums if totals is None else _add(totals, sums)
         window.dispatched(totals)

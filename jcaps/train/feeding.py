@@ -5,8 +5,9 @@ the transfer, which `DevicePrefetch` starts for the next batches while the step 
 step is dispatched asynchronously), as the input pipelines of big_vision and Flax's examples do,
 on accelerators (`batches_ahead`).
 
-Evaluation passes gather and put each batch as they take it (a pass's host work is a few
-milliseconds: benchmarks/input_pipeline.py).
+Evaluation passes gather their next batch on a thread while a batch is evaluated
+(`gathered_ahead`: NumPy only, no XLA call leaves the main thread) and put each batch on the
+devices as they take it.
 
 The host runs at most `DISPATCHED_AHEAD` steps (or evaluation batches) ahead of the devices
 (`DispatchWindow`): enough to keep them busy while it prepares the next, and a bound that XLA's
@@ -20,6 +21,8 @@ a step and an addition per batch).
 from __future__ import annotations
 
 import collections
+import concurrent.futures
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import jax
@@ -96,3 +99,14 @@ class DevicePrefetch:
 
     def get_state(self):
         return self._state
+
+
+def gathered_ahead(batches: Iterable[dict]) -> Iterator[dict]:
+    """The batches of `batches` in order, the next one gathered on a thread of its own while the
+    caller works on the one before."""
+    iterator = iter(batches)
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="jcaps-gather") as thread:
+        pending = thread.submit(next, iterator, None)
+        while (batch := pending.result()) is not None:
+            pending = thread.submit(next, iterator, None)
+            yield batch

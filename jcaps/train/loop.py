@@ -525,6 +525,7 @@ def _train(run: _Run, compiled: _Compiled, position: _Position, writer, profiler
                 _save(run, position)
             if stop.signum is not None:  # the last step's too: the final evaluation is not begun
                 _save_and_stop(run, position, stop.signum)
+        run.checkpoints.wait()  # the last save is committed (or its failure raised) before anything is final
     return TrainedSteps(
         steps=position.step - first_step,
         seconds=time.perf_counter() - loop_started,
@@ -591,6 +592,7 @@ def _save_and_stop(run: _Run, position: _Position, signum: int) -> None:
     committed, and raises `TrainingInterrupted`."""
     if position.last_saved != position.step:
         _save(run, position)
+    run.checkpoints.wait()
     raise TrainingInterrupted(signum, f"at step {position.step}; checkpoint saved in {run.checkpoints.directory}")
 
 

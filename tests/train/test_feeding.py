@@ -8,7 +8,7 @@ import jax
 import numpy as np
 
 from jcaps.train import mesh as mesh_lib
-from jcaps.train.feeding import AHEAD, DevicePrefetch, DispatchWindow, batches_ahead
+from jcaps.train.feeding import AHEAD, DevicePrefetch, DispatchWindow, batches_ahead, gathered_ahead
 
 
 class CountingBatches:
@@ -40,6 +40,23 @@ def test_the_state_is_the_one_after_the_batch_taken():
     rest = [int(batch["x"][0, 0]) for batch in feed]
     assert rest == [1, 2, 3, 4] and feed.get_state() == {"next_index": 5}
 
+
+def test_evaluation_batches_are_gathered_in_order_on_another_thread():
+    import threading
+
+    gathered_on = []
+
+    def batches():
+        for i in range(4):
+            gathered_on.append(threading.current_thread().name)
+            yield {"x": np.full((2,), i)}
+
+    assert [int(batch["x"][0]) for batch in gathered_ahead(batches())] == [0, 1, 2, 3]
+    assert gathered_on and all(name.startswith("jcaps-gather") for name in gathered_on)
+    assert list(gathered_ahead([])) == []
+    early = gathered_ahead(batches())
+    assert int(next(early)["x"][0]) == 0
+    early.close()  # a pass stopped early (an error) leaves no thread waiting
 
 
 def test_with_none_ahead_each_batch_is_put_as_it_is_taken():
