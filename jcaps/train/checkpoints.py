@@ -52,6 +52,7 @@ import orbax.checkpoint as ocp
 
 from jcaps.errors import RERUN_HINT, UserError, WriteFailed, failure_reason, free_space
 from jcaps.files import replacing
+from jcaps.train.binding import BINDING_KEY
 from jcaps.train.state import all_finite
 
 CHECKSUMS_FILE = "checksums.json"
@@ -100,15 +101,19 @@ def _digest(path: str) -> str:
         return hashlib.file_digest(f, _HASH).hexdigest()
 
 
-def write_checksums(directory: str) -> None:
+def write_checksums(directory: str, binding: dict | None = None) -> None:
     """Writes `directory/checksums.json`: {"algorithm", "files": {relative path: [size, digest]}}
-    of every file in the step directory, atomically (a temporary file, fsynced, renamed)."""
+    of every file in the step directory, and the workdir's `binding` (`jcaps.train.binding`)
+    where given, atomically (a temporary file, fsynced, renamed)."""
     files = {}
     for name in _summed_files(directory):
         path = os.path.join(directory, name)
         files[name] = [os.path.getsize(path), _digest(path)]
+    record: dict[str, Any] = {"algorithm": _HASH, "files": files}
+    if binding is not None:
+        record[BINDING_KEY] = binding
     with replacing(os.path.join(directory, CHECKSUMS_FILE)) as f:
-        json.dump({"algorithm": _HASH, "files": files}, f, indent=0)
+        json.dump(record, f, indent=0)
     descriptor = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(descriptor)
@@ -229,6 +234,7 @@ class Checkpoints:
         self._in_flight: concurrent.futures.Future | None = None
         self._is_primary = jax.process_index() == 0
         self._verified: set[str] = set()  # step directories verified by this process
+        self._binding: dict | None = None  # what each step saved from now on is bound to (`bind`)
         _quiet_abandoned_orbax_work()
         self._manager = ocp.CheckpointManager(
             self.directory,
@@ -244,6 +250,11 @@ class Checkpoints:
     def latest_step(self) -> int | None:
         self.wait()
         return self._manager.latest_step()
+
+    def bind(self, binding: dict) -> None:
+        """Records `binding` (`jcaps.train.binding.of_workdir`) in the checksums of every step
+        saved from now on."""
+        self._binding = binding
 
     def wait(self) -> None:
         """Waits for the save in flight to be committed and summed; raises its `SaveFailed`."""
@@ -402,7 +413,7 @@ class Checkpoints:
         try:
             manager.save(step, args=args, force=True)
             if self._is_primary:
-                write_checksums(os.path.join(directory, str(step)))
+                write_checksums(os.path.join(directory, str(step)), self._binding)
         except (OSError, ValueError) as error:
             if not _is_io_failure(error):
                 raise

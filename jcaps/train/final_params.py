@@ -4,17 +4,20 @@ loads without orbax.
 A training that ends writes it after its final evaluation: the parameters it evaluated (those of
 the best validation evaluation when the run selected them, else the last ones), which they are
 ("best" or "last", their step, the last checkpoint's step), the step directories of
-`checkpoints/` and `best/` as they stood, and the SHA-256 of the parameters' bytes. Loading a model
-for inference (`jcaps.train.workdir.load_trained`) reads it while it still describes the workdir:
-the step directories are those it was written beside (a training resumed since, or one writing
-the workdir now, has changed them) and the bytes match their checksum. Otherwise, or where it is
-missing (a training stopped early, a workdir trained before the file existed), the checkpoints
-are read as before; a file that does not match its checksum is named in one warning line.
+`checkpoints/` and `best/` as they stood, the SHA-256 of the `checksums.json` of the step it
+copies and the SHA-256 of the parameters' bytes. Loading a model for inference
+(`jcaps.train.workdir.load_trained`) reads it while it still describes the workdir: the step
+directories are those it was written beside (a training resumed since, or one writing the
+workdir now, has changed them), the step it copies is this workdir's (a copy from another
+workdir, even of the same config and step, names other checksums) and the bytes match their
+checksum. Otherwise, or where it is missing (a training stopped early, a workdir trained before
+the file existed), the checkpoints are read as before; a file of another workdir or one that
+does not match its checksum is named in one warning line.
 
 It is a copy: the checkpoints stay the record a training resumes from. It exists because
 importing orbax takes a quarter of a second, a sixth of `jcaps predict`'s time to answer a text.
 The format is msgpack (flax.serialization), a map {"format", "parameters", "selected_step",
-"last_step", "saved_steps", "sha256", "params"}, "params" holding the parameter tree serialised
+"last_step", "saved_steps", "step_checksums", "sha256", "params"}, "params" holding the parameter tree serialised
 by `flax.serialization.msgpack_serialize`.
 """
 
@@ -31,7 +34,9 @@ from flax import serialization
 from jcaps.files import replace_file
 
 FINAL_PARAMS_FILE = "final_params.msgpack"
-FORMAT = 1
+# 2: the record names the checksums of the step it copies (format 1 did not: such a file is
+# passed over, and the checkpoints read).
+FORMAT = 2
 _STEP_FOLDERS = ("checkpoints", "best")
 
 
@@ -45,6 +50,17 @@ def saved_steps(workdir: str) -> tuple[tuple[str, ...], ...]:
     )
 
 
+def _step_checksums(workdir: str, parameters: str, step: int) -> str:
+    """SHA-256 of the `checksums.json` of the step the parameters are a copy of ("" where it
+    has none)."""
+    path = os.path.join(workdir, "best" if parameters == "best" else "checkpoints", str(step), "checksums.json")
+    try:
+        with open(path, "rb") as f:
+            return hashlib.file_digest(f, "sha256").hexdigest()
+    except OSError:
+        return ""
+
+
 def write(workdir: str, params, *, parameters: str, selected_step: int, last_step: int, warn: Callable) -> None:
     """Writes WORKDIR/final_params.msgpack atomically (a temporary file, fsynced, renamed). A
     write that fails (a full disk) costs nothing but speed: one `warn` line says so, and loading
@@ -56,6 +72,7 @@ def write(workdir: str, params, *, parameters: str, selected_step: int, last_ste
         "selected_step": int(selected_step),
         "last_step": int(last_step),
         "saved_steps": [list(steps) for steps in saved_steps(workdir)],
+        "step_checksums": _step_checksums(workdir, parameters, selected_step),
         "sha256": hashlib.sha256(payload).hexdigest(),
         "params": payload,
     }
@@ -85,10 +102,18 @@ def read(workdir: str, parameters: str, select_best: bool, warn: Callable) -> tu
     except (OSError, ValueError) as error:  # msgpack's errors for bytes that do not decode are ValueErrors
         warn(f"warning: {path} cannot be read ({error}); reading the checkpoints instead")
         return None
+    if isinstance(record, dict) and record.get("format") == 1:  # written before it named its step's checksums
+        return None
     if not _well_formed(record):
         warn(f"warning: {path} is not a final parameters file of this jcaps; reading the checkpoints instead")
         return None
     if tuple(tuple(s) for s in record["saved_steps"]) != steps:
+        return None
+    if record["step_checksums"] != _step_checksums(workdir, record["parameters"], record["selected_step"]):
+        warn(
+            f"warning: {path} is not a copy of this workdir's step {record['selected_step']} (its checksums "
+            "differ: a file from another workdir?); reading the checkpoints instead"
+        )
         return None
     wants_last = parameters == "last" or not select_best
     if wants_last and record["selected_step"] != record["last_step"]:
@@ -111,6 +136,7 @@ def _well_formed(record) -> bool:
         "selected_step": int,
         "last_step": int,
         "saved_steps": list,
+        "step_checksums": str,
         "sha256": str,
         "params": bytes,
     }

@@ -38,8 +38,8 @@ from jcaps.data import datasets
 from jcaps.data.batching import ExampleDataset
 from jcaps.errors import ConfigError, UserError, writing
 from jcaps.files import refuse_linked_folder, replacing
+from jcaps.train import binding, config_history, final_params
 from jcaps.train import config as config_lib
-from jcaps.train import config_history, final_params
 from jcaps.train import mesh as mesh_lib
 from jcaps.train import metrics as metrics_lib
 from jcaps.train.checkpoints import Checkpoints, DamagedCheckpoint, checkpoint_directory, keep_if_best
@@ -219,6 +219,8 @@ def _open_run(config, workdir: str, is_main: bool, log, signals: _Signals) -> _R
     only once the data has loaded, and a new run's data metadata is saved there only once there
     is something to train."""
     has_metadata = datasets.has_metadata(checkpoint_directory(workdir))
+    if has_metadata:  # a resumed run reads them: they must be those its steps were trained with
+        binding.check(workdir, config)
     dataset = datasets.load_dataset(config.data, config.train.seed, checkpoint_directory(workdir))
     checkpoints = Checkpoints(workdir, keep=config.train.keep_checkpoints)
     steps_per_epoch = dataset.steps_per_epoch(config.train.batch_size)
@@ -234,6 +236,8 @@ def _open_run(config, workdir: str, is_main: bool, log, signals: _Signals) -> _R
         with writing("the vocabulary and labels of the data in", checkpoints.directory):
             os.makedirs(checkpoints.directory, exist_ok=True)
             dataset.save_metadata(checkpoints.directory)
+    if is_main:
+        checkpoints.bind(binding.of_workdir(checkpoints.directory, config))
     final_splits: list[str] = [
         s for s in ("validation", "test") if s in dataset.splits and len(dataset.splits[s].source)
     ]

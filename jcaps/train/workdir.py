@@ -33,8 +33,8 @@ from jcaps.data.batching import ExampleDataset
 from jcaps.data.text import make_text_dataset
 from jcaps.data.vocab import LABELS_FILE, VOCAB_FILE, LabelMap, Vocabulary
 from jcaps.errors import UserError
+from jcaps.train import binding, final_params
 from jcaps.train import config as config_lib
-from jcaps.train import final_params
 from jcaps.train import mesh as mesh_lib
 from jcaps.train.config import ParameterChoice
 from jcaps.train.families import ModelFamily, get_family
@@ -131,6 +131,7 @@ def load_trained(
     logging.set_verbosity(logging.FATAL)
     check_choice("--parameters", parameters, ParameterChoice, UserError)
     config = read_config(workdir)
+    binding.check(workdir, config)
     if data_overrides:
         config = _with_overrides(config, "data", data_overrides)
     if model_overrides:

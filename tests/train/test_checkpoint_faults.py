@@ -426,12 +426,12 @@ if point == "orbax":
     ocp.CheckpointManager.save = save_then_die
 elif point in ("commit", "checksums"):
     write = checkpoints.write_checksums
-    def write_or_die(directory):
+    def write_or_die(directory, binding=None):
         if directory.endswith(os.sep + str(step)):
             if point == "commit":
                 die()
             os.replace = lambda *a: die()
-        return write(directory)
+        return write(directory, binding)
     checkpoints.write_checksums = write_or_die
 else:
     threading.Timer(random.Random(seed).uniform(2.0, 6.0), die).start()
