@@ -103,7 +103,9 @@ def train_harness(config, vocab_size: int, num_classes: int, length: int) -> Tra
     # The state is donated, as `jcaps.train.steps` does: without it every step allocates a new
     # copy of the parameters and optimiser state.
     train = jax.jit(functools.partial(train_step, family=family, model_config=config.model), donate_argnums=0)
-    evaluate = jax.jit(functools.partial(eval_step, family=family, model_config=config.model, num_classes=num_classes))
+    evaluate = jax.jit(
+        functools.partial(eval_step, family=family, model_config=config.model, num_classes=num_classes, mesh=mesh)
+    )
 
     start = time.perf_counter()
     compiled_train = train.lower(state, batch).compile()
