@@ -31,6 +31,8 @@ import glob
 import hashlib
 import json
 import os
+import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +43,46 @@ from jcaps.data.errors import DataError
 from jcaps.data.readers import idx, jsonl, text_labels, ts, zhang_csv
 from jcaps.data.vocab import LabelMap
 from jcaps.errors import ConfigError
+
+
+def _prepared_folder(builder_class, config: tfds.core.BuilderConfig, data_dir: str | None) -> str:
+    """DATA_DIR/NAME/CONFIG/VERSION, where TFDS keeps what a builder of local files prepared."""
+    root = os.path.expanduser(data_dir or os.path.join("~", "tensorflow_datasets"))
+    return os.path.join(root, builder_class.name, config.name, str(builder_class.VERSION))
+
+
+def discard_damaged(folder: str, problem: str) -> None:
+    """Removes a prepared folder that does not read (jcaps prepares it again from the source
+    files, which it was made from), saying so in one line on stderr."""
+    print(f"warning: the prepared data in {folder} is damaged ({problem}); preparing it again", file=sys.stderr)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def construct_again_if_damaged(builder, config: tfds.core.BuilderConfig, construct, data_dir: str | None) -> None:
+    """Runs the TFDS constructor `construct` of a builder of local files; where the folder it had
+    prepared has a `dataset_info.json` that does not read (truncated, changed), the folder is
+    discarded (`discard_damaged`) and the builder made again, to be prepared again."""
+    try:
+        construct()
+    except Exception:  # protobuf's ParseError, among others
+        folder = _prepared_folder(type(builder), config, data_dir)
+        problem = _unreadable_json(os.path.join(folder, "dataset_info.json"))
+        if problem is None:  # the folder reads: the failure is another one
+            raise
+        discard_damaged(folder, f"dataset_info.json: {problem}")
+        construct()
+
+
+def _unreadable_json(path: str) -> str | None:
+    """Why the JSON file `path` does not read; None when it reads or is not there."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            json.load(f)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as error:
+        return str(error)
+    return None
 
 
 class _LocalDatasetInfo(tfds.core.DatasetInfo):
@@ -124,7 +166,12 @@ class TextFilesBuilder(tfds.core.GeneratorBasedBuilder):
             + (f"-group-{group_key}" if group_key else ""),
             description=f"{self.name} files in {directory}",
         )
-        super().__init__(config=config, file_format="array_record", **kwargs)
+        construct_again_if_damaged(
+            self,
+            config,
+            lambda: super(TextFilesBuilder, self).__init__(config=config, file_format="array_record", **kwargs),
+            kwargs.get("data_dir"),
+        )
 
     @classmethod
     def split_files(cls, directory: str, train_stem: str, test_stem: str) -> dict[str, SplitFiles]:
@@ -379,7 +426,12 @@ class SeriesBuilder(tfds.core.GeneratorBasedBuilder):
             description=f"{data_config.format} data"
             + (f" in {os.path.abspath(data_config.dir)}" if data_config.dir else ""),
         )
-        super().__init__(config=config, file_format="array_record", **kwargs)
+        construct_again_if_damaged(
+            self,
+            config,
+            lambda: super(SeriesBuilder, self).__init__(config=config, file_format="array_record", **kwargs),
+            kwargs.get("data_dir"),
+        )
 
     @property
     def raw(self) -> tuple[dict[str, RawSplit], list[str]]:

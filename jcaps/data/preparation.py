@@ -154,6 +154,10 @@ def prepared_once(make_builder: Callable[[], tfds.core.DatasetBuilder], cache_di
         before = directories_under(cache_dir)
         try:
             builder = make_builder()
+            damage = unreadable_split(builder) if builder.is_prepared() else None
+            if damage is not None:
+                builders.discard_damaged(builder.data_dir, damage)
+                builder = make_builder()
             if not builder.is_prepared():
                 # TFDS would print "Downloading and preparing dataset Unknown size ..." and
                 # "... downloaded and prepared" for files that are already local.
@@ -166,6 +170,24 @@ def prepared_once(make_builder: Callable[[], tfds.core.DatasetBuilder], cache_di
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
     return builder
+
+
+def unreadable_split(builder: tfds.core.DatasetBuilder) -> str | None:
+    """What does not read in a prepared dataset: a split whose records cannot be opened or whose
+    first or last record cannot be read (a truncated or changed file: TFDS decodes a record
+    array_record cannot find as one whose every feature is None); None when every split reads."""
+
+    def missing(record) -> bool:
+        return record is None or (isinstance(record, dict) and all(value is None for value in record.values()))
+
+    for split in builder.info.splits:
+        try:
+            source = builder.as_data_source(split=split)
+            if len(source) and (missing(source[0]) or missing(source[len(source) - 1])):
+                return f"split {split}: records missing"
+        except (OSError, ValueError, RuntimeError, KeyError) as error:  # array_record: RuntimeError
+            return f"split {split}: {str(error).splitlines()[0] if str(error) else type(error).__name__}"
+    return None
 
 
 def directories_under(root: str) -> set[str]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import zipfile
 from collections.abc import Sequence
 
 import numpy as np
@@ -78,8 +79,11 @@ class Standardizer:
     def load(cls, path: str) -> Standardizer | None:
         if not os.path.isfile(path):
             return None
-        with np.load(path) as stats:
-            return cls(stats["mean"], stats["std"])
+        try:  # arrays only: a pickled object in the file is refused, never run
+            with np.load(path, allow_pickle=False) as stats:
+                return cls(np.asarray(stats["mean"], np.float32), np.asarray(stats["std"], np.float32))
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
+            raise DataError(path, None, f"not a saved standardisation: {error}") from None
 
 
 @dataclasses.dataclass

@@ -117,8 +117,14 @@ def check_workdir(config, workdir: str) -> None:
         name.isdigit() for name in os.listdir(os.path.join(workdir, "checkpoints"))
     )
     if os.path.isfile(path) and has_checkpoints:
-        with open(path, encoding="utf-8") as f:
-            saved = config_history.upgraded(json.load(f), source=path)
+        try:
+            with open(path, encoding="utf-8") as f:
+                saved = config_history.upgraded(json.load(f), source=path)
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise UserError(
+                f"{path} cannot be read: {error}",
+                hint="the workdir is damaged: put back its config.json, or train a new --workdir",
+            ) from None
         differing = config_lib.incompatible_keys(saved, config)
         if differing:
             old, new = config_lib.flatten(saved), config_lib.flatten(json.loads(config.to_json()))

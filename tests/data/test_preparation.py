@@ -171,3 +171,47 @@ def test_an_unknown_multi_label_test_label_stops_training_before_its_first_step(
     assert not checkpoints.exists() or not [p for p in checkpoints.iterdir() if p.name.isdigit()]
     metrics = workdir / "metrics.jsonl"
     assert not metrics.exists() or '"train"' not in metrics.read_text(encoding="utf-8")
+
+
+PREPARE_AGAIN = """
+import sys
+from jcaps.data import preparation
+from tests.data.test_pipeline import data_config
+splits = preparation.prepare_text_splits(data_config(sys.argv[1], sys.argv[2]), seed=0)
+print(sorted((name, [split.source[i]["text"] for i in range(len(split.source))]) for name, split in splits.splits.items()))
+"""
+
+
+def prepared_news(tmp_path):
+    folder = tmp_path / "news"
+    folder.mkdir()
+    write(folder / "train.csv", "".join(f'{1 + i % 2},"t{i}","text {i}"\n' for i in range(8)))
+    write(folder / "test.csv", '1,"ok","fine"\n2,"also","fine"\n')
+    cache = tmp_path / "cache"
+    preparation.prepare_text_splits(data_config(folder, cache), seed=0)
+    (prepared,) = cache.glob("zhang_csv/*/1.0.0")
+    return folder, cache, prepared
+
+
+@pytest.mark.parametrize("damaged", ["dataset_info.json", "zhang_csv-test.array_record-00000-of-00001"])
+def test_a_damaged_preparation_of_local_files_is_prepared_again_with_one_line(tmp_path, damaged):
+    import subprocess
+    import sys
+
+    from tests.command_env import command_env
+
+    folder, cache, prepared = prepared_news(tmp_path)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    intact = subprocess.run([sys.executable, "-c", PREPARE_AGAIN, str(folder), str(cache)], cwd=root,
+                            capture_output=True, text=True, env=command_env(), timeout=120)
+    path = prepared / damaged
+    with open(path, "r+b") as f:
+        f.truncate(os.path.getsize(path) // 2)
+    # A new process: one that prepared the files may still hold them open.
+    again = subprocess.run([sys.executable, "-c", PREPARE_AGAIN, str(folder), str(cache)], cwd=root,
+                           capture_output=True, text=True, env=command_env(), timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.splitlines()[-1] == intact.stdout.splitlines()[-1]  # after a line saying it prepares
+    warnings = [line for line in again.stderr.splitlines() if line.startswith("warning: ")]
+    assert len(warnings) == 1 and warnings[0].startswith(f"warning: the prepared data in {prepared} is damaged (")
+    assert "Traceback" not in again.stderr

@@ -153,3 +153,16 @@ def test_box_data_keeps_the_generators_order(tmp_path):
     np.testing.assert_array_equal(batch["label"][:12], generated.labels)
     assert batch["mask"][:12].all()
     assert isinstance(dataset, series.SeriesDataset)
+
+
+def test_saved_statistics_holding_a_pickled_object_are_one_line_and_never_run(tmp_path):
+    from jcaps.data.errors import DataError
+    from jcaps.data.series import Standardizer
+
+    path = tmp_path / "series_stats.npz"
+    np.savez(path, mean=np.array([print], dtype=object), std=np.ones(3, np.float32))
+    with pytest.raises(DataError, match="series_stats.npz: not a saved standardisation: Object arrays cannot be loaded"):
+        Standardizer.load(str(path))
+    path.write_bytes(b"PK\x03\x04 truncated")
+    with pytest.raises(DataError, match="not a saved standardisation"):
+        Standardizer.load(str(path))

@@ -147,3 +147,14 @@ def test_a_resumed_training_refuses_a_changed_vocabulary(workdir, config_file, c
     config.train.num_steps += 10
     with pytest.raises(MismatchedWorkdir, match="vocab.json is not the file the parameters were trained with"):
         loop.train_and_evaluate(config, str(workdir))
+
+
+def test_a_truncated_config_on_resume_is_one_line(workdir, config_file, cache_dir):
+    from jcaps.errors import UserError
+
+    path = workdir / "config.json"
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text[: len(text) // 2], encoding="utf-8")
+    with pytest.raises(UserError, match=f"{path} cannot be read: ") as raised:
+        loop.train_and_evaluate(config_file(CONFIG, "smoke", cache_dir), str(workdir))
+    assert "\n" not in str(raised.value)
