@@ -21,12 +21,12 @@ class FolderInUse(UserError, RuntimeError):
 
 
 @contextlib.contextmanager
-def exclusive(folder: str, *, called: str, run: str, advice: str, name: str = ".lock") -> Iterator[None]:
+def exclusive(folder: str, *, called: str, run: str, advice: str, hint: str, name: str = ".lock") -> Iterator[None]:
     """Holds FOLDER/NAME; a second run on the folder stops at once with `FolderInUse`: "FOLDER is
     in use by RUN (pid P on HOST); ADVICE". `called` is what a failed write calls the folder
-    ("the workdir")."""
+    ("the workdir"), `hint` what to do then (the command's own words)."""
     path = os.path.join(folder, name)
-    with writing(f"the lock of {called}", path):
+    with writing(f"the lock of {called}", path, hint):
         # Opened under `writing` (so a full disk is named), then held by the `with` below.
         lock = open(path, "a+", encoding="utf-8", opener=no_follow)  # noqa: SIM115 (held below)
     with lock:
@@ -36,7 +36,7 @@ def exclusive(folder: str, *, called: str, run: str, advice: str, name: str = ".
             lock.seek(0)
             holder = lock.read().strip() or "another process"
             raise FolderInUse(f"{folder} is in use by {run} ({holder}); {advice}") from None
-        with writing(f"the lock of {called}", path):
+        with writing(f"the lock of {called}", path, hint):
             # Unbuffered: a write that fails leaves nothing for the file's close to fail on again.
             os.ftruncate(lock.fileno(), 0)
             os.pwrite(lock.fileno(), f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)

@@ -60,6 +60,12 @@ from jcaps.train import mesh as mesh_lib
 from jcaps.train.progress import Progress
 from jcaps.viz.html import write_explanation_report
 
+# What a full disk during an explanation run asks for: its lines are kept as they are written.
+RESUME_HINT = (
+    "free some space (or pass an --out on a larger disk) and run the same command again: it resumes "
+    "from the explanations already written"
+)
+
 RUN_FILE = "run.json"
 ATTRIBUTIONS = "attributions.jsonl"
 
@@ -83,7 +89,7 @@ class _Part:
 
 def _write_whole(path: str, text: str) -> None:
     """Writes `path` so that it holds the old text or the new, never a part (a rename)."""
-    with writing("the explanations", path), replacing(path) as f:
+    with writing("the explanations", path, RESUME_HINT), replacing(path) as f:
         f.write(text)
 
 
@@ -221,7 +227,7 @@ def _explain_part(
     total_batches = -(-examples // batch_size)
     done_examples = min(state["batches"] * batch_size, examples)
     meter = Progress(progress, examples, initial=done_examples, enabled=part.index == 0, unit="example")
-    with writing("the explanations", part.lines):
+    with writing("the explanations", part.lines, RESUME_HINT):
         lines = open(part.lines, "a+b", opener=no_follow)  # noqa: SIM115 (held for the loop below)
     with lines:
         lines.truncate(state["bytes"])  # lines of a batch that did not become final
@@ -236,7 +242,7 @@ def _explain_part(
                 strict_json.dumps(record, ensure_ascii=False) + "\n"
                 for record in _records(trained, split, mine, explained, methods, with_faithfulness)
             )
-            with writing("the explanations", part.lines):
+            with writing("the explanations", part.lines, RESUME_HINT):
                 lines.write(text.encode("utf-8"))
                 lines.flush()
                 os.fsync(lines.fileno())
@@ -374,6 +380,7 @@ def explain_workdir(
         called="the output folder",
         run="an explanation run",
         advice="wait for it or stop it (it resumes where it stopped), or pass another --out",
+        hint=RESUME_HINT,
         name=".lock" if part.index == 0 else f".lock-{part.index}",
     ):
         saved = _check_settings(out, settings)
@@ -431,7 +438,7 @@ def _finish(
     report.html, marks the run finished and removes the parts."""
     parts = [_Part(out, index, settings["processes"]) for index in range(settings["processes"])]
     path = os.path.join(out, ATTRIBUTIONS)
-    with writing("the explanations", path), replacing(path) as merged:
+    with writing("the explanations", path, RESUME_HINT), replacing(path) as merged:
         merged.writelines(_merged_lines(parts))
     states = [_saved_progress(part) for part in parts]
     steady = "" if any(state["rows"] for state in states) else "first_"  # the first batch only when alone
@@ -452,7 +459,7 @@ def _finish(
     )
     if with_faithfulness:
         path = os.path.join(out, "faithfulness.json")
-        with writing("the faithfulness summary", path), replacing(path) as f:
+        with writing("the faithfulness summary", path, RESUME_HINT), replacing(path) as f:
             strict_json.dump(summary, f, indent=1)
     is_text = trained.family.kind == "text"
     write_explanation_report(

@@ -36,7 +36,7 @@ import numpy as np
 from jcaps import folder_lock
 from jcaps.data import datasets
 from jcaps.data.batching import ExampleDataset
-from jcaps.errors import ConfigError, UserError, writing
+from jcaps.errors import RERUN_HINT, ConfigError, UserError, writing
 from jcaps.files import refuse_linked_folder, replacing
 from jcaps.train import binding, config_history, final_params
 from jcaps.train import config as config_lib
@@ -103,6 +103,7 @@ def exclusive_workdir(workdir: str, is_main: bool):
         called="the workdir",
         run="a training run",
         advice="wait for it or stop it (it resumes from its last checkpoint), or pass another --workdir",
+        hint=RERUN_HINT,
     ):
         yield
 

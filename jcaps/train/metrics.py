@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+import threading
+import traceback
 
 import jax.numpy as jnp
 import numpy as np
@@ -173,6 +176,33 @@ def rewind_metrics(workdir: str, step: int, keep_final: bool = False) -> int:
     return dropped
 
 
+def _from_tensorboardx(error_traceback) -> bool:
+    """Whether an exception was raised inside tensorboardX's code."""
+    tensorboardx = f"{os.sep}tensorboardX{os.sep}"
+    return any(tensorboardx in frame.filename for frame in traceback.extract_tb(error_traceback))
+
+
+def _quiet_tensorboardx_leftovers() -> None:
+    """tensorboardX flushes its events once more at exit (an atexit callback) and from a thread of
+    its own; after a write that failed (a full disk), which jcaps reports in one line, both fail
+    again on the same disk, with tracebacks that say nothing more. Exceptions raised in its code
+    there are dropped (idempotent); every other one is printed as before."""
+    previous_unraisable, previous_thread = sys.unraisablehook, threading.excepthook
+    if getattr(previous_unraisable, "drops_tensorboardx", False):
+        return
+
+    def unraisable(report) -> None:
+        if not _from_tensorboardx(report.exc_traceback):
+            previous_unraisable(report)
+
+    def thread(report) -> None:
+        if not _from_tensorboardx(report.exc_traceback):
+            previous_thread(report)
+
+    setattr(unraisable, "drops_tensorboardx", True)  # noqa: B010 (a function's attribute, which mypy refuses)
+    sys.unraisablehook, threading.excepthook = unraisable, thread
+
+
 class MetricWriter:
     """Appends one JSON object per event to `metrics.jsonl` and mirrors scalars to TensorBoard.
 
@@ -189,6 +219,7 @@ class MetricWriter:
 
             purge_step = None if resumed_from is None else resumed_from + 1
             refuse_linked_folder(self._tensorboard_path)
+            _quiet_tensorboardx_leftovers()
             with writing("the TensorBoard events in", self._tensorboard_path):
                 self._tensorboard = SummaryWriter(self._tensorboard_path, purge_step=purge_step)
 
