@@ -9,9 +9,11 @@ So each saved step's `checksums.json` carries, beside the checksums of its own f
 `binding`: the SHA-256 of each of those metadata files and the config the step was trained
 with (`of_workdir`, written by `jcaps.train.checkpoints`). Loading a model checks the workdir
 against the binding of its newest step (`check`) before it reads any parameters: a metadata file
-that changed, or a `model.*` key of the config whose value is not the one the parameters were
-trained with, is one line naming the file or the key and both values. (The data keys choose the
-data a command reads, which may change.) A step saved before bindings existed binds nothing.
+that changed, or a config key whose value is not the one the parameters were trained with, is
+one line naming the file or the key and both values. The keys a resumed run may change
+(`jcaps.train.config.RESUMABLE_KEYS`: where the data is, how long to train, ...) are free to
+differ; every other one changes what the workdir's answers are (`train.seed` draws the
+validation split, and a generated dataset). A step saved before bindings existed binds nothing.
 """
 
 from __future__ import annotations
@@ -74,9 +76,8 @@ def newest_step_directory(workdir: str) -> str | None:
 
 
 def check(workdir: str, config) -> None:
-    """Raises `MismatchedWorkdir` (one line) when a metadata file of `workdir` or a `model.*` key
-    of its `config` (as read from config.json) differs from what its newest step was trained
-    with."""
+    """Raises `MismatchedWorkdir` (one line) when a metadata file of `workdir` or a key of its
+    `config` (as read from config.json) differs from what its newest step was trained with."""
     step_directory = newest_step_directory(workdir)
     binding = read(step_directory) if step_directory is not None else None
     if step_directory is None or binding is None:
@@ -93,7 +94,7 @@ def check(workdir: str, config) -> None:
                 hint=_HINT,
             )
     trained_with = config_history.upgraded(binding["config"], source=os.path.join(step_directory, "checksums.json"))
-    differing = [key for key in config_lib.incompatible_keys(trained_with, config) if key.startswith("model.")]
+    differing = config_lib.incompatible_keys(trained_with, config)
     if differing:
         old, new = config_lib.flatten(trained_with), config_lib.flatten(json.loads(config.to_json()))
         key = differing[0]

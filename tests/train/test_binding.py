@@ -158,3 +158,16 @@ def test_a_truncated_config_on_resume_is_one_line(workdir, config_file, cache_di
     with pytest.raises(UserError, match=f"{path} cannot be read: ") as raised:
         loop.train_and_evaluate(config_file(CONFIG, "smoke", cache_dir), str(workdir))
     assert "\n" not in str(raised.value)
+
+
+@pytest.mark.slow
+def test_the_damage_battery_at_its_tiny_size_finds_no_failure(tmp_path):
+    """Three files of a text workdir, each damaged four ways, under evaluate, predict, interpret
+    and a resume (benchmarks/damage_battery.py): every outcome is the undamaged answer or a
+    one-line refusal."""
+    from tests.tiny_runs import tiny_results
+
+    results = tiny_results("benchmarks.damage_battery", tmp_path)
+    assert results["failures"] == []
+    assert results["cases"] == 12 and results["commands_run"] == 48
+    assert sum(results["outcomes"].values()) == 48 and set(results["outcomes"]) == {"same", "refused"}
