@@ -23,7 +23,7 @@ Each command's outcome is:
 
 results.json: {"cases": how many (file, damage) pairs, "commands_run", "outcomes": {outcome:
 count}, "failures": [every failure], "files": {model: the files damaged}, "_run"}. `--tiny`: the
-text model alone, three of its files.
+text model alone, four of its files.
 
     python -m benchmarks.damage_battery --out DIR
 """
@@ -50,7 +50,7 @@ MODELS = {
 }
 DAMAGES = ("truncated", "flipped", "foreign", "linked")
 TEXTS = ["stocks fell as the bank raised rates", "the team won the final match", "a new chip for phones", "rain"]
-TINY_FILES = ("config.json", "checkpoints/labels.json", "final_params.msgpack")
+TINY_FILES = ("config.json", "checkpoints/labels.json", "final_params.msgpack", "metrics.jsonl")
 TOLERANCE = 1e-6
 
 
@@ -244,7 +244,7 @@ def battery(model: str, scratch: str, tiny: bool) -> dict:
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True)
-    parser.add_argument("--tiny", action="store_true", help="the text model alone, three of its files")
+    parser.add_argument("--tiny", action="store_true", help="the text model alone, four of its files")
     args = parser.parse_args()
     metadata = run_metadata(args.tiny)
     os.environ.update(JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=1")

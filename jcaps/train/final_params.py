@@ -50,10 +50,17 @@ def saved_steps(workdir: str) -> tuple[tuple[str, ...], ...]:
     )
 
 
-def _step_checksums(workdir: str, parameters: str, step: int) -> str:
-    """SHA-256 of the `checksums.json` of the step the parameters are a copy of ("" where it
-    has none)."""
-    path = os.path.join(workdir, "best" if parameters == "best" else "checkpoints", str(step), "checksums.json")
+def step_folder(parameters: str, step: int) -> str:
+    """The step directory, relative to the workdir, that holds the `parameters` ("best" or
+    "last") of `step`."""
+    return os.path.join("best" if parameters == "best" else "checkpoints", str(step))
+
+
+def step_checksums(workdir: str, folder: str) -> str:
+    """SHA-256 of WORKDIR/FOLDER/checksums.json, which names every file of that step by its own
+    SHA-256 ("" where there is none): what ties a copy of a step's parameters, or their metrics,
+    to this workdir's step."""
+    path = os.path.join(workdir, folder, "checksums.json")
     try:
         with open(path, "rb") as f:
             return hashlib.file_digest(f, "sha256").hexdigest()
@@ -72,7 +79,7 @@ def write(workdir: str, params, *, parameters: str, selected_step: int, last_ste
         "selected_step": int(selected_step),
         "last_step": int(last_step),
         "saved_steps": [list(steps) for steps in saved_steps(workdir)],
-        "step_checksums": _step_checksums(workdir, parameters, selected_step),
+        "step_checksums": step_checksums(workdir, step_folder(parameters, selected_step)),
         "sha256": hashlib.sha256(payload).hexdigest(),
         "params": payload,
     }
@@ -109,7 +116,7 @@ def read(workdir: str, parameters: str, select_best: bool, warn: Callable) -> tu
         return None
     if tuple(tuple(s) for s in record["saved_steps"]) != steps:
         return None
-    if record["step_checksums"] != _step_checksums(workdir, record["parameters"], record["selected_step"]):
+    if record["step_checksums"] != step_checksums(workdir, step_folder(record["parameters"], record["selected_step"])):
         warn(
             f"warning: {path} is not a copy of this workdir's step {record['selected_step']} (its checksums "
             "differ: a file from another workdir?); reading the checkpoints instead"

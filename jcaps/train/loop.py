@@ -258,9 +258,13 @@ def _finished_records(run: _Run, reevaluate: bool) -> dict | None:
     if last_saved is None or last_saved < run.num_steps or reevaluate:
         return None
     finals = metrics_lib.final_records(metrics_lib.read_metrics(run.workdir), last_saved)
-    if finals and all(split in finals for split in run.final_splits):
-        return finals
-    return None
+    if not finals or not all(split in finals for split in run.final_splits):
+        return None
+    for record in finals.values():  # lines written before they named their step are taken as they are
+        scored = record.get("scored")
+        if isinstance(scored, str) and final_params.step_checksums(run.workdir, scored) != record.get("step_checksums"):
+            return None  # lines of another workdir's step (or of a step since damaged): evaluate again
+    return finals
 
 
 def _write_run_config(run: _Run) -> None:
@@ -616,16 +620,22 @@ def _evaluate_final(run: _Run, compiled: _Compiled, position: _Position, writer)
     if position.best is not None and position.best["step"] != position.step:
         state = state.replace(params=run.checkpoints.restore_best_params(state.params))
         selected = {"selected_step": position.best["step"]}
+    parameters = "last" if position.best is None else "best"
+    selected_step = position.step if position.best is None else position.best["step"]
+    # The step the final lines score, named by its checksums: lines copied from another workdir
+    # are not taken for this one's (`_finished_records`).
+    folder = final_params.step_folder(parameters, selected_step)
+    scored = {"scored": folder, "step_checksums": final_params.step_checksums(run.workdir, folder)}
     final = {}
     for split in run.final_splits:
         final[split] = evaluate_split(compiled.eval_fn, state, run.dataset, split, run.eval_batch_size, compiled.mesh)
-        writer.write(position.step, split, final[split], final=True, **selected)
+        writer.write(position.step, split, final[split], final=True, **selected, **scored)
     if run.is_main:
         final_params.write(
             run.workdir,
             state.params,
-            parameters="last" if position.best is None else "best",
-            selected_step=position.step if position.best is None else position.best["step"],
+            parameters=parameters,
+            selected_step=selected_step,
             last_step=position.step,  # saved before its final evaluation
             warn=run.warn,
         )
@@ -635,7 +645,11 @@ def _evaluate_final(run: _Run, compiled: _Compiled, position: _Position, writer)
 def _already_finished(run: _Run, finished: dict) -> dict:
     """Says that the workdir is trained to the end, with its final metrics; returns them."""
     final = {
-        split: {k: v for k, v in record.items() if k not in ("step", "split", "final", "selected_step")}
+        split: {
+            k: v
+            for k, v in record.items()
+            if k not in ("step", "split", "final", "selected_step", "scored", "step_checksums")
+        }
         for split, record in finished.items()
     }
     train, step = run.config.train, run.checkpoints.latest_step()

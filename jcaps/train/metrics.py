@@ -127,16 +127,16 @@ METRICS_FILE = "metrics.jsonl"
 
 def read_metrics(workdir: str) -> list[dict]:
     """The records of WORKDIR/metrics.jsonl ([] when there is none). A line cut short by a killed
-    run (not valid JSON) is left out."""
+    run (not valid JSON), or otherwise damaged, is left out."""
     path = os.path.join(workdir, METRICS_FILE)
     if not os.path.isfile(path):
         return []
     records = []
-    with open(path, encoding="utf-8") as f:
+    with open(path, "rb") as f:
         for line in f:
             try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
+                record = json.loads(line.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError):  # a damaged line is left out as a cut-short one
                 continue
             if isinstance(record, dict) and "step" in record:
                 records.append(record)
@@ -156,13 +156,14 @@ def rewind_metrics(workdir: str, step: int, keep_final: bool = False) -> int:
     path = os.path.join(workdir, METRICS_FILE)
     if not os.path.isfile(path):
         return 0
-    with open(path, encoding="utf-8") as f:
+    with open(path, "rb") as f:
         lines = f.readlines()
     kept = []
-    for line in lines:
+    for raw in lines:
         try:
+            line = raw.decode("utf-8")
             record = json.loads(line)
-        except json.JSONDecodeError:
+        except (UnicodeDecodeError, json.JSONDecodeError):
             continue
         if not isinstance(record, dict) or record.get("step", step + 1) > step:
             continue
@@ -170,7 +171,7 @@ def rewind_metrics(workdir: str, step: int, keep_final: bool = False) -> int:
             continue
         kept.append(line if line.endswith("\n") else line + "\n")
     dropped = len(lines) - len(kept)
-    if dropped or (lines and not lines[-1].endswith("\n")):
+    if dropped or (lines and not lines[-1].endswith(b"\n")):
         with writing("the metrics", path), replacing(path) as f:
             f.writelines(kept)
     return dropped

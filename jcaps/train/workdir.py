@@ -147,7 +147,10 @@ def load_trained(
     dataset = _open_dataset(config, family, directory, with_data)
     model = model_for(config, dataset)
     replicated = mesh_lib.replicated(mesh_lib.data_mesh())
-    final = final_params.read(workdir, parameters, config.train.select_best, _warn)
+    # Why the one-file copy was passed over is said once the checkpoints have been read: where
+    # they are damaged too, the error that names the damage is the one line.
+    passed_over: list[str] = []
+    final = final_params.read(workdir, parameters, config.train.select_best, passed_over.append)
     if final is not None:
         params, which, selected, last_step = final
         params = jax.device_put(params, replicated)
@@ -157,6 +160,8 @@ def load_trained(
         params, which, selected, last_step = _read_params(
             workdir, abstract_params, parameters, config.train.select_best
         )
+        for line in passed_over:
+            _warn(line)
     return TrainedModel(config, family, model, params, dataset, which, int(selected), int(last_step))
 
 

@@ -162,12 +162,38 @@ def test_a_truncated_config_on_resume_is_one_line(workdir, config_file, cache_di
 
 @pytest.mark.slow
 def test_the_damage_battery_at_its_tiny_size_finds_no_failure(tmp_path):
-    """Three files of a text workdir, each damaged four ways, under evaluate, predict, interpret
+    """Four files of a text workdir, each damaged four ways, under evaluate, predict, interpret
     and a resume (benchmarks/damage_battery.py): every outcome is the undamaged answer or a
     one-line refusal."""
     from tests.tiny_runs import tiny_results
 
     results = tiny_results("benchmarks.damage_battery", tmp_path)
     assert results["failures"] == []
-    assert results["cases"] == 12 and results["commands_run"] == 48
-    assert sum(results["outcomes"].values()) == 48 and set(results["outcomes"]) == {"same", "refused"}
+    assert results["cases"] == 16 and results["commands_run"] == 64
+    assert sum(results["outcomes"].values()) == 64 and set(results["outcomes"]) == {"same", "refused"}
+
+
+def test_final_lines_of_another_workdir_are_evaluated_again_on_resume(workdir, tmp_path, config_file, cache_dir):
+    """metrics.jsonl copied from a workdir of another seed: its final lines name another step's
+    checksums, so the resumed run evaluates its own parameters instead of reporting them."""
+    from jcaps.train.metrics import read_metrics
+
+    own = loop.train_and_evaluate(config_file(CONFIG, "smoke", cache_dir), str(workdir))
+    config = config_file(CONFIG, "smoke", cache_dir)
+    config.train.seed = 1
+    other = loop.train_and_evaluate(config, str(tmp_path / "other"))
+    assert other["test"]["loss"] != own["test"]["loss"]
+    shutil.copyfile(tmp_path / "other" / "metrics.jsonl", workdir / "metrics.jsonl")
+    again = loop.train_and_evaluate(config_file(CONFIG, "smoke", cache_dir), str(workdir))
+    assert again["test"]["loss"] == pytest.approx(own["test"]["loss"], abs=1e-6)
+    finals = [r for r in read_metrics(str(workdir)) if r.get("final")]
+    assert all(r["scored"] in ("best/60", "checkpoints/60") and len(r["step_checksums"]) == 64 for r in finals[-2:])
+
+
+def test_a_metrics_line_that_is_not_utf8_is_left_out_as_a_cut_short_one(tmp_path):
+    from jcaps.train.metrics import read_metrics, rewind_metrics
+
+    (tmp_path / "metrics.jsonl").write_bytes(b'{"step": 1, "split": "train"}\n{"step": 2, "sp\x90lit"}\n{"step": 3}\n')
+    assert [r["step"] for r in read_metrics(str(tmp_path))] == [1, 3]
+    assert rewind_metrics(str(tmp_path), 2) == 2  # the damaged line and the later one
+    assert (tmp_path / "metrics.jsonl").read_bytes() == b'{"step": 1, "split": "train"}\n'
