@@ -316,10 +316,18 @@ def _start_or_resume(run: _Run, mesh, class_weight_power, reevaluate: bool) -> _
 
 def _best_record(run: _Run, restarts_at: int) -> dict | None:
     """The best validation record so far; a damaged best step is moved aside with a warning, and
-    model selection starts again from `restarts_at`."""
+    model selection starts again from `restarts_at`. A run with no step left to train cannot
+    select its model again: there a damaged best step is one line (nothing moved)."""
     try:
         return run.checkpoints.best_record()
     except DamagedCheckpoint as damage:
+        if restarts_at >= run.num_steps:
+            raise DamagedCheckpoint(
+                damage.path,
+                f"{damage.problem}: the run is trained to its last step, so the model it selected on validation "
+                "cannot be selected again",
+                hint="put back the workdir's best/, or use its last parameters: jcaps evaluate --parameters last",
+            ) from damage
         aside = run.checkpoints.discard_best()
         run.warn(
             f"warning: the best parameters are damaged ({damage}); moved them to {aside}; model "
