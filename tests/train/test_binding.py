@@ -88,6 +88,13 @@ def test_swapped_label_names_are_refused(workdir):
         load_trained(str(workdir))
 
 
+def test_a_labels_file_of_fewer_classes_than_the_model_is_one_line(workdir):
+    path = workdir / "checkpoints" / "labels.json"
+    path.write_text(json.dumps({"names": ["world", "sports"]}), encoding="utf-8")  # the model has 4
+    with pytest.raises(MismatchedWorkdir, match="labels.json is not the file the parameters were trained with"):
+        load_trained(str(workdir))
+
+
 def test_a_missing_metadata_file_is_named(workdir):
     os.remove(workdir / "checkpoints" / "vocab.json")
     with pytest.raises(MismatchedWorkdir, match="vocab.json is missing"):
