@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import os
 import tempfile
 from collections.abc import Iterator
@@ -69,6 +70,12 @@ def no_follow(path: str, flags: int) -> int:
         if error.errno == errno.ELOOP:
             raise LinkRefused(path) from None
         raise
+
+
+def file_digest(path: str | os.PathLike) -> str:
+    """The SHA-256 of the file at `path`, hex."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def refuse_linked_folder(path: str | os.PathLike) -> None:

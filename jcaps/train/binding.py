@@ -18,7 +18,6 @@ validation split, and a generated dataset). A step saved before bindings existed
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from typing import Any
@@ -26,8 +25,9 @@ from typing import Any
 from jcaps.data.series import FEATURES_FILE, STATS_FILE
 from jcaps.data.vocab import LABELS_FILE, VOCAB_FILE
 from jcaps.errors import UserError
+from jcaps.files import file_digest
 from jcaps.train import config as config_lib
-from jcaps.train import config_history
+from jcaps.train import config_history, final_params
 
 # The files of WORKDIR/checkpoints that say what a model's inputs and outputs are.
 METADATA_FILES = (VOCAB_FILE, LABELS_FILE, STATS_FILE, FEATURES_FILE)
@@ -37,11 +37,6 @@ _HINT = "put back the workdir's own file, or train a new workdir"
 
 class MismatchedWorkdir(UserError):
     """A workdir file that is not the one its parameters were trained with."""
-
-
-def file_digest(path: str) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def of_workdir(checkpoint_directory: str, config) -> dict[str, Any]:
@@ -70,9 +65,8 @@ def read(step_directory: str) -> dict | None:
 
 def newest_step_directory(workdir: str) -> str | None:
     """WORKDIR/checkpoints/STEP of the newest step, or None."""
-    directory = os.path.join(workdir, "checkpoints")
-    steps = [int(name) for name in os.listdir(directory) if name.isdigit()] if os.path.isdir(directory) else []
-    return os.path.join(directory, str(max(steps))) if steps else None
+    steps = final_params.saved_steps(workdir)[0]
+    return os.path.join(workdir, "checkpoints", str(max(map(int, steps)))) if steps else None
 
 
 def check(workdir: str, config) -> None:

@@ -51,7 +51,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from jcaps.errors import RERUN_HINT, UserError, WriteFailed, failure_reason, free_space
-from jcaps.files import replacing
+from jcaps.files import file_digest, replacing
 from jcaps.train.binding import BINDING_KEY
 from jcaps.train.state import all_finite
 
@@ -96,11 +96,6 @@ def _summed_files(directory: str) -> list[str]:
     return sorted(found)
 
 
-def _digest(path: str) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, _HASH).hexdigest()
-
-
 def write_checksums(directory: str, binding: dict | None = None) -> None:
     """Writes `directory/checksums.json`: {"algorithm", "files": {relative path: [size, digest]}}
     of every file in the step directory, and the workdir's `binding` (`jcaps.train.binding`)
@@ -108,7 +103,7 @@ def write_checksums(directory: str, binding: dict | None = None) -> None:
     files = {}
     for name in _summed_files(directory):
         path = os.path.join(directory, name)
-        files[name] = [os.path.getsize(path), _digest(path)]
+        files[name] = [os.path.getsize(path), file_digest(path)]
     record: dict[str, Any] = {"algorithm": _HASH, "files": files}
     if binding is not None:
         record[BINDING_KEY] = binding

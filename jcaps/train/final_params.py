@@ -31,7 +31,7 @@ import jax
 import numpy as np
 from flax import serialization
 
-from jcaps.files import replace_file
+from jcaps.files import file_digest, replace_file
 
 FINAL_PARAMS_FILE = "final_params.msgpack"
 # 2: the record names the checksums of the step it copies (format 1 did not: such a file is
@@ -60,10 +60,8 @@ def step_checksums(workdir: str, folder: str) -> str:
     """SHA-256 of WORKDIR/FOLDER/checksums.json, which names every file of that step by its own
     SHA-256 ("" where there is none): what ties a copy of a step's parameters, or their metrics,
     to this workdir's step."""
-    path = os.path.join(workdir, folder, "checksums.json")
     try:
-        with open(path, "rb") as f:
-            return hashlib.file_digest(f, "sha256").hexdigest()
+        return file_digest(os.path.join(workdir, folder, "checksums.json"))
     except OSError:
         return ""
 
