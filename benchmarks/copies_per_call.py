@@ -1,6 +1,6 @@
 """How many copies of a batch one call of the model should score: each method's speed at every
 copies-a-call setting, on the models that ship one (`Method.copies_per_call`, and a model's own
-`Explanation.copies_per_call`).
+`ModelHooks.copies_per_call`).
 
     python -m benchmarks.copies_per_call --out DIR [--models fasttext,icapsnet_short,cccapsnet]
         [--methods integrated_gradients,occlusion,lime] [--copies 1,2,4,5,8,16,32]
@@ -31,7 +31,7 @@ from benchmarks.vs_captum import explainer_of, jcaps_model
 from jcaps.attribution.methods import COPIES_PER_CALL, METHODS
 from jcaps.data.vocab import NUM_SPECIAL
 from jcaps.interpret.explain import Options
-from jcaps.interpret.explanations import explanation_of
+from jcaps.interpret.hooks import hooks_of
 from recording.provenance import run_metadata
 from recording.results import write_results
 
@@ -61,7 +61,7 @@ def time_method(name: str, method: str, copies: tuple[int, ...], args) -> dict:
             jax.block_until_ready(explainer.rows_scores(rows, method))
             times.append(time.perf_counter() - start)
         seconds[str(count)] = float(np.median(times))
-    shipped = dict(explanation_of(config.model.name).copies_per_call).get(method) or METHODS[method].copies_per_call
+    shipped = dict(hooks_of(config.model.name).copies_per_call).get(method) or METHODS[method].copies_per_call
     return {"seconds": seconds, "fastest": int(min(seconds, key=seconds.__getitem__)), "shipped": shipped}
 
 

@@ -148,7 +148,8 @@ def main():
     mask = jnp.ones((count, m), bool)
     kernel_shap = jax.jit(lambda key: attribution.kernel_shap(score, vectors, targets, mask, key,
                                                               n_samples=args.samples, baseline=jnp.zeros_like(vectors),
-                                                              max_rows=64 * count, linear_map=None, prefix_radius=None))
+                                                              max_rows=64 * count, linear_map=None, prefix_radius=None,
+                                                              groups=None))
     vectors_np, targets_np = np.asarray(vectors), np.asarray(targets)
     errors: dict[str, list[float]] = {"jcaps": [], "shap": [], "shap_no_l1": []}
     for seed in range(seeds):

@@ -15,7 +15,7 @@ the class jcaps predicts.
 Methods, at equal budgets on both sides:
   integrated_gradients  50 midpoint steps from zero vectors (Captum: `riemann_middle`, every
                         step in one batch, its default; jcaps: the steps a call the model
-                        ships for CPUs, `Explanation.copies_per_call` or one)
+                        ships for CPUs, `ModelHooks.copies_per_call` or one)
   gradient_x_input      one gradient
   occlusion             each word's vector replaced by zeros in turn (Captum: windows of one
                         word, every window of a batch in one call; jcaps: the model's

@@ -62,7 +62,7 @@ Each layer imports only the layers below it (checked by `lint-imports` in CI):
   `tests/smoke_configs.py` and its parameter tree in `tests/models/test_parameter_trees.py` (the
   record rewritten by running that file). Only a model with an explanation of its own (attention,
   capsules) or outputs explained otherwise than its class scores adds an entry to
-  `jcaps.interpret.explanations.EXPLANATIONS`.
+  `jcaps.interpret.hooks.MODEL_HOOKS`.
 """
 
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from jcaps.attribution import checks, report
     from jcaps.attribution._faithfulness import faithfulness
+    from jcaps.attribution.explanation import Explanation, attribute
     from jcaps.attribution.methods import (
         DEFAULT_MAX_ROWS,
         METHODS,
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
         expected_gradients,
         gradient,
         gradient_x_input,
+        groups_of_word_ids,
         integrated_gradients,
         kernel_shap,
         lime,
@@ -45,14 +47,17 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_MAX_ROWS",
     "METHODS",
+    "Explanation",
     "Method",
     "aggregate",
     "at_layer",
+    "attribute",
     "checks",
     "expected_gradients",
     "faithfulness",
     "gradient",
     "gradient_x_input",
+    "groups_of_word_ids",
     "integrated_gradients",
     "kernel_shap",
     "lime",
@@ -65,7 +70,11 @@ __all__ = [
 ]
 _SUBMODULES = ("checks", "report")
 # Where a name is defined when it is not in jcaps.attribution.methods.
-_DEFINED_IN = {"faithfulness": "jcaps.attribution._faithfulness"}
+_DEFINED_IN = {
+    "faithfulness": "jcaps.attribution._faithfulness",
+    "Explanation": "jcaps.attribution.explanation",
+    "attribute": "jcaps.attribution.explanation",
+}
 
 
 def __getattr__(name: str):

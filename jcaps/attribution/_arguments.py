@@ -44,7 +44,7 @@ def checked_classes(f, x: jax.Array, args: tuple, batch: int) -> int:
     return int(shape[1])
 
 
-def checked_target_range(target: jax.Array, classes: int) -> None:
+def checked_target_range(target: jax.Array | np.ndarray, classes: int) -> None:
     """Every target a class of f's output, 0 <= target < C. A traced target (under jax.jit) cannot
     be read here and is not checked."""
     if isinstance(target, jax.core.Tracer):
@@ -111,3 +111,26 @@ def checked_count(name: str, value, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
         raise ValueError(f"{name}: expected an int >= {minimum}, got {value!r}")
     return int(value)
+
+
+def checked_groups(groups, batch: int, length: int) -> jax.Array | None:
+    """`groups` as int [B, T]: each position's group id, 0 <= g < T, or -1 for a position of no
+    group (None: every position its own player). Ids are read where they are concrete; under
+    jax.jit an id outside [-1, T) is not checked, and its position is in no group."""
+    if groups is None:
+        return None
+    groups = jnp.asarray(groups)
+    if groups.shape != (batch, length) or not jnp.issubdtype(groups.dtype, jnp.integer):
+        raise ValueError(
+            f"groups: expected int [B, T] = [{batch}, {length}] (x's first two axes; each position's group id, -1 "
+            f"for none), got {groups.dtype} of shape {groups.shape}"
+        )
+    if not isinstance(groups, jax.core.Tracer):
+        values = np.asarray(groups)
+        outside = values[(values < -1) | (values >= length)]
+        if outside.size:
+            raise ValueError(
+                f"groups: expected group ids in [0, {length}) ({length} = x's positions) or -1 for none, got "
+                f"{int(outside[0])}"
+            )
+    return groups.astype(jnp.int32)

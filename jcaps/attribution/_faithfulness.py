@@ -80,14 +80,16 @@ def faithfulness(
     curve_points: int = CURVE_POINTS,
     max_rows: int | None = None,
 ) -> dict[str, jax.Array]:
-    """Comprehensiveness, sufficiency, deletion and insertion AUC of one ranking, per example.
+    """Comprehensiveness, sufficiency, deletion and insertion AUC of one ranking, per example
+    (per example and output for [B, K] targets with [B, K, T] scores, as the methods give them).
 
     Args:
       f: the model, f(x, *args) -> [B, C] outputs; examples independent.
       x: [B, T] token ids, or any [B, T, ...] (vectors, a series: a position's values are erased
         together).
-      target: the explained output c, one int or [B] ints.
-      scores: [B, T] the ranking's scores (higher = more important), e.g. a method's output.
+      target: the explained output c, one int or [B] ints, or [B, K] (K outputs an example).
+      scores: [B, T] the ranking's scores (higher = more important), e.g. a method's output;
+        [B, K, T] with [B, K] targets.
       mask: [B, T] bool, True at the real positions (the only ones ranked and erased); None: all.
       args: f's per-example side inputs, each [B, ...], passed with every erased copy.
       baseline: what an erased position becomes: a scalar (the PAD or UNK id, 0.0) or an array
@@ -100,15 +102,34 @@ def faithfulness(
 
     Returns:
       {"comprehensiveness", "sufficiency", "deletion_auc", "insertion_auc", "probability"}:
-      [B] float32 each (`probability` is p_c of the intact example); NaN for an example whose
-      scores are NaN at a real position.
+      [B] float32 each ([B, K] for K outputs; `probability` is p_c of the intact example); NaN
+      for an example whose scores are NaN at a real position.
     """
     arguments.checked_model(f)
     x = jnp.asarray(x)
     if x.ndim < 2:
         raise ValueError(f"x: expected inputs [B, T, ...] (T positions), got shape {x.shape}")
     batch, length = x.shape[:2]
-    targets = jnp.broadcast_to(arguments.checked_target(target, batch, several=False).astype(jnp.int32), (batch,))
+    if jnp.ndim(target) == 2:  # K rankings an example: each output's in turn
+        target = arguments.checked_target(target, batch)
+        scores = jnp.asarray(scores)
+        if scores.shape != (batch, target.shape[1], length):
+            raise ValueError(
+                f"scores: expected [B, K, T] = [{batch}, {target.shape[1]}, {length}] (x's first two axes, K = "
+                f"target's outputs an example), got shape {scores.shape}"
+            )
+        options = {
+            "mask": mask,
+            "args": args,
+            "baseline": baseline,
+            "probabilities": probabilities,
+            "fractions": fractions,
+            "curve_points": curve_points,
+            "max_rows": max_rows,
+        }
+        each = [faithfulness(f, x, target[:, k], scores[:, k], **options) for k in range(target.shape[1])]
+        return {name: jnp.stack([metrics[name] for metrics in each], axis=1) for name in each[0]}
+    targets = jnp.broadcast_to(arguments.checked_target(target, batch).astype(jnp.int32), (batch,))
     mask = arguments.checked_mask(mask, batch, length)
     args = arguments.checked_args(args, batch)
     scores = jnp.asarray(scores)
@@ -172,8 +193,9 @@ def bootstrap_interval(values: np.ndarray, *, resamples: int = 1000, level: floa
 
 def summarise(metrics: Mapping[str, Any], *, seed: int = 0) -> dict:
     """{metric: mean over examples, "ci95": {metric: [low, high]}} of `faithfulness`'s per-example
-    metrics (any extra key, such as "probability", left out); what the reports tabulate."""
-    arrays = {metric: np.asarray(metrics[metric], np.float64) for metric in METRICS}
+    metrics ([B], or [B, K]: every explained output counts once; any extra key, such as
+    "probability", left out); what the reports tabulate."""
+    arrays = {metric: np.asarray(metrics[metric], np.float64).reshape(-1) for metric in METRICS}
     return {
         **{metric: float(np.mean(v)) if v.size else float("nan") for metric, v in arrays.items()},
         "ci95": {metric: bootstrap_interval(v, seed=seed) for metric, v in arrays.items()},

@@ -48,7 +48,9 @@ one:
                           every faithfulness score is compared with
 The three sampling methods treat each real position as a player that is present (its values) or
 absent (the baseline's), score their coalitions with `coalition_values`, and take their sample
-count and a key.
+count and a key. With `groups` [R, T] (each position's group, 0 <= g < T, or -1: no player),
+occlusion and the sampling methods make each group one player instead (`player_mask`,
+`positions_of`): their scores are then [R, T] over the group ids, position g holding group g's.
 
 Every random draw of a row comes from that row's own key: `key` is one PRNG key, split into one
 a row, or one key a row ([R] keys), and then a row's draws, and so its scores, do not depend on
@@ -101,6 +103,25 @@ def _copies(max_rows: int, x: jax.Array) -> int:
 
 def _masked(scores: jax.Array, mask: jax.Array) -> jax.Array:
     return jnp.where(mask, scores, 0.0).astype(jnp.float32)
+
+
+def player_mask(mask: jax.Array, groups: jax.Array | None) -> jax.Array:
+    """[R, T] bool, the players: the real positions, or with `groups` [R, T] (each position's
+    group id, -1 for none) the ids g < T that some real position has."""
+    if groups is None:
+        return mask
+    member = mask & (groups >= 0)
+    return jnp.any(member[:, :, None] & (groups[:, :, None] == jnp.arange(mask.shape[1])[None, None]), axis=1)
+
+
+def positions_of(coalitions: jax.Array, mask: jax.Array, groups: jax.Array | None) -> jax.Array:
+    """Coalitions of players [..., R, T] as coalitions of positions [..., R, T]: a position is in
+    when its group is (False where it has no group or is padding); the identity without groups."""
+    if groups is None:
+        return coalitions
+    index = jnp.broadcast_to(jnp.clip(groups, 0, mask.shape[1] - 1), coalitions.shape)
+    playing = jnp.broadcast_to(mask & (groups >= 0), coalitions.shape)
+    return jnp.take_along_axis(coalitions, index, axis=-1) & playing
 
 
 # ---------------------------------------------------------------------------------------------
@@ -350,8 +371,10 @@ def occlusion(
     max_rows: int,
     linear_map: LinearMap | None,
     prefix_radius: int | None,
+    groups: jax.Array | None,
 ) -> jax.Array:
-    """f_c(x) - f_c(x with position t's values replaced by the baseline's), for every t.
+    """f_c(x) - f_c(x with position t's values replaced by the baseline's), for every t (with
+    `groups`, every group g: all of its positions replaced together).
 
     The T occluded copies of the rows are scored max(1, `max_rows` // R) copies a call of f.
     Signed: positive where removing the position lowers the output.
@@ -373,14 +396,32 @@ def occlusion(
       max_rows: the most rows one call of f (and of L) scores.
       linear_map: L, an affine map of x (rows independent), or None.
       prefix_radius: how far L reaches, or None: anywhere.
+      groups: [R, T] int, each position's group (-1: none), or None: the positions are the
+        players.
 
     Returns:
-      [R, T] scores, 0 at padding.
+      [R, T] scores, 0 at padding (with groups: at the ids of no group).
     """
     targets = _targets(targets, x)
     baseline = _baseline(x, baseline)
     length = x.shape[1]
     positions = jnp.arange(length)
+    if groups is not None:
+        players = player_mask(mask, groups)
+        # the whole input, then every group left out in turn
+        all_but_one = ~jnp.eye(length, dtype=bool)[:, None, :] & players[None]
+        coalitions = jnp.concatenate([players[None], all_but_one])
+        values = coalition_values(
+            f,
+            x,
+            baseline,
+            targets,
+            positions_of(coalitions, mask, groups),
+            max_rows=max_rows,
+            linear_map=linear_map,
+            prefix_radius=prefix_radius,
+        )
+        return _masked(values[0][:, None] - values[1:].T, players)
     if linear_map is None:
         all_but_one = jnp.broadcast_to(~jnp.eye(length, dtype=bool)[:, None, :], (length,) + mask.shape)
         occluded = coalition_values(
@@ -785,8 +826,10 @@ def kernel_shap(
     max_rows: int,
     linear_map: LinearMap | None,
     prefix_radius: int | None,
+    groups: jax.Array | None,
 ) -> jax.Array:
-    """Shapley values of the real positions estimated by KernelSHAP (module docstring).
+    """Shapley values of the real positions (or of the `groups`) estimated by KernelSHAP (module
+    docstring).
 
     Args:
       f, x, targets, mask: as `occlusion`'s.
@@ -795,24 +838,26 @@ def kernel_shap(
       baseline: x', broadcastable to x.
       max_rows, linear_map, prefix_radius: as `coalition_values`'s (`linear_map` L of an affine
         first layer, `f` then scoring L's outputs; None: `f` scores x).
+      groups: as `occlusion`'s.
 
     Returns:
       [R, T] signed scores, 0 at padding, summing to f_c(x) - f_c(x') over t.
     """
     baseline = _baseline(x, baseline)
-    coalitions, weights = shapley_kernel_design(key, mask, n_samples=n_samples)
-    ends = jnp.stack([mask, jnp.zeros_like(mask)])
+    players = player_mask(mask, groups)
+    coalitions, weights = shapley_kernel_design(key, players, n_samples=n_samples)
+    ends = jnp.stack([players, jnp.zeros_like(players)])
     values = coalition_values(
         f,
         x,
         baseline,
         targets,
-        jnp.concatenate([coalitions, ends]),
+        positions_of(jnp.concatenate([coalitions, ends]), mask, groups),
         max_rows=max_rows,
         linear_map=linear_map,
         prefix_radius=prefix_radius,
     )
-    return constrained_shapley_regression(values[:-2], values[-2], values[-1], coalitions, mask, weights)
+    return constrained_shapley_regression(values[:-2], values[-2], values[-1], coalitions, players, weights)
 
 
 def shapley_sampling(
@@ -827,8 +872,10 @@ def shapley_sampling(
     max_rows: int,
     linear_map: LinearMap | None,
     prefix_radius: int | None,
+    groups: jax.Array | None,
 ) -> jax.Array:
-    """Shapley values of the real positions from antithetic permutation sampling.
+    """Shapley values of the real positions (or of the `groups`) from antithetic permutation
+    sampling.
 
     Each of the `n_permutations` orders (half drawn, half their reverses) adds the real positions
     one at a time, from the baseline to the input: T + 1 coalitions an order, scored by
@@ -840,30 +887,32 @@ def shapley_sampling(
       n_permutations: P, even (an odd P is rounded up); costs P (T + 1) rows of f a row.
       baseline: x', broadcastable to x.
       max_rows, linear_map, prefix_radius: as `coalition_values`'s.
+      groups: as `occlusion`'s.
 
     Returns:
       [R, T] signed scores, 0 at padding, summing exactly to f_c(x) - f_c(x') over t.
     """
     baseline = _baseline(x, baseline)
+    players = player_mask(mask, groups)
     half = (n_permutations + 1) // 2
-    ranks = _random_ranks(key, mask, (half,))  # [half, R, T]
-    real = jnp.sum(mask, axis=-1)[None, :, None]
-    ranks = jnp.concatenate([ranks, jnp.where(mask[None], real - 1 - ranks, ranks)])  # the reversed orders
+    ranks = _random_ranks(key, players, (half,))  # [half, R, T]
+    real = jnp.sum(players, axis=-1)[None, :, None]
+    ranks = jnp.concatenate([ranks, jnp.where(players[None], real - 1 - ranks, ranks)])  # the reversed orders
     steps = jnp.arange(mask.shape[1] + 1)
-    coalitions = (ranks[:, None] < steps[None, :, None, None]) & mask[None, None]  # [P, T + 1, R, T]
+    coalitions = (ranks[:, None] < steps[None, :, None, None]) & players[None, None]  # [P, T + 1, R, T]
     values = coalition_values(
         f,
         x,
         baseline,
         targets,
-        coalitions.reshape((-1,) + mask.shape),
+        positions_of(coalitions.reshape((-1,) + mask.shape), mask, groups),
         max_rows=max_rows,
         linear_map=linear_map,
         prefix_radius=prefix_radius,
     ).reshape(coalitions.shape[:3])  # [P, T + 1, R]
     by_order = jnp.moveaxis(values, 1, -1)  # [P, R, T + 1]
     joined = jnp.take_along_axis(by_order, ranks + 1, axis=-1) - jnp.take_along_axis(by_order, ranks, axis=-1)
-    return _masked(jnp.mean(joined, axis=0), mask)
+    return _masked(jnp.mean(joined, axis=0), players)
 
 
 @functools.partial(jax.jit, static_argnames="n_samples")
@@ -918,8 +967,10 @@ def lime(
     max_rows: int,
     linear_map: LinearMap | None,
     prefix_radius: int | None,
+    groups: jax.Array | None,
 ) -> jax.Array:
-    """LIME's weights of the real positions (module docstring): `n_samples` coalitions
+    """LIME's weights of the real positions (or of the `groups`, as `occlusion`'s; module
+    docstring): `n_samples` coalitions
     (`lime_coalitions`) scored by `coalition_values` (`max_rows`, `linear_map` and
     `prefix_radius` as there), weighted by `lime_weights` of width `kernel_width` and fitted by
     `weighted_ridge` of penalty `alpha`; `f`, `x`, `targets`, `mask` as `occlusion`'s, `key` as
@@ -929,12 +980,20 @@ def lime(
       [R, T] signed coefficients, 0 at padding.
     """
     baseline = _baseline(x, baseline)
-    coalitions = lime_coalitions(key, mask, n_samples=n_samples)
+    players = player_mask(mask, groups)
+    coalitions = lime_coalitions(key, players, n_samples=n_samples)
     values = coalition_values(
-        f, x, baseline, targets, coalitions, max_rows=max_rows, linear_map=linear_map, prefix_radius=prefix_radius
+        f,
+        x,
+        baseline,
+        targets,
+        positions_of(coalitions, mask, groups),
+        max_rows=max_rows,
+        linear_map=linear_map,
+        prefix_radius=prefix_radius,
     )
     return weighted_ridge(
-        values, coalitions, lime_weights(coalitions, mask, kernel_width=kernel_width), mask, alpha=alpha
+        values, coalitions, lime_weights(coalitions, players, kernel_width=kernel_width), players, alpha=alpha
     )
 
 

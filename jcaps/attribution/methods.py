@@ -37,6 +37,14 @@ coalitions (KernelSHAP, LIME) an example, `n_permutations` orders an example, `s
 fraction of each example's value range, `kernel_width` a cosine distance (0 to 1), `alpha` a
 ridge penalty, `max_rows` rows a call of f.
 
+Words as players: occlusion, kernel_shap, shapley_sampling, lime and random take `groups` [B, T]
+int, each position's group id (0 <= g < T: a word's subword tokens, a span, a sentence) or -1
+(a position of no group, which keeps its value like padding). Each group is then one player,
+present or absent with all of its positions, and the scores are [B, T] over the group ids: entry
+g is group g's score (0 for an id no real position has), the shape `aggregate` gives the
+gradient methods' position scores summed into the same groups; efficiency holds over the
+groups. `groups_of_word_ids` turns a tokenizer's `word_ids()` into `groups`.
+
 Beside the table: `expected_gradients` (integrated gradients over a distribution of baselines,
 which the caller gives) and `noise_tunnel`, which wraps any method of the table in noisy copies
 of its input (SmoothGrad, SmoothGrad², VarGrad).
@@ -50,6 +58,14 @@ Options (`n_steps`, `n_samples`, ..., `max_rows`) are Python values: under `jax.
 
     explain = jax.jit(functools.partial(interpret.integrated_gradients, f, n_steps=64))
     scores = explain(x, target, mask=mask, args=(tokens,))
+
+Called eagerly (outside a `jax.jit` of the caller's), a method compiles one program the first
+time and reuses it for later calls on the same model, options and shapes: f is split as
+equinox's `filter_jit` splits a module, its array leaves (an NNX or Equinox module's parameters,
+a `jax.tree_util.Partial(linen_module.apply, params)`'s) being inputs of the program, so new
+parameter values are used, never stale ones. A function that reaches arrays it does not show (a
+closure over parameters, a global array) runs as before, compiling as it goes: pass its arrays
+as a pytree (a `Partial`) or as `args` to have it compiled once (`jcaps.attribution._compiled`).
 
 `METHODS` is the table of every method: its function, its options with their defaults, and
 whether it draws random numbers (then `key` is required). `key` is one PRNG key, or [B] keys, one
@@ -66,6 +82,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
+from jcaps.attribution._compiled import compiled_once
 from jcaps.attribution._deferred import DeferredModule
 from jcaps.choices import check_choice
 
@@ -115,6 +132,9 @@ class Method:
       needs_key: it draws random numbers: `key` is required.
       completeness: its scores sum to f(x) - f(x') up to an error that more of its budget
         shrinks (integrated gradients' quadrature): the explainer reports the error.
+      efficiency: its scores sum to exactly f(x) - f(x') (the Shapley values' efficiency), up
+        to rounding.
+      uses_baseline: its scores depend on the baseline x' (the gradients at x do not).
       of_inputs: its scores are a function of the input values (the sanity checks perturb them);
         random's are not.
       sampling: it costs hundreds of forward passes an example: the explainer runs it only when
@@ -131,6 +151,8 @@ class Method:
     function: Callable[..., jax.Array]
     needs_key: bool = False
     completeness: bool = False
+    efficiency: bool = False
+    uses_baseline: bool = True
     of_inputs: bool = True
     sampling: bool = False
     gradient_only: bool = False
@@ -161,7 +183,8 @@ class _Game:
     x: jax.Array  # [R, T, ...], R = K * B
     targets: jax.Array  # [R]
     mask: jax.Array  # [R, T]
-    baseline: jax.Array  # [R, T, ...]: the baseline at real positions, x at the others
+    baseline: jax.Array  # [R, T, ...]: the baseline at the players' positions, x at the others
+    groups: jax.Array | None  # [R, T] each position's group (-1: none), or None: positions are players
     batch: int  # B
     num_targets: int | None  # K, or None for [B] targets
     classes: int  # C, the outputs of f
@@ -223,10 +246,11 @@ def _tile(array: jax.Array, k: int) -> jax.Array:
     return jnp.tile(array, (k,) + (1,) * (array.ndim - 1))
 
 
-def _game(f, x, target, mask, args, baseline, *, takes_ids: bool = False) -> _Game:
+def _game(f, x, target, mask, args, baseline, *, takes_ids: bool = False, groups=None) -> _Game:
     """Checks the arguments (one-line errors naming the argument and the shape expected) and
     flattens them into one batch of K * B rows. A method that `takes_ids` (it only swaps inputs
-    for the baseline's) explains integer x too (token ids), against an integer baseline."""
+    for the baseline's) explains integer x too (token ids), against an integer baseline; the
+    same methods take `groups`."""
     arguments.checked_model(f)
     x = jnp.asarray(x)
     integer = jnp.issubdtype(x.dtype, jnp.integer)
@@ -259,17 +283,20 @@ def _game(f, x, target, mask, args, baseline, *, takes_ids: bool = False) -> _Ga
     classes = arguments.checked_classes(f, x, args, batch)
     arguments.checked_target_range(target, classes)
     baseline = arguments.checked_baseline(baseline, x)
-    real = mask.reshape(mask.shape + (1,) * (x.ndim - 2))
-    baseline = jnp.where(real, baseline, x)  # positions outside the mask are not players
+    groups = arguments.checked_groups(groups, batch, length)
+    playing = mask if groups is None else mask & (groups >= 0)
+    # positions outside the mask (or of no group) are not players: they keep their values
+    baseline = jnp.where(playing.reshape(playing.shape + (1,) * (x.ndim - 2)), baseline, x)
     num_targets = None
     if target.ndim == 2:
         num_targets = target.shape[1]
         x, mask, baseline = (_tile(a, num_targets) for a in (x, mask, baseline))
+        groups = None if groups is None else _tile(groups, num_targets)
         args = tuple(_tile(a, num_targets) for a in args)
         targets = target.T.reshape(-1).astype(jnp.int32)
     else:
         targets = jnp.broadcast_to(target.astype(jnp.int32), (batch,))
-    return _Game(f, args, x, targets, mask, baseline, batch, num_targets, classes)
+    return _Game(f, args, x, targets, mask, baseline, groups, batch, num_targets, classes)
 
 
 def _checked_prefix_radius(prefix_radius, affine_prefix, game: _Game) -> int | None:
@@ -300,6 +327,7 @@ def _require_key(name: str, key, game: _Game) -> jax.Array:
     return key[jnp.tile(jnp.arange(game.batch), game.num_targets)]
 
 
+@compiled_once(uses_baseline=True)
 def integrated_gradients(
     f,
     x,
@@ -345,6 +373,7 @@ def integrated_gradients(
     return game.finished(_position_scores(attributions, game.mask, "sum"), "integrated_gradients", at_baseline=True)
 
 
+@compiled_once(uses_baseline=False)
 def gradient(
     f, x, target, *, mask=None, args=(), key=None, baseline=None, max_rows: int = DEFAULT_MAX_ROWS
 ) -> jax.Array:
@@ -357,6 +386,7 @@ def gradient(
     return game.finished(_position_scores(grads, game.mask, "norm"), "gradient", at_baseline=False)
 
 
+@compiled_once(uses_baseline=False)
 def gradient_x_input(
     f, x, target, *, mask=None, args=(), key=None, baseline=None, max_rows: int = DEFAULT_MAX_ROWS
 ) -> jax.Array:
@@ -369,6 +399,7 @@ def gradient_x_input(
     return game.finished(_position_scores(game.x * grads, game.mask, "sum"), "gradient_x_input", at_baseline=False)
 
 
+@compiled_once(uses_baseline=False)
 def smoothgrad(
     f,
     x,
@@ -399,6 +430,7 @@ def smoothgrad(
     return game.finished(_position_scores(maps, game.mask, "norm"), "smoothgrad", at_baseline=False)
 
 
+@compiled_once(uses_baseline=True)
 def occlusion(
     f,
     x,
@@ -408,13 +440,15 @@ def occlusion(
     args=(),
     key=None,
     baseline=None,
+    groups=None,
     affine_prefix: tuple[Callable, Callable] | None = None,
     prefix_radius: int | None = None,
     max_rows: int = DEFAULT_MAX_ROWS,
 ) -> jax.Array:
     """f(x) - f(x with position t at the baseline), for every real position t; the baseline is
     zeros unless given (for token ids, an id: PAD's, UNK's or a mask id). `max_rows` rows a call:
-    that many occluded copies over the batch's rows at once.
+    that many occluded copies over the batch's rows at once. With `groups` (module docstring),
+    each group is left out whole: f(x) - f(x with group g's positions at the baseline).
 
     `affine_prefix` (L, g) with `prefix_radius` r, for a model whose first layer is affine in x
     and local (a convolution of width 2r + 1, 'same' padding): L(x, *args) is [B, T, ...], its
@@ -423,7 +457,7 @@ def occlusion(
     occluded inputs of g come from s calls of L instead of T (`attribution.occlusion`): the same
     scores. Without the radius the prefix saves nothing, and f is scored as usual."""
     del key
-    game = _game(f, x, target, mask, args, baseline, takes_ids=True)
+    game = _game(f, x, target, mask, args, baseline, takes_ids=True, groups=groups)
     radius = _checked_prefix_radius(prefix_radius, affine_prefix, game)
     max_rows = arguments.checked_count("max_rows", max_rows)
     stacked_f, linear_map = game.split_at(affine_prefix if radius is not None else None)
@@ -436,16 +470,30 @@ def occlusion(
         max_rows=max_rows,
         linear_map=linear_map,
         prefix_radius=radius,
+        groups=game.groups,
     )
     return game.finished(scores, "occlusion", at_baseline=True)
 
 
 def _sampling_estimate(
-    estimate, name: str, f, x, target, mask, args, key, baseline, max_rows: int, affine_prefix, prefix_radius, **budget
+    estimate,
+    name: str,
+    f,
+    x,
+    target,
+    mask,
+    args,
+    key,
+    baseline,
+    groups,
+    max_rows: int,
+    affine_prefix,
+    prefix_radius,
+    **budget,
 ):
     """A sampling method of `attribution` (`estimate`) on the game of these arguments; with
     `affine_prefix` (L, g) the coalitions are scored behind L (`attribution.coalition_values`)."""
-    game = _game(f, x, target, mask, args, baseline, takes_ids=True)
+    game = _game(f, x, target, mask, args, baseline, takes_ids=True, groups=groups)
     radius = _checked_prefix_radius(prefix_radius, affine_prefix, game)
     budget = {option: arguments.checked_count(option, value) for option, value in budget.items()}
     key = _require_key(name, key, game)
@@ -461,11 +509,13 @@ def _sampling_estimate(
         max_rows=max_rows,
         linear_map=linear_map,
         prefix_radius=radius,
+        groups=game.groups,
         **budget,
     )
     return game.finished(scores, name, at_baseline=True)
 
 
+@compiled_once(uses_baseline=True)
 def kernel_shap(
     f,
     x,
@@ -476,6 +526,7 @@ def kernel_shap(
     key=None,
     baseline=None,
     n_samples: int = 256,
+    groups=None,
     affine_prefix: tuple[Callable, Callable] | None = None,
     prefix_radius: int | None = None,
     max_rows: int = DEFAULT_MAX_ROWS,
@@ -499,6 +550,7 @@ def kernel_shap(
         args,
         key,
         baseline,
+        groups,
         max_rows,
         affine_prefix,
         prefix_radius,
@@ -506,6 +558,7 @@ def kernel_shap(
     )
 
 
+@compiled_once(uses_baseline=True)
 def shapley_sampling(
     f,
     x,
@@ -516,6 +569,7 @@ def shapley_sampling(
     key=None,
     baseline=None,
     n_permutations: int = 8,
+    groups=None,
     affine_prefix: tuple[Callable, Callable] | None = None,
     prefix_radius: int | None = None,
     max_rows: int = DEFAULT_MAX_ROWS,
@@ -533,6 +587,7 @@ def shapley_sampling(
         args,
         key,
         baseline,
+        groups,
         max_rows,
         affine_prefix,
         prefix_radius,
@@ -540,6 +595,7 @@ def shapley_sampling(
     )
 
 
+@compiled_once(uses_baseline=True)
 def lime(
     f,
     x,
@@ -552,6 +608,7 @@ def lime(
     n_samples: int = 256,
     kernel_width: float = 0.25,
     alpha: float = 1.0,
+    groups=None,
     affine_prefix: tuple[Callable, Callable] | None = None,
     prefix_radius: int | None = None,
     max_rows: int = DEFAULT_MAX_ROWS,
@@ -574,6 +631,7 @@ def lime(
         args,
         key,
         baseline,
+        groups,
         max_rows,
         affine_prefix,
         prefix_radius,
@@ -581,17 +639,23 @@ def lime(
     )
 
 
-def random(f, x, target, *, mask=None, args=(), key=None, baseline=None, max_rows: int = DEFAULT_MAX_ROWS) -> jax.Array:
-    """Uniform random scores at the real positions: the ranking every faithfulness score is
-    compared with (no baseline; f is called once, to check its output)."""
+@compiled_once(uses_baseline=False)
+def random(
+    f, x, target, *, mask=None, args=(), key=None, baseline=None, groups=None, max_rows: int = DEFAULT_MAX_ROWS
+) -> jax.Array:
+    """Uniform random scores at the real positions (with `groups`, at the groups' ids): the
+    ranking every faithfulness score is compared with (no baseline; f is called once, to check
+    its output)."""
     del baseline
     arguments.checked_count("max_rows", max_rows)
-    game = _game(f, x, target, mask, args, None, takes_ids=True)
+    game = _game(f, x, target, mask, args, None, takes_ids=True, groups=groups)
+    players = attribution.player_mask(game.mask, game.groups)
     return game.finished(
-        attribution.random_scores(_require_key("random", key, game), game.mask), "random", at_baseline=False
+        attribution.random_scores(_require_key("random", key, game), players), "random", at_baseline=False
     )
 
 
+@compiled_once(uses_baseline=False)
 def expected_gradients(
     f,
     x,
@@ -728,7 +792,7 @@ def at_layer(
 
 def _options(function: Callable) -> dict[str, Any]:
     """The method-specific keyword options of `function` and their defaults."""
-    common = {"mask", "args", "key", "baseline"}
+    common = {"mask", "args", "key", "baseline", "groups"}
     return {
         name: p.default
         for name, p in inspect.signature(function).parameters.items()
@@ -746,13 +810,13 @@ def _sampling_chunk() -> Flag:
 # The one table of methods: the command line, the workdir explainer, the checks and the reports
 # read it; its order is theirs.
 METHODS: dict[str, Method] = {
-    "gradient": Method(function=gradient, gradient_only=True),
-    "gradient_x_input": Method(function=gradient_x_input),
+    "gradient": Method(function=gradient, gradient_only=True, uses_baseline=False),
+    "gradient_x_input": Method(function=gradient_x_input, uses_baseline=False),
     "integrated_gradients": Method(
         function=integrated_gradients,
         completeness=True,
         # one point at a time: larger stacks fall out of a CPU's cache on the convolutional and
-        # averaging models (`Explanation.copies_per_call` gives a recurrent model's)
+        # averaging models (`ModelHooks.copies_per_call` gives a recurrent model's)
         copies_per_call=1,
         flags={
             "ig_steps": Flag("n_steps", "Integrated gradients: interpolation points."),
@@ -766,6 +830,7 @@ METHODS: dict[str, Method] = {
     "smoothgrad": Method(
         function=smoothgrad,
         needs_key=True,
+        uses_baseline=False,
         gradient_only=True,
         flags={"smoothgrad_samples": Flag("n_samples", "SmoothGrad: noisy copies averaged.")},
     ),
@@ -781,6 +846,7 @@ METHODS: dict[str, Method] = {
     "kernel_shap": Method(
         function=kernel_shap,
         needs_key=True,
+        efficiency=True,
         sampling=True,
         copies_per_call=8,
         flags={
@@ -791,6 +857,7 @@ METHODS: dict[str, Method] = {
     "shapley_sampling": Method(
         function=shapley_sampling,
         needs_key=True,
+        efficiency=True,
         sampling=True,
         copies_per_call=8,
         flags={
@@ -807,7 +874,7 @@ METHODS: dict[str, Method] = {
         copies_per_call=8,
         flags={"lime_samples": Flag("n_samples", "LIME: coalitions an example."), "sampling_chunk": _sampling_chunk()},
     ),
-    "random": Method(function=random, needs_key=True, of_inputs=False),
+    "random": Method(function=random, needs_key=True, of_inputs=False, uses_baseline=False),
 }
 
 
@@ -815,15 +882,18 @@ def aggregate(scores: jax.Array, word_ids: jax.Array, *, num_words: int | None =
     """Token scores summed into words, for any tokenizer.
 
     Args:
-      scores: [..., T] one score a token (a method's output).
+      scores: [..., T] one score a token (a method's output: [B, T], or [B, K, T]).
       word_ids: [..., T] int, the word of each token (0, 1, ...; -1 for a token of no word:
-        padding, special tokens), as a tokenizer's `word_ids()` gives them.
+        padding, special tokens), as a tokenizer's `word_ids()` gives them (`groups_of_word_ids`);
+        [B, T] word ids serve [B, K, T] scores.
       num_words: W, the most words a row has (static); None: T.
 
     Returns:
       [..., W] float32, each word's summed score (0 for a word with no token).
     """
     scores, word_ids = jnp.asarray(scores), jnp.asarray(word_ids)
+    if scores.ndim == 3 and word_ids.ndim == 2 and word_ids.shape == (scores.shape[0], scores.shape[2]):
+        word_ids = jnp.broadcast_to(word_ids[:, None], scores.shape)
     if scores.shape != word_ids.shape or not jnp.issubdtype(word_ids.dtype, jnp.integer):
         raise ValueError(
             f"word_ids: expected int of scores' shape {scores.shape}, got {word_ids.dtype} of shape {word_ids.shape}"
@@ -831,3 +901,33 @@ def aggregate(scores: jax.Array, word_ids: jax.Array, *, num_words: int | None =
     words = scores.shape[-1] if num_words is None else arguments.checked_count("num_words", num_words)
     one_hot = jax.nn.one_hot(word_ids, words, dtype=jnp.float32)  # -1 -> all zeros
     return jnp.einsum("...t,...tw->...w", scores.astype(jnp.float32), one_hot)
+
+
+def groups_of_word_ids(word_ids, *, length: int | None = None) -> np.ndarray:
+    """`groups` [B, T] from a tokenizer's word ids: each row's `word_ids()` (Hugging Face
+    `tokenizers` and `transformers`: one word index a token, None for a special token), or any
+    lists of word indices.
+
+    Args:
+      word_ids: B lists (or one list: B = 1) of ints >= 0 or None.
+      length: T, the rows' padded length (static); None: the longest row's.
+
+    Returns:
+      int32 [B, T]: each token's word, -1 for a special token or padding (a position of no group).
+    """
+    rows = [word_ids] if word_ids and not isinstance(word_ids[0], (list, tuple)) else list(word_ids)
+    longest = max((len(row) for row in rows), default=0)
+    width = longest if length is None else arguments.checked_count("length", length)
+    if not rows or longest > width:
+        raise ValueError(
+            f"word_ids: expected B rows of at most length = {width} word ids, got {len(rows)} rows of up to {longest}"
+        )
+    groups = np.full((len(rows), width), -1, np.int32)
+    for r, row in enumerate(rows):
+        for t, word in enumerate(row):
+            if word is None:
+                continue
+            if isinstance(word, bool) or not isinstance(word, (int, np.integer)) or not 0 <= word < width:
+                raise ValueError(f"word_ids[{r}][{t}]: expected a word index in [0, {width}) or None, got {word!r}")
+            groups[r, t] = word
+    return groups

@@ -19,8 +19,9 @@ def write_html(
     tokens: Sequence[Sequence[str]],
     scores_by_method: Mapping[str, object],
     *,
-    targets: Sequence[str] | None = None,
-    probabilities: Sequence[float] | None = None,
+    targets: Sequence[str] | Sequence[Sequence[str]] | None = None,
+    probabilities: Sequence[float] | Sequence[Sequence[float]] | None = None,
+    labels: Sequence[str | Sequence[str] | None] | None = None,
     faithfulness: Mapping[str, Mapping[str, object]] | None = None,
     checks: Mapping | None = None,
     title: str = "Explanations",
@@ -34,9 +35,14 @@ def write_html(
       tokens: B sequences of strings, one per real position of each example, in order (words,
         or subwords, or `interpret.aggregate`'s words with their summed scores).
       scores_by_method: {method: [B, T] scores} (a method's output; the first len(tokens[b]) of
-        row b are shown, so real positions come first).
-      targets: B names of the explained outputs (the report groups by them); None: one group.
-      probabilities: B probabilities of the explained outputs, shown beside each example.
+        row b are shown, so real positions come first), or [B, K, T] for K outputs explained an
+        example (each shown in its output's group).
+      targets: B names of the explained outputs (the report groups by them), or B sequences of
+        K names for [B, K, T] scores; None: one group ("output k" for K outputs).
+      probabilities: B probabilities of the explained outputs (B sequences of K for K outputs),
+        shown beside each example.
+      labels: B true labels (a class name, a sequence of label names, or None for an example
+        without one), shown beside each example; None: the examples are unlabelled.
       faithfulness: {method: `interpret.faithfulness`'s per-example results} (the table on top,
         with the random ranking as the baseline when it is among them); None: not measured.
       checks: `checks.sanity_checks`'s summary (its table under the faithfulness table).
@@ -51,33 +57,47 @@ def write_html(
         raise ValueError("scores_by_method: expected at least one method's scores")
     arrays = {method: np.asarray(scores) for method, scores in scores_by_method.items()}
     batch = len(tokens)
+    longest = max((len(t) for t in tokens), default=0)
+    ndim = next(iter(arrays.values())).ndim
     for method, scores in arrays.items():
-        if scores.ndim != 2 or scores.shape[0] != batch or scores.shape[1] < max((len(t) for t in tokens), default=0):
+        if scores.ndim not in (2, 3) or scores.ndim != ndim or scores.shape[0] != batch or scores.shape[-1] < longest:
             raise ValueError(
                 f"scores_by_method[{method!r}]: expected [B, T] with B = {batch} (len(tokens)) and T at least the "
-                f"longest token sequence, got shape {scores.shape}"
+                f"longest token sequence (or [B, K, T], as every method's), got shape {scores.shape}"
             )
-    for name, values in (("targets", targets), ("probabilities", probabilities)):
-        if values is not None and len(values) != batch:
-            raise ValueError(f"{name}: expected {batch} values (one an example of tokens), got {len(values)}")
+    outputs = 1 if ndim == 2 else next(iter(arrays.values())).shape[1]
+    if any(scores.shape[:-1] != next(iter(arrays.values())).shape[:-1] for scores in arrays.values()):
+        raise ValueError("scores_by_method: expected every method's scores for the same outputs ([B, K, T] alike)")
+    by_output = {method: scores[:, None] if ndim == 2 else scores for method, scores in arrays.items()}
+    if labels is not None and len(labels) != batch:
+        raise ValueError(f"labels: expected {batch} values (one an example of tokens), got {len(labels)}")
+    names = _per_output("targets", targets, batch, outputs, several=ndim == 3)
+    chances = _per_output("probabilities", probabilities, batch, outputs, several=ndim == 3)
     groups: dict[str, list[dict]] = {}
+    shown: dict[str, list[list[float]]] = {method: [] for method in arrays}
     for b, row in enumerate(tokens):
-        target = "explained" if targets is None else str(targets[b])
-        groups.setdefault(target, []).append(
-            {
-                "index": b,
-                "tokens": list(row),
-                "label": None,
-                "prediction": target,
-                "target": target,
-                "probability": None if probabilities is None else float(probabilities[b]),
-                "scores": {method: scores[b, : len(row)].tolist() for method, scores in arrays.items()},
-            }
-        )
+        label = None if labels is None else labels[b]
+        for k in range(outputs):
+            if names is None:
+                target = "explained" if ndim == 2 else f"output {k}"
+            else:
+                target = str(names[b][k])
+            probability = None if chances is None else float(chances[b][k])
+            scores_shown = {method: scores[b, k, : len(row)].tolist() for method, scores in by_output.items()}
+            for method, values in scores_shown.items():
+                shown[method].append(values)
+            groups.setdefault(target, []).append(
+                {
+                    "index": b,
+                    "tokens": list(row),
+                    "label": label if label is None or isinstance(label, str) else list(label),
+                    "prediction": target,
+                    "target": target,
+                    "probability": probability,
+                    "scores": scores_shown,
+                }
+            )
     table = {method: summarise(values) for method, values in (faithfulness or {}).items()}
-    shown = {
-        method: [scores[b, : len(row)].tolist() for b, row in enumerate(tokens)] for method, scores in arrays.items()
-    }
     return write_explanation_report(
         path,
         title=title,
@@ -88,3 +108,15 @@ def write_html(
         joiner=joiner,
         extra_html=html_table(dict(checks)) if checks else "",
     )
+
+
+def _per_output(name: str, values, batch: int, outputs: int, *, several: bool) -> list[list] | None:
+    """`values` (B of them, or B sequences of K for K outputs an example) as B lists of K."""
+    if values is None:
+        return None
+    if len(values) != batch:
+        raise ValueError(f"{name}: expected {batch} values (one an example of tokens), got {len(values)}")
+    rows = [list(value) if several else [value] for value in values]
+    if any(len(row) != outputs for row in rows):
+        raise ValueError(f"{name}: expected {batch} sequences of {outputs} (one an explained output), as the scores")
+    return rows

@@ -54,7 +54,7 @@ from jcaps.interpret.explain import (
     removal,
     true_labels,
 )
-from jcaps.interpret.explanations import explanation_of
+from jcaps.interpret.hooks import hooks_of
 from jcaps.interpret.options import Options
 from jcaps.train import mesh as mesh_lib
 from jcaps.train.progress import Progress
@@ -167,6 +167,7 @@ def _records(trained, split: str, batch: dict, explained, methods, with_faithful
             real = explained.mask[r]
             entry = {
                 "target": explained.target_name[r],
+                "target_index": int(explained.target[r]),
                 "probability": round(float(explained.probability[r]), 6),
                 "scores": {
                     method: np.round(explained.scores[method][r][real], SCORE_DECIMALS).tolist() for method in methods
@@ -334,7 +335,7 @@ def _summarise(
                 **summarise(values[method], seed=seed),
                 "seconds_per_100": round(100 * timings.get(method, 0.0) / max(rows_timed, 1), 4),
                 "rows": rows,
-                "removal": removal(explanation_of(trained.config.model.name), options)[0],
+                "removal": removal(hooks_of(trained.config.model.name), options)[0],
             }
         for method, of_method in errors.items():
             if method in summary:

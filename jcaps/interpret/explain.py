@@ -6,8 +6,8 @@ predicted class (single-label models), each predicted label (binary relevance: i
 each generated label (SGM: the log-probability of that label at the step that emitted it,
 teacher-forced on the generated sequence). Positions are an example's tokens (iCapsNets Long:
 its M x N words, sentence by sentence) or a series' time steps. What a row is, which vectors
-stand at its positions and what the model's own explanation is are its `Explanation`
-(`jcaps.interpret.explanations`): this module reads them, and knows no model by name.
+stand at its positions and what the model's own explanation is are its `ModelHooks`
+(`jcaps.interpret.hooks`): this module reads them, and knows no model by name.
 
 Methods (the names used by `python -m jcaps.interpret --methods` and as keys everywhere):
   every method of `jcaps.interpret.METHODS` (gradient, gradient_x_input, integrated_gradients,
@@ -34,8 +34,9 @@ split as `attributions.jsonl`, `faithfulness.json` and `report.html`:
 attributions.jsonl, one JSON object per example: `index`, `text` (text models), `tokens` (the
 example's words, characters or time steps, one per position), `label` (true class or labels),
 `prediction` (predicted classes or labels, in order) and `explanations`: one entry per
-explained prediction, `{"target", "probability", "scores": {method: [one score per token]}}`,
-with `completeness_error` ({method: |sum of its scores - (f(x) - f(x'))|}) for the methods whose
+explained prediction, `{"target" (its name), "target_index" (the output of the model explained),
+"probability", "scores": {method: [one score per token]}}`,
+with `completeness_error` ({method: |sum of its scores - (f(x) - f(x'))| / |f(x) - f(x')|}) for the methods whose
 scores sum to that difference (`Method.completeness`: integrated gradients) and `faithfulness`
 ({method: {metric: value}}) when it was measured. The lines are in the order of the examples.
 
@@ -65,7 +66,7 @@ from jcaps.attribution._faithfulness import METRICS, faithfulness
 from jcaps.attribution.methods import METHODS
 from jcaps.data.vocab import NUM_SPECIAL
 from jcaps.interpret import capsules as capsule_interpretation
-from jcaps.interpret.explanations import TOKEN_REMOVALS, Explanation, apply_rows, explanation_of
+from jcaps.interpret.hooks import TOKEN_REMOVALS, ModelHooks, apply_rows, hooks_of
 from jcaps.interpret.options import NATIVE_METHODS, NATIVE_NOTES, REMOVALS, Options, check_names
 from jcaps.train.families import ModelFamily
 from jcaps.train.mesh import batch_sharded, replicated
@@ -77,7 +78,7 @@ if TYPE_CHECKING:
 
 # The families' token removals are those the command line offers without importing them.
 check_names(
-    "jcaps.interpret.explanations.TOKEN_REMOVALS",
+    "jcaps.interpret.hooks.TOKEN_REMOVALS",
     tuple(name for name, _ in TOKEN_REMOVALS),
     REMOVALS,
     "jcaps.interpret.options",
@@ -88,7 +89,7 @@ SCORE_DECIMALS = 5
 
 def native_method(model_config) -> str | None:
     """The model's own position-level explanation ('capsules', 'attention') or None."""
-    explanation = explanation_of(model_config.name)
+    explanation = hooks_of(model_config.name)
     if explanation.has_native is not None and not explanation.has_native(model_config):
         return None
     return explanation.native
@@ -100,7 +101,7 @@ def native_note(model_config, *, methods: Sequence[str]) -> str:
     native = native_method(model_config)
     if native:
         return NATIVE_NOTES[native]
-    reason = explanation_of(model_config.name).no_native_reason
+    reason = hooks_of(model_config.name).no_native_reason
     explaining = [method.replace("_", " ") for method in methods if method != "random"]
     return (
         f"A {model_config.name} model has no position-level explanation of its own"
@@ -112,10 +113,10 @@ def native_note(model_config, *, methods: Sequence[str]) -> str:
 def model_methods(model_config) -> tuple[str, ...]:
     """The methods run when none are named, in report order (random last): those of `METHODS`
     but the sampling methods (`Method.sampling`) and, for a model whose positions share one
-    gradient (`Explanation.shared_gradient`), those of the gradient alone (which would rank
+    gradient (`ModelHooks.shared_gradient`), those of the gradient alone (which would rank
     nothing), and the model's own explanation."""
     native = native_method(model_config)
-    shared_gradient = explanation_of(model_config.name).shared_gradient
+    shared_gradient = hooks_of(model_config.name).shared_gradient
     quick = tuple(
         name
         for name, method in METHODS.items()
@@ -133,7 +134,7 @@ def offered_methods(model_config) -> tuple[str, ...]:
     return default[:-1] + named_only + ("random",)
 
 
-def removal(explanation: Explanation, options: Options) -> tuple[str, float]:
+def removal(explanation: ModelHooks, options: Options) -> tuple[str, float]:
     """(name, value) of what a removed position becomes: `options.removal` where the model's
     positions offer it (tokens: PAD or UNK), else their only one (a series step: zeros)."""
     offered = dict(explanation.removals)
@@ -143,7 +144,7 @@ def removal(explanation: Explanation, options: Options) -> tuple[str, float]:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class _ExplainedModel:
-    """A trained model's pure functions over rows, from its `Explanation`; hashed by
+    """A trained model's pure functions over rows, from its `ModelHooks`; hashed by
     identity, so jit treats it as static.
 
     x [R, ...] are the explained inputs of the rows (token ids, or a series), side [R, ...] the
@@ -154,8 +155,8 @@ class _ExplainedModel:
     model_config: ml_collections.ConfigDict
 
     @property
-    def explanation(self) -> Explanation:
-        return explanation_of(self.model_config.name)
+    def hooks(self) -> ModelHooks:
+        return hooks_of(self.model_config.name)
 
     @property
     def generates(self) -> bool:
@@ -165,15 +166,15 @@ class _ExplainedModel:
 
     def mask(self, x: jax.Array, side: jax.Array | None) -> jax.Array:
         """[R, P] True at real positions."""
-        return self.explanation.positions(x, side)[1]
+        return self.hooks.positions(x, side)[1]
 
     def vectors(self, params, x, side) -> jax.Array:
         """[R, P, D] the vectors attributions differentiate against."""
-        return self.explanation.vectors(self.model, params, x, side)
+        return self.hooks.vectors(self.model, params, x, side)
 
     def outputs(self, params, x, side) -> jax.Array:
         """[R, C] the explained outputs."""
-        return self.explanation.explained_outputs(apply_rows(self.model, params, x, side), side)
+        return self.hooks.explained_outputs(apply_rows(self.model, params, x, side), side)
 
     def of_vectors(self, params):
         """f(vectors [R, P, D], x, side=None) -> [R, C], the explained outputs read with these
@@ -181,8 +182,8 @@ class _ExplainedModel:
         per-example inputs."""
 
         def f(vectors, x, side=None):
-            outputs = self.explanation.apply_to_vectors(self.model, params, x, side, vectors)
-            return self.explanation.explained_outputs(outputs, side)
+            outputs = self.hooks.apply_to_vectors(self.model, params, x, side, vectors)
+            return self.hooks.explained_outputs(outputs, side)
 
         return f
 
@@ -190,9 +191,9 @@ class _ExplainedModel:
         """(L, g) with `of_vectors(params)` = g(L(vectors, x), x, side) and L affine in the
         vectors, or None: the family's `affine_prefix` (iCapsNets start with the region
         convolution), as integrated gradients' `affine_prefix` takes it."""
-        if self.explanation.affine_prefix is None:
+        if self.hooks.affine_prefix is None:
             return None
-        split = self.explanation.affine_prefix(self.model, params, self.model_config)
+        split = self.hooks.affine_prefix(self.model, params, self.model_config)
         if split is None:
             return None
         linear, after = split
@@ -201,21 +202,21 @@ class _ExplainedModel:
             return linear(x, vectors)
 
         def outputs_after(z, x, side=None):
-            return self.explanation.explained_outputs(after(x, z), side)
+            return self.hooks.explained_outputs(after(x, z), side)
 
         return linear_of_vectors, outputs_after
 
     def prefix_radius(self) -> int | None:
         """How far the affine prefix's L reaches (the methods' `prefix_radius`), or None."""
-        if self.explanation.prefix_radius is None:
+        if self.hooks.prefix_radius is None:
             return None
-        return self.explanation.prefix_radius(self.model_config)
+        return self.hooks.prefix_radius(self.model_config)
 
     def probabilities(self, params, x, side) -> jax.Array:
         """[R, C] the probability of each explainable output (faithfulness reads these)."""
         outputs = apply_rows(self.model, params, x, side)
-        if self.explanation.probabilities is not None:
-            return self.explanation.probabilities(outputs, side)
+        if self.hooks.probabilities is not None:
+            return self.hooks.probabilities(outputs, side)
         assert self.family.probabilities is not None  # a family without them explains with its own
         return self.family.probabilities(outputs)
 
@@ -223,8 +224,8 @@ class _ExplainedModel:
         """[R, P] the model's own explanation (`method`: capsules or attention) of each row's output."""
         outputs = apply_rows(self.model, params, x, side)
         if method == "attention":
-            assert self.explanation.attention is not None  # a model whose native explanation is attention
-            return self.explanation.attention(outputs, x, side, targets)
+            assert self.hooks.attention is not None  # a model whose native explanation is attention
+            return self.hooks.attention(outputs, x, side, targets)
         local = capsule_interpretation.batched_local_interpretation_of(
             outputs, targets, x > 0, k1=options.k1, k2=options.k2, kernel_size=self.model_config.kernel_size
         )
@@ -255,7 +256,7 @@ def _scores(explained_model: _ExplainedModel, method: str, params, x, side, targ
     f = explained_model.of_vectors(params)
     args = (x,) if side is None else (x, side)
     entry = METHODS[method]
-    method_options = options.of_method(method, x.shape[0], dict(explained_model.explanation.copies_per_call))
+    method_options = options.of_method(method, x.shape[0], dict(explained_model.hooks.copies_per_call))
     if "affine_prefix" in entry.options:
         method_options["affine_prefix"] = explained_model.affine_prefix(params)
     if "prefix_radius" in entry.options and method_options.get("affine_prefix") is not None:
@@ -274,12 +275,12 @@ def _scores(explained_model: _ExplainedModel, method: str, params, x, side, targ
 
 @functools.partial(jax.jit, static_argnames=("explained_model", "options"))
 def _faithfulness(explained_model: _ExplainedModel, params, x, side, targets, scores, options: Options):
-    by_position, mask = explained_model.explanation.positions(x, side)
+    by_position, mask = explained_model.hooks.positions(x, side)
 
     def probability_fn(flat, *side_input):  # side, when the model has one, is f's per-example input
         return explained_model.probabilities(params, flat.reshape(x.shape), side_input[0] if side_input else None)
 
-    _, replacement = removal(explained_model.explanation, options)
+    _, replacement = removal(explained_model.hooks, options)
     return faithfulness(
         probability_fn,
         by_position,
@@ -414,7 +415,7 @@ class Explainer:
         probabilities = predicted  # the class probabilities [R, J]
         refuse_non_finite(self.trained, probabilities[real], "probabilities")
         for b in real:
-            for j in self.explained_model.explanation.chosen_outputs(probabilities[b], self.trained.config.model):
+            for j in self.explained_model.hooks.chosen_outputs(probabilities[b], self.trained.config.model):
                 rows.append((b, j, self.names[j], float(probabilities[b, j])))
                 predictions[b].append(self.names[j])
         return rows, sides, predictions

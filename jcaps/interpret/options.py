@@ -3,7 +3,7 @@ the removals, and the settings of a run (`Options`), whose method settings are t
 of methods declares (`jcaps.attribution.METHODS`, `Method.flags`; the table loads no JAX), so that
 the command's flags and their `--help` are defined before JAX is loaded.
 
-`jcaps.interpret.explain` checks the token removals of `jcaps.interpret.explanations` against
+`jcaps.interpret.explain` checks the token removals of `jcaps.interpret.hooks` against
 `REMOVALS` when imported: a removal added there and not here stops the import, naming it.
 """
 
@@ -15,14 +15,14 @@ from typing import Any
 
 from jcaps.attribution.methods import COPIES_PER_CALL, METHODS, Method
 
-# The models' own explanations (`Explanation.native`), and what the report says each is.
+# The models' own explanations (`ModelHooks.native`), and what the report says each is.
 NATIVE_NOTES = {
     "capsules": "capsules: the words covered by the K-grams of the capsules most coupled to the prediction.",
     "attention": "attention: the model's own attention over the positions.",
 }
 NATIVE_METHODS = tuple(NATIVE_NOTES)
 # What `Options.removal` may name: how a removed token is replaced (the names of
-# `jcaps.interpret.explanations.TOKEN_REMOVALS`; a series step becomes zeros).
+# `jcaps.interpret.hooks.TOKEN_REMOVALS`; a series step becomes zeros).
 REMOVALS = ("pad", "unk")
 
 
@@ -76,7 +76,7 @@ class Options:
 
     A flag left out is its option's default (that of the method's function), and a copies-a-call
     flag left out (`COPIES_PER_CALL`, memory ~ copies x rows) the model's own
-    (`Explanation.copies_per_call`), else the method's `Method.copies_per_call`. A flag read as an
+    (`ModelHooks.copies_per_call`), else the method's `Method.copies_per_call`. A flag read as an
     attribute gives its value (`options.ig_steps`)."""
 
     method_settings: tuple[tuple[str, Any], ...]  # (flag, value) of the flags given, sorted

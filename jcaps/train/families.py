@@ -5,7 +5,7 @@ family names: token ids, or a series and its mask) that returns a `ModelOutput`:
 and whatever explanations it has (attention maps, coupling coefficients) in named fields.
 Its family says how scores become a per-example loss and class probabilities, and, for
 multi-label models, how a batch becomes predicted label sets; what `jcaps.interpret` explains of
-a model, and how, is that package's own table (`jcaps.interpret.explanations`). Training a
+a model, and how, is that package's own table (`jcaps.interpret.hooks`). Training a
 model's parameters at their own rates is a config matter (`train.param_groups`,
 `jcaps.train.optim`), not a family's.
 """

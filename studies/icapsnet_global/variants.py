@@ -19,7 +19,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jcaps.interpret import explanations
+from jcaps.interpret import hooks
 from jcaps.models.icapsnet import ICapsNetShort
 from jcaps.train import families
 
@@ -104,4 +104,4 @@ def register() -> None:
     """Adds `icapsnet_short_study` to the model table (once), with iCapsNets Short's loss and
     probabilities, and to the explained models with iCapsNets Short's explanation."""
     families.MODELS[MODEL_NAME] = dataclasses.replace(families.MODELS["icapsnet_short"], module=StudyICapsNetShort)
-    explanations.EXPLANATIONS[MODEL_NAME] = explanations.EXPLANATIONS["icapsnet_short"]
+    hooks.MODEL_HOOKS[MODEL_NAME] = hooks.MODEL_HOOKS["icapsnet_short"]

@@ -219,3 +219,14 @@ def test_suite_xla_settings(tmp_path):
     assert set(results["files"]) == {"suite", "fusion_emitters", "default_level"}
     assert results["files"]["suite"] > 0  # the others are null where the installed XLA lacks a flag
     assert_positive(results["training"]["fasttext_ag_news.py"], "suite", "o2")
+
+
+def test_first_call(tmp_path):
+    results = tiny_results("benchmarks.first_call", tmp_path)
+    from jcaps.attribution.methods import METHODS
+
+    assert set(results) == {"_run", "model", *METHODS}
+    assert (results["model"]["batch"], results["model"]["length"]) == (2, 6)
+    for method in METHODS:
+        assert_positive(results[method], "first_s", "second_s", "jitted_s", "second_over_jitted")
+        assert results[method]["first_s"] > results[method]["second_s"], method  # the first compiles

@@ -40,7 +40,7 @@ ZEROS = jnp.zeros_like(EMBEDDINGS)
 def occlusion(f, target, **options):
     """The occlusion kernel with a zero baseline, every occluded copy in one call."""
     return attribution.occlusion(f, EMBEDDINGS, target, MASK, baseline=ZEROS, max_rows=T * B, linear_map=None,
-                                 prefix_radius=None, **options)
+                                 prefix_radius=None, groups=None, **options)
 
 
 def gradient_methods(f, target):

@@ -11,8 +11,10 @@ import socket
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
+from jcaps import attribution
 from jcaps.errors import UserError
 from jcaps.folder_lock import FolderInUse
 from jcaps.interpret import corpus, explain
@@ -137,3 +139,20 @@ def test_two_processes_of_two_devices_write_what_one_process_of_four_does(traine
     assert lines(tmp_path / "two") == lines(tmp_path / "single")
     assert len(lines(tmp_path / "two")) == 24
     assert "explained 24 examples" in outputs[0] and "explained" not in outputs[1]  # process 0 reports
+
+
+def test_a_runs_attributions_load_back_as_an_explanation(trained, tmp_path):
+    corpus.explain_workdir(trained, "test", str(tmp_path), methods=METHODS, limit=8, with_faithfulness=False,
+                           options=OPTIONS, batch_size=8)
+    written = [json.loads(line) for line in lines(tmp_path)]
+    loaded = attribution.Explanation.load(tmp_path / "attributions.jsonl", method="kernel_shap")
+    assert len(loaded) == 8 and loaded.method == "kernel_shap"
+    assert loaded.tokens == tuple(tuple(row["tokens"]) for row in written)
+    for b, row in enumerate(written):
+        length = len(row["tokens"])
+        assert loaded.mask[b].sum() == length
+        [entry] = row["explanations"]  # a single-label model: its predicted class
+        assert int(loaded.target[b]) == entry["target_index"]
+        np.testing.assert_array_equal(np.asarray(loaded.scores[b, :length]), np.float32(entry["scores"]["kernel_shap"]))
+    with pytest.raises(ValueError, match="holds the scores of gradient, kernel_shap, random; name one"):
+        attribution.Explanation.load(tmp_path / "attributions.jsonl")

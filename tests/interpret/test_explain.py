@@ -263,7 +263,7 @@ def test_region_convolution_prefix_reproduces_the_model(activation):
     import jax
 
     from jcaps.train.config import load
-    from jcaps.interpret.explanations import region_convolution_prefix
+    from jcaps.interpret.hooks import region_convolution_prefix
     from jcaps.train.families import build_model
 
     config = load(os.path.join(ROOT, "configs", "icapsnet_short_ag_news.py:smoke"))

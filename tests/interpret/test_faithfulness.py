@@ -139,7 +139,8 @@ def test_vectors_with_a_side_input_give_the_token_numbers():
     ("change", "message"),
     [
         ({"f": "not a model"}, r"^f: expected the model"),
-        ({"target": jnp.zeros((2, 1), jnp.int32)}, r"^target: expected an int, or int \[B\] with B = 2"),
+        ({"target": jnp.zeros((2, 1, 1), jnp.int32)}, r"^target: expected an int, or int \[B\] or \[B, K\] with B = 2"),
+        ({"target": jnp.zeros((2, 1), jnp.int32)}, r"^scores: expected \[B, K, T\] = \[2, 1, 7\]"),
         ({"target": 0.5}, r"^target: expected an int"),
         ({"mask": MASK[..., None]}, r"^mask: expected bool \[B, T\] = \[2, 7\]"),
         ({"mask": MASK.astype(jnp.int32)}, r"^mask: expected bool"),

@@ -13,7 +13,7 @@ import pytest
 from jcaps import interpret
 from jcaps.attribution.methods import COPIES_PER_CALL, Flag
 from jcaps.interpret import explain, options
-from jcaps.interpret.explanations import EXPLANATIONS, TOKEN_REMOVALS
+from jcaps.interpret.hooks import MODEL_HOOKS, TOKEN_REMOVALS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HEAVY_PACKAGES = ("jax", "jaxlib", "flax", "optax", "orbax")
@@ -54,7 +54,7 @@ def test_help_lists_every_method_and_the_defaults_of_options():
 
 def test_the_names_read_without_jax_are_those_of_the_tables():
     assert options.REMOVALS == tuple(name for name, _ in TOKEN_REMOVALS)
-    assert {explanation.native for explanation in EXPLANATIONS.values()} - {None} == set(options.NATIVE_METHODS)
+    assert {explanation.native for explanation in MODEL_HOOKS.values()} - {None} == set(options.NATIVE_METHODS)
     assert explain.Options is options.Options
 
 
@@ -105,7 +105,7 @@ def test_unset_copies_a_call_are_the_models_then_the_methods():
     assert settings.of_method("integrated_gradients", 32, {"integrated_gradients": 5})["max_rows"] == 160
     assert settings.of_method("occlusion", 32, {"integrated_gradients": 5})["max_rows"] == 32 * 4
     assert settings.of_method("lime", 32)["max_rows"] == 32 * interpret.METHODS["lime"].copies_per_call
-    for explanation in EXPLANATIONS.values():
+    for explanation in MODEL_HOOKS.values():
         assert set(dict(explanation.copies_per_call)) <= {
             name for name, method in interpret.METHODS.items() if method.copies_per_call is not None}
         assert all(isinstance(copies, int) and copies >= 1 for _, copies in explanation.copies_per_call)

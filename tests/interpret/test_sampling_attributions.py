@@ -56,7 +56,7 @@ TARGET = np.array([0, 2, 1])
 ZEROS = np.zeros_like(EMBEDDINGS)
 # The kernels' options every call here states: a zero baseline, f on the inputs, and as many
 # coalitions a call as the tests' 8192 KernelSHAP samples.
-OPTIONS = {"baseline": ZEROS, "max_rows": 8192 * B, "linear_map": None, "prefix_radius": None}
+OPTIONS = {"baseline": ZEROS, "max_rows": 8192 * B, "linear_map": None, "prefix_radius": None, "groups": None}
 
 
 @pytest.fixture(scope="module")

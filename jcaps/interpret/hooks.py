@@ -1,5 +1,5 @@
-"""How `jcaps.interpret` explains each jcaps model: the table `EXPLANATIONS`, model name ->
-`Explanation`, beside the training layer's model table, which knows nothing of explanations.
+"""How `jcaps.interpret` explains each jcaps model: the table `MODEL_HOOKS`, model name ->
+`ModelHooks`, beside the training layer's model table, which knows nothing of explanations.
 
 A row of an explained batch is one prediction: x [R, ...] the explained input (token ids, or a
 series), side the module's second input or None (a series' mask; SGM: the generated label
@@ -179,7 +179,7 @@ def step_attention(outputs: ModelOutput, x, side, targets):
 
 
 @dataclasses.dataclass(frozen=True)
-class Explanation:
+class ModelHooks:
     """How `jcaps.interpret` explains a family's predictions; the defaults: a single-label text
     model that reads word vectors and has no explanation of its own. The callables take rows x
     and side (see the section comment); `model` is the module, `params` its parameters."""
@@ -222,27 +222,27 @@ class Explanation:
     shared_gradient: bool = False
     # ((method, copies), ...): how many copies of the rows one call of the model scores for a method
     # of `METHODS`, where it runs faster at other than the method's `Method.copies_per_call`
-    # (pairs, not a dict: an `Explanation` is hashed, a static argument of the jitted methods)
+    # (pairs, not a dict: an `ModelHooks` is hashed, a static argument of the jitted methods)
     copies_per_call: tuple[tuple[str, int], ...] = ()
 
 
-ICAPSNET_EXPLANATION = Explanation(
+ICAPSNET_HOOKS = ModelHooks(
     native="capsules", affine_prefix=region_convolution_prefix, prefix_radius=region_convolution_radius
 )
 
 # How a model of each kind (`ModelFamily.kind`) is explained where it has no entry of its own.
-TEXT_EXPLANATION = Explanation()
-SERIES_EXPLANATION = Explanation(
+TEXT_HOOKS = ModelHooks()
+SERIES_HOOKS = ModelHooks(
     vectors=series_values, apply_to_vectors=apply_to_series_values, positions=series_positions, removals=SERIES_REMOVALS
 )
-KIND_EXPLANATIONS = {"text": TEXT_EXPLANATION, "series": SERIES_EXPLANATION}
+KIND_HOOKS = {"text": TEXT_HOOKS, "series": SERIES_HOOKS}
 
-# The models explained otherwise than their kind's `KIND_EXPLANATIONS` entry.
-EXPLANATIONS: dict[str, Explanation] = {
-    "fasttext": Explanation(no_native_reason="it averages its words", shared_gradient=True),
-    "icapsnet_short": ICAPSNET_EXPLANATION,
-    "icapsnet_long": ICAPSNET_EXPLANATION,
-    "cccapsnet": Explanation(
+# The models explained otherwise than their kind's `KIND_HOOKS` entry.
+MODEL_HOOKS: dict[str, ModelHooks] = {
+    "fasttext": ModelHooks(no_native_reason="it averages its words", shared_gradient=True),
+    "icapsnet_short": ICAPSNET_HOOKS,
+    "icapsnet_long": ICAPSNET_HOOKS,
+    "cccapsnet": ModelHooks(
         no_native_reason="its capsules route pooled BiGRU features, not positions",
         # A recurrence at batch 32 waits on each step's small product: more rows a call run faster,
         # in cache (benchmarks/copies_per_call.py).
@@ -255,14 +255,14 @@ EXPLANATIONS: dict[str, Explanation] = {
         ),
     ),
     "input_cell_lstm": dataclasses.replace(
-        SERIES_EXPLANATION,
+        SERIES_HOOKS,
         native="attention",
         has_native=attends_over_steps,
         attention=step_attention,
     ),
-    "dilated_fcn": Explanation(native="attention", has_native=attends_over_positions, attention=attention_received),
-    "br": Explanation(explained_outputs=label_probabilities, chosen_outputs=labels_at_threshold),
-    "sgm": Explanation(
+    "dilated_fcn": ModelHooks(native="attention", has_native=attends_over_positions, attention=attention_received),
+    "br": ModelHooks(explained_outputs=label_probabilities, chosen_outputs=labels_at_threshold),
+    "sgm": ModelHooks(
         explained_outputs=generated_label_log_probabilities,
         probabilities=generated_label_probabilities,
         native="attention",
@@ -271,9 +271,9 @@ EXPLANATIONS: dict[str, Explanation] = {
 }
 
 
-def explanation_of(model_name: str) -> Explanation:
-    """The `Explanation` of the model `model_name` (`config.model.name`): its entry in
-    `EXPLANATIONS`, else that of its kind."""
-    if model_name in EXPLANATIONS:
-        return EXPLANATIONS[model_name]
-    return KIND_EXPLANATIONS[get_family(model_name).kind]
+def hooks_of(model_name: str) -> ModelHooks:
+    """The `ModelHooks` of the model `model_name` (`config.model.name`): its entry in
+    `MODEL_HOOKS`, else that of its kind."""
+    if model_name in MODEL_HOOKS:
+        return MODEL_HOOKS[model_name]
+    return KIND_HOOKS[get_family(model_name).kind]

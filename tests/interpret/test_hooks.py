@@ -1,4 +1,4 @@
-"""Every model's explanation hooks (`jcaps.interpret.explanations`), and a model added to the
+"""Every model's explanation hooks (`jcaps.interpret.hooks`), and a model added to the
 tables explained without any other change."""
 
 import types
@@ -12,16 +12,16 @@ import pytest
 from flax import struct
 
 from jcaps.interpret import explain
-from jcaps.interpret.explanations import EXPLANATIONS, KIND_EXPLANATIONS, Explanation, explanation_of
+from jcaps.interpret.hooks import MODEL_HOOKS, KIND_HOOKS, ModelHooks, hooks_of
 from jcaps.models.outputs import ModelOutput
 from jcaps.train.families import MODELS, ModelFamily, softmax_cross_entropy, softmax_probabilities
 
 
 def test_every_model_of_the_training_table_has_its_explanation_and_no_other():
-    assert set(EXPLANATIONS) <= set(MODELS)
+    assert set(MODEL_HOOKS) <= set(MODELS)
     for name, family in MODELS.items():
-        hooks = explanation_of(name)
-        assert isinstance(hooks, Explanation), name
+        hooks = hooks_of(name)
+        assert isinstance(hooks, ModelHooks), name
         for hook in (hooks.vectors, hooks.apply_to_vectors, hooks.positions, hooks.explained_outputs,
                      hooks.chosen_outputs):
             assert callable(hook), name
@@ -35,7 +35,7 @@ def test_every_model_of_the_training_table_has_its_explanation_and_no_other():
 
 
 def test_the_interpretation_names_no_model_outside_its_table():
-    """What differs between models is in their `Explanation`: no module of jcaps.interpret but
+    """What differs between models is in their `ModelHooks`: no module of jcaps.interpret but
     the table of explanations holds a model name as a string."""
     import ast
     import pathlib
@@ -43,7 +43,7 @@ def test_the_interpretation_names_no_model_outside_its_table():
     import jcaps.interpret
 
     for path in pathlib.Path(jcaps.interpret.__file__).parent.glob("*.py"):
-        if path.name == "explanations.py":
+        if path.name == "hooks.py":
             continue
         strings = {node.value for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
                    if isinstance(node, ast.Constant) and isinstance(node.value, str)}
@@ -82,7 +82,7 @@ def test_a_model_registered_in_the_tables_is_explained(monkeypatch):
     attention among them, with faithfulness."""
     family = ModelFamily(AttendedMean, softmax_cross_entropy, softmax_probabilities)
     monkeypatch.setitem(MODELS, "attended_mean", family)
-    monkeypatch.setitem(EXPLANATIONS, "attended_mean", Explanation(native="attention", attention=attention_weights))
+    monkeypatch.setitem(MODEL_HOOKS, "attended_mean", ModelHooks(native="attention", attention=attention_weights))
     model = AttendedMean()
     tokens = np.array([[3, 5, 7, 9, 0, 0], [4, 2, 0, 0, 0, 0]], np.int32)
     params = model.init(jax.random.key(0), tokens)["params"]
@@ -112,13 +112,13 @@ def test_a_model_registered_in_the_tables_is_explained(monkeypatch):
 def test_a_model_without_an_entry_is_explained_as_its_kind(monkeypatch):
     monkeypatch.setitem(MODELS, "attended_mean", ModelFamily(AttendedMean, softmax_cross_entropy,
                                                              softmax_probabilities))
-    assert explanation_of("attended_mean") is KIND_EXPLANATIONS["text"]
+    assert hooks_of("attended_mean") is KIND_HOOKS["text"]
     monkeypatch.setitem(MODELS, "attended_mean", ModelFamily(AttendedMean, softmax_cross_entropy,
                                                              softmax_probabilities, kind="series"))
-    assert explanation_of("attended_mean") is KIND_EXPLANATIONS["series"]
-    assert explanation_of("input_cell_lstm").vectors is KIND_EXPLANATIONS["series"].vectors
+    assert hooks_of("attended_mean") is KIND_HOOKS["series"]
+    assert hooks_of("input_cell_lstm").vectors is KIND_HOOKS["series"].vectors
     with pytest.raises(ValueError, match="unknown model.name 'no_such_model'"):
-        explanation_of("no_such_model")
+        hooks_of("no_such_model")
 
 
 def test_a_kind_is_text_or_series():
