@@ -635,12 +635,17 @@ def _random_ranks(key: jax.Array, mask: jax.Array, shape: tuple) -> jax.Array:
     return jnp.argsort(jnp.argsort(draws, axis=-1), axis=-1)
 
 
-def _binomial(n: jax.Array, k: jax.Array) -> jax.Array:
-    """C(n, k) as float32 (0 where k < 0 or k > n), exact while it is below about 2^21."""
-    valid = (k >= 0) & (k <= n)
-    n, k = jnp.maximum(n, 0).astype(jnp.float32), jnp.clip(k, 0, jnp.maximum(n, 0)).astype(jnp.float32)
-    log = jax.scipy.special.gammaln(n + 1) - jax.scipy.special.gammaln(k + 1) - jax.scipy.special.gammaln(n - k + 1)
-    return jnp.where(valid, jnp.round(jnp.exp(log)), 0.0)
+def _binomial(n: jax.Array, k: jax.Array, length: int) -> jax.Array:
+    """C(n, k) as float32 for 0 <= n <= `length` (0 where k < 0 or k > n), read from Pascal's
+    triangle built in NumPy (a lookup: XLA compiles it in a fraction of the time of gammaln),
+    exact while it is below 2^24."""
+    triangle = np.zeros((length + 1, length + 1), np.float64)
+    triangle[:, 0] = 1.0
+    for row in range(1, length + 1):
+        triangle[row, 1:] = triangle[row - 1, 1:] + triangle[row - 1, :-1]
+    valid = (k >= 0) & (k <= n) & (n >= 0)
+    table = jnp.asarray(triangle.astype(np.float32))
+    return jnp.where(valid, table[jnp.clip(n, 0, length), jnp.clip(k, 0, length)], 0.0)
 
 
 def _unrank_subset(rank: jax.Array, size: jax.Array, m: jax.Array, length: int) -> jax.Array:
@@ -649,7 +654,7 @@ def _unrank_subset(rank: jax.Array, size: jax.Array, m: jax.Array, length: int) 
 
     def choose(player, carry):
         rank, left, chosen = carry
-        with_player = _binomial(m - player - 1, left - 1)  # the subsets that take this player next
+        with_player = _binomial(m - player - 1, left - 1, length)  # the subsets that take this player next
         take = (left > 0) & (player < m) & (rank < with_player)
         rank = jnp.where((left > 0) & (player < m) & ~take, rank - with_player, rank)
         return rank, left - take.astype(left.dtype), chosen.at[player].set(take)
@@ -670,7 +675,7 @@ def _kernel_design_row(key: jax.Array, mask: jax.Array, n_samples: int) -> tuple
     m_real, sizes_real = m.astype(jnp.float32), sizes.astype(jnp.float32)
     kernel = jnp.where(active, pairing * (m_real - 1) / jnp.maximum(sizes_real * (m_real - sizes_real), 1.0), 0.0)
     weight = kernel / jnp.maximum(jnp.sum(kernel), 1e-30)  # of each size (with its complement's)
-    count = jnp.where(active, pairing * _binomial(m, sizes), jnp.inf)  # coalitions of each size
+    count = jnp.where(active, pairing * _binomial(m, sizes, length), jnp.inf)  # coalitions of each size
     # Enumerate the sizes, smallest first, while the budget left covers a size's share of the
     # kernel weight left with every one of its coalitions (SHAP's KernelExplainer does the same).
     weight_left_from = jnp.cumsum(weight[::-1])[::-1]
