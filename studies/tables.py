@@ -419,6 +419,46 @@ def max_rows_memory(results: dict) -> str:
             f"ran in {results['default_run_seconds']:.0f} s on this machine.")
 
 
+def tuning(results: dict) -> str:
+    """A search of `studies/tuning/tuning.py`: every trial's flags, its validation score (which
+    chose) and its test score, then the shipped config and the chosen trial over seeds 0 to 2."""
+    select = results["select"]
+    body = [[f"`{name}`" + (" (chosen)" if name == results.get("chosen") else ""),
+             " ".join(f"`{flag}`" for flag in trial["flags"]) or "(the config as searched)",
+             number(trial["validation"][select], 4), number(trial["test"][select], 4)]
+            for name, trial in results["trials"].items()]
+    text = rows(["trial", "flags", f"validation {select} (chooses)", f"test {select} (seed 0)"], body)
+    seeds = results.get("seeds", {})
+    if seeds:
+        text += "\n\n" + rows(["config", "seeds", f"test {select}", "mean", "min", "max"], [
+            [f"`{name}`", ", ".join(map(str, row["seeds"])), ", ".join(number(v, 4) for v in row["test"]),
+             number(row["mean"], 4), number(row["min"], 4), number(row["max"], 4)]
+            for name, row in seeds.items()])
+    pending = results.get("pending") or []
+    note = f" Pending: {', '.join(pending)}." if pending else ""
+    return (text + f"\n\nOne run a trial (seed 0) over the budget of `{results['config']}`'s search; the trial best on "
+            f"validation (the model each run selected on its validation split) is then trained with seeds 1 and 2 "
+            f"beside the shipped config.{note}")
+
+
+for _search in ("fasttext_ag_news", "icapsnet_short_ag_news", "sgm_reuters"):
+    table(f"tuning_{_search}", f"studies/tuning/results/{_search}/results.json")(tuning)
+
+
+@table("first_call", "benchmarks/results/first_call/results.json")
+def first_call(results: dict) -> str:
+    model = results["model"]
+    body = [[f"`{method}`", number(row["first_s"], 2), f"{1000 * row['second_s']:.2f}",
+             f"{1000 * row['jitted_s']:.2f}", number(row["second_over_jitted"], 2)]
+            for method, row in results.items() if method not in ("model", "_run")]
+    return (rows(["method", "first eager call (s)", "second eager call (ms)", "under jax.jit (ms)",
+                  "second / jitted"], body)
+            + f"\n\nAn NNX model of {model['parameters']:,} parameters ({model['embed']}-wide word vectors, a "
+            f"{model['hidden']}-wide tanh layer, max over positions, {model['classes']} classes), "
+            f"{model['batch']} texts of {model['length']} positions, each method at its defaults in a fresh "
+            f"process; the second call and the jitted call are medians of {model['repeats']}.")
+
+
 @table("integration_rules", "studies/integration_rules/results/results.json")
 def integration_rules(results: dict) -> str:
     body = [[steps] + [f"{row[rule]['median']:.2e} / {row[rule]['p95']:.2e}" for rule in ("midpoint", "gausslegendre")]
