@@ -7,6 +7,8 @@ report, as pure functions of a model `f(x, *args) -> [B, C]` and arrays.
     metrics = attribution.faithfulness(f, x, target, scores, mask=mask, args=(tokens,))
 
 `jcaps.attribution.methods` states the contract every method keeps; `METHODS` is their table;
+`attribute(f, x, target, method=...)` returns a method's scores as an `Explanation` (with their
+targets, mask, options, key and completeness error; it saves, loads and renders itself);
 `checks.sanity_checks` checks an explanation and `report.write_html` renders explanations.
 This layer imports no training, model or data code of jcaps, nor Flax, Optax or orbax (an
 import contract in pyproject.toml); `jcaps.interpret` explains a trained jcaps workdir on top of
