@@ -1,7 +1,7 @@
 """The first and the second eager call of each attribution method, against the method under
 `jax.jit`, on a small NNX model.
 
-    python -m benchmarks.first_call --out DIR [--repeats 5] [--tiny]
+    python -m benchmarks.first_call --out DIR [--repeats 21] [--tiny]
 
 The model (an NNX module: word vectors [B, T, 64] -> a 128-wide tanh layer, max over positions
 -> 4 classes; 8,836 parameters) is explained on a batch of 16 texts of 48 positions with each
@@ -11,8 +11,9 @@ Each method runs in a fresh process, as a user's first call does:
     unrelated operation;
   * second_s: the median of `--repeats` further eager calls on the same model, shapes and
     options (the compiled program reused: `jcaps.attribution._compiled`);
-  * jitted_s: the median of `--repeats` calls of `jax.jit(functools.partial(method, model))`
-    after its compiling call, the cost of the computation itself;
+  * jitted_s: the median of `--repeats` calls of the method under `jax.jit` with the model as an
+    argument (its parameters inputs, as in the eager call's program) after its compiling call,
+    the cost of the computation itself; each taken in turn with an eager call;
   * second_over_jitted: their ratio (the cost of an eager call's checks and dispatch).
 
 Writes DIR/results.json: {method: {"first_s", "second_s", "jitted_s", "second_over_jitted"},
@@ -36,7 +37,6 @@ EMBED, HIDDEN, CLASSES = 64, 128, 4
 
 def measure(method: str, batch: int, length: int, repeats: int) -> dict:
     """The timings of one method, in this process (a fresh one: see `main`)."""
-    import functools
     import statistics
     import time
 
@@ -67,10 +67,13 @@ def measure(method: str, batch: int, length: int, repeats: int) -> dict:
         return time.perf_counter() - start
 
     first = timed(lambda: entry.function(model, x, target, **keyword))
-    second = statistics.median(timed(lambda: entry.function(model, x, target, **keyword)) for _ in range(repeats))
-    jitted_method = jax.jit(functools.partial(entry.function, model))
-    jax.block_until_ready(jitted_method(x, target, **keyword))
-    jitted = statistics.median(timed(lambda: jitted_method(x, target, **keyword)) for _ in range(repeats))
+    jitted_method = jax.jit(lambda module, x, target, keyword: entry.function(module, x, target, **keyword))
+    jax.block_until_ready(jitted_method(model, x, target, keyword))
+    seconds, jitted_seconds = [], []
+    for _ in range(repeats):  # in turn, so that both see the machine alike
+        seconds.append(timed(lambda: entry.function(model, x, target, **keyword)))
+        jitted_seconds.append(timed(lambda: jitted_method(model, x, target, keyword)))
+    second, jitted = statistics.median(seconds), statistics.median(jitted_seconds)
     return {
         "first_s": round(first, 4),
         "second_s": round(second, 6),
@@ -82,7 +85,7 @@ def measure(method: str, batch: int, length: int, repeats: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=21)
     parser.add_argument("--tiny", action="store_true")
     parser.add_argument("--method", help=argparse.SUPPRESS)  # one method, in a process of its own
     parser.add_argument("--batch", type=int, default=16, help=argparse.SUPPRESS)

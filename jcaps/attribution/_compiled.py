@@ -37,6 +37,19 @@ else:  # loaded by the first method called: the table of methods alone loads no 
     np = DeferredModule("numpy")
     arguments = DeferredModule("jcaps.attribution._arguments")
 
+
+def _load_modules() -> None:
+    """Replaces the deferred modules by the modules once a method runs: a call reads them often."""
+    global jax, np, arguments
+    if isinstance(jax, DeferredModule):
+        import jax as jax_module
+        import numpy as numpy_module
+
+        from jcaps.attribution import _arguments as arguments_module
+
+        jax, np, arguments = jax_module, numpy_module, arguments_module
+
+
 # The arguments of a method that are arrays (inputs of the program); the others are its options.
 _ARRAY_ARGUMENTS = ("x", "target", "mask", "args", "key", "baseline", "groups")
 # How many compiled programs are kept (each holds its f's static parts alive).
@@ -58,6 +71,7 @@ def compiled_once(*, uses_baseline: bool | None) -> Callable[[Callable], Callabl
 
         @functools.wraps(function)
         def method(f, x, target, **keywords):
+            _load_modules()
             bound = signature.bind(f, x, target, **keywords)
             arrays = {name: value for name, value in bound.arguments.items() if name in _ARRAY_ARGUMENTS}
             options = {
@@ -236,7 +250,9 @@ def _check_values(f, static, arrays: dict) -> None:
         values = np.asarray(groups)
         if np.issubdtype(values.dtype, np.integer):
             arguments.checked_groups(values, batch, length)
-    shapes = tuple((np.shape(a), np.result_type(a)) for a in (x, *tuple(arrays.get("args", ()))))
+    shapes = tuple(
+        (np.shape(a), str(getattr(a, "dtype", type(a).__name__))) for a in (x, *tuple(arrays.get("args", ())))
+    )
     cache_key = (static, shapes)
     if cache_key not in _classes:  # C, read from f's output shape once for these shapes
         try:
