@@ -102,8 +102,8 @@ def _program(function: Callable, static, options: tuple) -> Callable:
             return _cache[cache_key]
     treedef, static_leaves, _ = static
 
-    def run(leaves, arrays):
-        model = _rebuilt(treedef, static_leaves, leaves)
+    def run(arrays_of_f, arrays):
+        model = _rebuilt(treedef, static_leaves, arrays_of_f)
         return function(model, **arrays, **dict(options))
 
     program = jax.jit(run)
@@ -124,16 +124,16 @@ def _is_array(value) -> bool:
 
 
 def _split_model(f):
-    """(f's array leaves, (its tree structure, its other leaves by position, the plain values
-    its functions read)), or None when f cannot be cached: a part of it is unhashable or reaches
+    """(f's array leaves, (its tree structure, its leaves with None for each array, the plain
+    values its functions read)), or None when f cannot be cached: a part of it is unhashable or reaches
     arrays it does not show. The plain values (numbers, strings) a closure or a global holds are
     part of the key, so a changed one compiles anew."""
     leaves, treedef = jax.tree_util.tree_flatten(f)
     arrays = [leaf for leaf in leaves if _is_array(leaf)]
-    static_leaves = tuple((i, leaf) for i, leaf in enumerate(leaves) if not _is_array(leaf))
+    static_leaves = tuple(None if _is_array(leaf) else leaf for leaf in leaves)  # None is never a leaf
     seen: set[int] = set()
     values: list = []
-    reached = [leaf for _, leaf in static_leaves]
+    reached = [leaf for leaf in static_leaves if leaf is not None]
     if isinstance(f, jax.tree_util.Partial):
         reached.append(f.func)
     if any(_reaches_arrays(leaf, seen, values) for leaf in reached) or len(values) > _MOST_VALUES:
@@ -147,16 +147,9 @@ def _split_model(f):
 
 
 def _rebuilt(treedef, static_leaves: tuple, arrays: list):
-    """f again from its structure, its static leaves and its (traced) array leaves."""
-    leaves: list = [None] * treedef.num_leaves
-    for i, leaf in static_leaves:
-        leaves[i] = leaf
+    """f again from its structure, its static leaves and its (traced) array leaves in order."""
     dynamic = iter(arrays)
-    taken = {i for i, _ in static_leaves}
-    for i in range(len(leaves)):
-        if i not in taken:
-            leaves[i] = next(dynamic)
-    return jax.tree_util.tree_unflatten(treedef, leaves)
+    return jax.tree_util.tree_unflatten(treedef, [next(dynamic) if leaf is None else leaf for leaf in static_leaves])
 
 
 _SKIPPED = (types.ModuleType, type, types.BuiltinFunctionType)

@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jcaps.attribution._compiled import compiled_once
+from jcaps.attribution._kernels import key_count
 from jcaps.attribution.methods import METHODS, _game
 from jcaps.viz.html import signed_heatmap_html
 
@@ -95,7 +96,7 @@ class Explanation:
             name: None if value is None else value[picked] for name, value in self._arrays().items() if name != "key"
         }
         key = self.key
-        if key is not None and _one_key_an_example(key, len(self)):
+        if key is not None and key_count(key, len(self)) is not None:
             key = key[picked]
         tokens = None if self.tokens is None else tuple(self.tokens[i] for i in picked.tolist())
         return dataclasses.replace(self, **arrays, key=key, tokens=tokens)
@@ -340,12 +341,6 @@ def _target_index(entry: dict, classes: Sequence[str] | None, path, *, number: i
 
 def _typed(key) -> bool:
     return jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)
-
-
-def _one_key_an_example(key, batch: int) -> bool:
-    """Whether `key` holds one key an example."""
-    single = 0 if _typed(key) else 1
-    return key.ndim == single + 1 and key.shape[0] == batch
 
 
 def _json_value(value) -> bool:
